@@ -1,0 +1,140 @@
+/*
+ * chfs.h — public client API of CHFS (chfs-stack implementation on libfabric).
+ *
+ * Source-compatible with upstream CHFS (otatebe/chfs 3.x, lib/chfs.h): every upstream function
+ * keeps its name, signature and meaning, so programs written for upstream (IOR's CHFS backend,
+ * the ROMIO ad_chfs driver, chfuse, chfs-zpoline) build against this header unchanged and link
+ * with `pkg-config --libs chfs`. The chfs-stack extensions below the upstream block are what
+ * POSIX-style access paths need (rename, fstat, ftruncate, lstat, access, chmod, utimens,
+ * node-local fast paths, fork support); an access path that uses only the upstream block also
+ * builds against upstream CHFS.
+ *
+ * Conventions: functions return 0 (or a count) on success and -1 with errno set on failure,
+ * exactly like the POSIX call of the same name. Paths are CHFS paths ("/a/b" or "a/b" name the
+ * same file; "." and ".." are resolved; a path may not climb above the root). File descriptors
+ * are small non-negative integers private to the library, not kernel descriptors. Every
+ * function is thread-safe once chfs_init() has returned.
+ *
+ * Environment (read by chfs_init; a malformed value makes chfs_init fail with EINVAL and a
+ * one-line message naming the variable):
+ *   CHFS_SERVER                  comma-separated server addresses used to join the pool
+ *   CHFS_SECRET_FILE             pool secret (default $HOME/.chfs/secret)
+ *   CHFS_CHUNK_SIZE              chunk size of new files in bytes (default 65536; K/M/G suffix)
+ *   CHFS_PLACEMENT               placement of new files: "hash" (default) or "local"
+ *   CHFS_ASYNC_ACCESS            1 = issue the chunk RPCs of one call concurrently
+ *   CHFS_BUF_SIZE                per-descriptor client buffer in bytes (default 0 = none)
+ *   CHFS_RDMA_THRESH             transfers larger than this move by RMA (default 32768)
+ *   CHFS_RPC_TIMEOUT_MSEC        RPC timeout (default 30000; 0 = none)
+ *   CHFS_NODE_LIST_CACHE_TIMEOUT seconds before the server list is refreshed (default 120)
+ *   CHFS_LOG_PRIORITY            emerg|alert|crit|err|warning|notice|info|debug (default notice)
+ */
+#ifndef CHFS_H
+#define CHFS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CHFS_VERSION_MAJOR 3
+#define CHFS_VERSION_MINOR 0
+#define CHFS_STACK_IMPL 1 /* defined only by the chfs-stack implementation */
+
+/* Upstream flag bits (mode/flags words). */
+#define CHFS_O_CACHE (1 << 28)
+#define CHFS_S_IFREP (4 << 28)
+
+/* ---- upstream API --------------------------------------------------------------------- */
+
+/* Join the pool through `server` (an address) or, if NULL, an entry of CHFS_SERVER. Fails
+ * with ENOTCONN if no listed server answers within the RPC timeout. Calling it again after
+ * success returns 0 at once. */
+int chfs_init(const char *server);
+int chfs_initialized(void);
+int chfs_term(void);
+int chfs_term_without_sync(void);
+/* Number of servers in the pool. */
+int chfs_size(void);
+const char *chfs_version(void);
+
+void chfs_set_chunk_size(int chunk_size);
+void chfs_set_buf_size(int buf_size);
+void chfs_set_async_access(int enable);
+void chfs_set_rdma_thresh(size_t thresh);
+void chfs_set_rpc_timeout_msec(int timeout);
+void chfs_set_node_list_cache_timeout(int timeout);
+
+/* Create (or truncate, if it exists and O_EXCL is not given) a regular file and open it.
+ * flags: O_RDONLY/O_WRONLY/O_RDWR, O_EXCL, O_APPEND, CHFS_O_LOCAL. Returns a descriptor. */
+int chfs_create(const char *path, int32_t flags, mode_t mode);
+int chfs_create_chunk_size(const char *path, int32_t flags, mode_t mode, int chunk_size);
+/* Open an existing file or directory. flags: access mode, O_TRUNC, O_APPEND, O_DIRECTORY. */
+int chfs_open(const char *path, int32_t flags);
+int chfs_close(int fd);
+ssize_t chfs_pwrite(int fd, const void *buf, size_t size, off_t offset);
+ssize_t chfs_write(int fd, const void *buf, size_t size);
+/* Reads return fewer bytes than asked only at end of file; holes read as zeros. */
+ssize_t chfs_pread(int fd, void *buf, size_t size, off_t offset);
+ssize_t chfs_read(int fd, void *buf, size_t size);
+off_t chfs_seek(int fd, off_t off, int whence);
+int chfs_fsync(int fd);
+int chfs_truncate(const char *path, off_t len);
+int chfs_unlink(const char *path);
+
+int chfs_mkdir(const char *path, mode_t mode);
+int chfs_rmdir(const char *path); /* ENOTEMPTY if the directory has entries */
+int chfs_stat(const char *path, struct stat *st);
+/* Calls filler(buf, name, st, 0) once per entry (including "." and ".."), in no particular
+ * order; stops early if filler returns non-zero. */
+int chfs_readdir(const char *path, void *buf,
+                 int (*filler)(void *, const char *, const struct stat *, off_t));
+/* Same, but only the entries held by server `index` (0 <= index < chfs_size()). */
+int chfs_readdir_index(const char *path, int index, void *buf,
+                       int (*filler)(void *, const char *, const struct stat *, off_t));
+int chfs_symlink(const char *target, const char *path);
+/* Returns the length of the target (not NUL-terminated if it does not fit, like readlink). */
+int chfs_readlink(const char *path, char *buf, size_t size);
+
+void chfs_sync(void);
+void chfs_set_stagein_buf_size(int buf_size);
+/* Persistent backend not implemented yet: fails with ENOTSUP. */
+int chfs_stagein(const char *path);
+
+/* ---- chfs-stack extensions ------------------------------------------------------------ */
+
+/* Create flag: place every chunk of the new file on the server of this node (the server whose
+ * address is one of this host's addresses), instead of striping by hash. */
+#define CHFS_O_LOCAL (1 << 27)
+
+int chfs_rename(const char *from, const char *to); /* files, symlinks and empty directories */
+int chfs_fstat(int fd, struct stat *st);
+int chfs_ftruncate(int fd, off_t len);
+int chfs_lstat(const char *path, struct stat *st);
+int chfs_access(const char *path, int mode); /* F_OK/R_OK/W_OK/X_OK against the stored mode */
+int chfs_chmod(const char *path, mode_t mode);
+/* times[0] = atime, times[1] = mtime; UTIME_NOW and UTIME_OMIT as in utimensat(2). */
+int chfs_utimens(const char *path, const struct timespec times[2]);
+/* The chunk size of an open file. */
+int chfs_chunk_size_of(int fd);
+
+/* Node-local fast path. If every chunk of the open file lives on a server of this node, writes
+ * the absolute path of that server's backing file (a regular file holding the data at its
+ * logical offsets) into buf and returns 0; otherwise -1 with errno ENXIO. A caller may then
+ * read and write the backing file directly: the server derives the size and times of such a
+ * file from its backing file, so every client sees direct writes. */
+int chfs_local_backing_path(int fd, char *buf, size_t size);
+
+/* Call in the child after fork()/clone() without exec when the process used CHFS before: drops
+ * the parent's transport state (the child gets its own on the next call); open descriptors
+ * stay valid. libchfs registers this with pthread_atfork(); raw clone() users call it. */
+void chfs_after_fork(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CHFS_H */

@@ -1,0 +1,115 @@
+/*
+ * xprt.h — the RPC transport of CHFS on libfabric (FI_EP_RDM).
+ *
+ * One xprt_t per process: a fabric, domain, reliable-datagram endpoint, completion queue, address
+ * vector, and one progress thread that owns the completion queue. libfabric 1.17's tcp and shm
+ * providers progress data only while some thread calls into them (a peer's RMA stalls until the
+ * target polls), so the progress thread runs for the life of the xprt_t; it blocks on the CQ's
+ * wait object (tcp, verbs) or, on shm (no wait object in 1.17), polls with an adaptive back-off so
+ * an idle process uses no measurable CPU.
+ *
+ * Messages are opaque byte strings to this layer: a request from a client, a reply from the
+ * server, matched by a per-xprt request id carried in the tag. Bodies up to xprt_max_msg() bytes
+ * travel inline; bulk data moves by RMA into or out of memory the client registered with
+ * xprt_mem_register() and described in its request (the server calls xprt_rma_read/write).
+ * The layer above (common/wire.h) defines what the bytes mean.
+ *
+ * Addresses are printable strings "<proto>://<provider address>", e.g. "tcp://10.0.0.2:40001" or
+ * "shm://chfsd-1234"; xprt_self_addr() gives one, xprt_connect() accepts one from any process.
+ * A peer learns a client's address from the first message (libfabric's FI_SOURCE is unreliable on
+ * first contact), so servers need no address exchange beforehand.
+ *
+ * Errors are negative errno values: -ETIMEDOUT when no reply arrived within the timeout,
+ * -EHOSTUNREACH/-ECONNREFUSED when the peer is known to be gone, -EMSGSIZE for an oversized
+ * message, -EINVAL for bad arguments, -ENOMEM.
+ */
+#ifndef CHFS_XPRT_H
+#define CHFS_XPRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct xprt xprt_t;
+typedef struct xprt_peer xprt_peer_t; /* owned by the xprt_t; valid until xprt_close */
+typedef struct xprt_req xprt_req_t;   /* one incoming request on a server */
+typedef struct xprt_mem xprt_mem_t;   /* one registered memory region */
+typedef struct xprt_call xprt_call_t; /* one outstanding asynchronous call */
+
+struct xprt_opts {
+	/* "tcp" (tcp;ofi_rxm), "shm", "verbs" (verbs;ofi_rxm), "sockets"; upstream spellings such as
+	 * "ofi+tcp", "ofi+tcp;ofi_rxm", "sm", "na+sm", "ofi+verbs;ofi_rxm" are accepted too. */
+	const char *proto;
+	/* Where to listen (servers): IPv4 address, host name or interface name, optionally
+	 * ":port" (0 or absent = ephemeral). NULL = 127.0.0.1 for tcp/verbs; a unique name for shm.
+	 * Clients pass NULL (or the address to bind, for multi-homed nodes). */
+	const char *host;
+	int is_server;     /* accept requests (xprt_serve) */
+	unsigned nworkers; /* server worker threads calling the handler (default 4) */
+};
+
+/* Bring the endpoint up and start the progress thread. */
+int xprt_open(const struct xprt_opts *o, xprt_t **out);
+/* Stop threads (in-flight handlers finish first), release every resource. */
+void xprt_close(xprt_t *x);
+/* Forget the state inherited from a parent process after fork() without touching it (the
+ * parent still uses it); the child must xprt_open() anew. */
+void xprt_abandon_after_fork(xprt_t *x);
+
+int xprt_self_addr(const xprt_t *x, char *buf, size_t size);
+/* Canonical name of the protocol ("tcp", "shm", "verbs", "sockets"). */
+const char *xprt_proto(const xprt_t *x);
+/* Largest request or reply body sent inline (at least 64 KiB + 4 KiB). */
+size_t xprt_max_msg(const xprt_t *x);
+
+/* Resolve an address string (cached: the same string gives the same peer). No traffic. */
+int xprt_connect(xprt_t *x, const char *addr, xprt_peer_t **out);
+const char *xprt_peer_addr(const xprt_peer_t *p);
+
+/* ---- client side (any xprt_t, servers included, can call) ---- */
+
+/* Send req, wait for the reply (copied into rep, at most repcap bytes; *replen gets the full
+ * length, -EMSGSIZE if it did not fit). timeout_ms <= 0 means wait forever. Thread-safe; any
+ * number of calls may be in flight from any number of threads. */
+int xprt_call(xprt_t *x, xprt_peer_t *p, const void *req, size_t reqlen, void *rep, size_t repcap,
+              size_t *replen, int timeout_ms);
+/* Asynchronous form: start, then wait (exactly once) for each started call. */
+int xprt_call_start(xprt_t *x, xprt_peer_t *p, const void *req, size_t reqlen, void *rep,
+                    size_t repcap, int timeout_ms, xprt_call_t **out);
+int xprt_call_wait(xprt_call_t *c, size_t *replen);
+
+/* Memory the peer may read (XPRT_MEM_REMOTE_READ) or write (XPRT_MEM_REMOTE_WRITE) by RMA. */
+#define XPRT_MEM_REMOTE_READ 1
+#define XPRT_MEM_REMOTE_WRITE 2
+struct xprt_rma_desc { /* travels inside a request, fixed 24 bytes, little endian on the wire */
+	uint64_t addr;   /* provider-specific base (virtual address or 0) */
+	uint64_t key;    /* remote key */
+	uint64_t len;    /* bytes exposed */
+};
+int xprt_mem_register(xprt_t *x, void *buf, size_t len, int access, xprt_mem_t **mr,
+                      struct xprt_rma_desc *desc);
+void xprt_mem_deregister(xprt_mem_t *mr);
+
+/* ---- server side ---- */
+
+typedef void (*xprt_handler_fn)(xprt_req_t *r, void *arg);
+/* Start calling h(r, arg) on the worker threads for every request; returns at once. Each request
+ * must be answered with exactly one xprt_reply() (which releases r). */
+int xprt_serve(xprt_t *x, xprt_handler_fn h, void *arg);
+const void *xprt_req_data(const xprt_req_t *r, size_t *len);
+/* The client's address string (for logs and membership). */
+const char *xprt_req_peer_addr(const xprt_req_t *r);
+/* Pull len bytes at remote->addr + off of the requesting client into local (write RPCs), or push
+ * local to it (read RPCs). Blocks the calling worker until the transfer completed or failed. */
+int xprt_rma_read(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local,
+                  size_t len);
+int xprt_rma_write(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off,
+                   const void *local, size_t len);
+int xprt_reply(xprt_req_t *r, const void *rep, size_t len);
+
+/* Counters for benchmarks and tests. */
+struct xprt_stats {
+	uint64_t calls, requests, replies, rma_reads, rma_writes, rma_bytes, timeouts, wakeups;
+};
+void xprt_get_stats(const xprt_t *x, struct xprt_stats *s);
+
+#endif /* CHFS_XPRT_H */
