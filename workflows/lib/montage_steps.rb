@@ -5,8 +5,8 @@
 # `stat="ERROR"/"WARNING"` with a message; the exit code alone does not tell WARNING from OK.
 # `Steps#run` runs a command (through Pwrake's `bq` when the Rakefile runs under Pwrake, so the
 # command executes on the worker; otherwise locally), parses that line, records the step's
-# wall-clock span under its phase, and raises a one-line error on failure, which Rake reports
-# without a backtrace (see Steps.install_error_handler).
+# wall-clock span under its phase, and raises Steps::Failed with a one-line message on failure
+# (the Rakefile prints it and exits, so the user sees that line rather than a backtrace).
 #
 # Timings live in memory (Rake and Pwrake run task actions as threads of one process) and are
 # written as CSV at exit to $TIMING_LOG when set — outside the working directory, so the
@@ -54,8 +54,9 @@ module Steps
 
     def capture(argv, ctx)
       if ctx && ctx.respond_to?(:bq, true)           # Pwrake: run on the task's worker
-        out = ctx.send(:bq, argv.shelljoin + ' 2>&1')
-        [out.to_s, !out.to_s.empty?]
+        code = nil
+        out = ctx.send(:bq, argv.shelljoin + ' 2>&1') { |_out, status| code = status.exitstatus }
+        [out.to_s, code == 0]
       else
         out, st = Open3.capture2e(*argv)
         [out, st.success?]
@@ -97,9 +98,7 @@ module Steps
       end
     end
 
-    # Rake prints a full backtrace for exceptions raised in tasks unless --trace is off *and*
-    # the error is one it knows; a workflow user wants one line. Wrap the top level.
-    def install_error_handler
+    def write_csv_at_exit
       at_exit do
         write_csv(ENV['TIMING_LOG']) if ENV['TIMING_LOG'] && !ENV['TIMING_LOG'].empty?
       end
