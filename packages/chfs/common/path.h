@@ -1,0 +1,33 @@
+/*
+ * path.h — CHFS path canonicalisation and validation.
+ *
+ * A canonical CHFS path has no leading or trailing '/', no empty, "." or ".." components, and
+ * the root is the empty string. Clients canonicalise what applications pass (resolving "." and
+ * ".."; climbing above the root is an error, not a clamp); servers never trust that and re-check
+ * every path they receive with path_check_canonical() before it names anything in storage.
+ *
+ * Limits: a path is at most CHFS_PATH_MAX-1 bytes, a component at most CHFS_NAME_MAX bytes (one
+ * less than the usual 255 because the server stores each name with a one-byte prefix).
+ */
+#ifndef CHFS_PATH_H
+#define CHFS_PATH_H
+
+#include <stddef.h>
+
+#define CHFS_PATH_MAX 4096
+#define CHFS_NAME_MAX 254
+
+/* Canonicalise `in` into out (capacity CHFS_PATH_MAX). Returns 0, -ENOENT for "", -EINVAL for a
+ * path climbing above the root, -ENAMETOOLONG for an over-long component or path. */
+int path_canonical(const char *in, char *out);
+/* 0 if `p` (length len, not necessarily NUL-terminated) is canonical; root ("") allowed only if
+ * allow_root. -EINVAL (NUL byte, empty/./.. component, leading or trailing '/') or
+ * -ENAMETOOLONG. */
+int path_check_canonical(const char *p, size_t len, int allow_root);
+/* Split canonical `p` into parent (written to parent, capacity CHFS_PATH_MAX) and the last
+ * component (returned, a pointer into p). The root has no parent: returns NULL. */
+const char *path_split(const char *p, char *parent);
+/* Join canonical dir and a name; -ENAMETOOLONG if too long. */
+int path_join(const char *dir, const char *name, char *out);
+
+#endif

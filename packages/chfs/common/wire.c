@@ -1,0 +1,442 @@
+/*
+ * wire.c — see wire.h. The encoder writes little-endian fields and records overflow instead of
+ * writing past the buffer; the decoder checks every length against what remains before touching
+ * a byte. wire_decode_req() knows, per op, which fields follow and validates their values.
+ */
+#define _GNU_SOURCE
+#include "wire.h"
+
+#include <errno.h>
+#include <string.h>
+
+static const char *const op_names[WOP_MAX] = {
+	[WOP_NODE_LIST] = "node_list", [WOP_JOIN] = "join", [WOP_SET_LIST] = "set_list",
+	[WOP_CREATE] = "create", [WOP_STAT] = "stat", [WOP_MKDIR] = "mkdir", [WOP_RMDIR] = "rmdir",
+	[WOP_DIR_EMPTY] = "dir_empty", [WOP_READDIR] = "readdir", [WOP_UNLINK] = "unlink",
+	[WOP_INSERT] = "insert", [WOP_REMOVE_IF] = "remove_if", [WOP_RENAME] = "rename",
+	[WOP_SETATTR] = "setattr", [WOP_WRITE] = "write", [WOP_READ] = "read",
+	[WOP_DATA_TRUNCATE] = "data_truncate", [WOP_DATA_REMOVE] = "data_remove",
+	[WOP_DATA_STAT] = "data_stat", [WOP_LOCAL_PATH] = "local_path", [WOP_SYNC] = "sync",
+};
+
+const char *wire_op_name(unsigned op)
+{
+	op &= ~(unsigned)WIRE_REPLY;
+	return op > 0 && op < WOP_MAX && op_names[op] ? op_names[op] : "unknown";
+}
+
+/* ---- encoder ---- */
+void wenc_init(struct wenc *e, void *buf, size_t cap)
+{
+	e->p = buf;
+	e->cap = cap;
+	e->len = 0;
+	e->err = 0;
+}
+
+void *wenc_reserve(struct wenc *e, size_t n)
+{
+	if (e->err || n > e->cap - e->len) {
+		e->err = -EMSGSIZE;
+		return NULL;
+	}
+	void *at = e->p + e->len;
+	e->len += n;
+	return at;
+}
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < n; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+void wenc_u32(struct wenc *e, uint32_t v)
+{
+	uint8_t *p = wenc_reserve(e, 4);
+	if (p)
+		put_le(p, v, 4);
+}
+
+void wenc_u64(struct wenc *e, uint64_t v)
+{
+	uint8_t *p = wenc_reserve(e, 8);
+	if (p)
+		put_le(p, v, 8);
+}
+
+void wenc_i64(struct wenc *e, int64_t v) { wenc_u64(e, (uint64_t)v); }
+
+void wenc_raw(struct wenc *e, const void *src, size_t n)
+{
+	uint8_t *p = wenc_reserve(e, n);
+	if (p && n)
+		memcpy(p, src, n);
+}
+
+void wenc_bytes(struct wenc *e, const void *src, size_t n)
+{
+	if (n > UINT32_MAX) {
+		e->err = -EMSGSIZE;
+		return;
+	}
+	wenc_u32(e, (uint32_t)n);
+	wenc_raw(e, src, n);
+}
+
+void wenc_str(struct wenc *e, const char *s) { wenc_bytes(e, s, strlen(s)); }
+
+void wenc_md(struct wenc *e, const struct chfs_md *m)
+{
+	wenc_u32(e, m->mode);
+	wenc_u32(e, m->uid);
+	wenc_u32(e, m->gid);
+	wenc_u32(e, m->flags);
+	wenc_u32(e, m->chunk_size);
+	wenc_u32(e, m->first);
+	wenc_u64(e, m->size);
+	wenc_u64(e, m->fileid);
+	wenc_i64(e, m->atime_ns);
+	wenc_i64(e, m->mtime_ns);
+	wenc_i64(e, m->ctime_ns);
+	wenc_str(e, m->link);
+	wenc_str(e, m->home);
+}
+
+/* ---- decoder ---- */
+void wdec_init(struct wdec *d, const void *buf, size_t len)
+{
+	d->p = buf;
+	d->len = len;
+	d->pos = 0;
+	d->err = 0;
+}
+
+const void *wdec_raw(struct wdec *d, size_t n)
+{
+	if (d->err || n > d->len - d->pos) {
+		d->err = -EBADMSG;
+		return NULL;
+	}
+	const void *at = d->p + d->pos;
+	d->pos += n;
+	return at;
+}
+
+uint32_t wdec_u32(struct wdec *d)
+{
+	const uint8_t *p = wdec_raw(d, 4);
+	return p ? (uint32_t)get_le(p, 4) : 0;
+}
+
+uint64_t wdec_u64(struct wdec *d)
+{
+	const uint8_t *p = wdec_raw(d, 8);
+	return p ? get_le(p, 8) : 0;
+}
+
+int64_t wdec_i64(struct wdec *d) { return (int64_t)wdec_u64(d); }
+
+const void *wdec_bytes(struct wdec *d, size_t max, size_t *n)
+{
+	uint32_t len = wdec_u32(d);
+	if (d->err)
+		return NULL;
+	if (len > max) {
+		d->err = -EBADMSG;
+		return NULL;
+	}
+	*n = len;
+	return wdec_raw(d, len);
+}
+
+void wdec_str(struct wdec *d, char *out, size_t cap)
+{
+	size_t n = 0;
+	const char *s = wdec_bytes(d, cap - 1, &n);
+	if (!s || memchr(s, '\0', n)) {
+		d->err = -EBADMSG;
+		out[0] = '\0';
+		return;
+	}
+	memcpy(out, s, n);
+	out[n] = '\0';
+}
+
+void wdec_md(struct wdec *d, struct chfs_md *m)
+{
+	m->mode = wdec_u32(d);
+	m->uid = wdec_u32(d);
+	m->gid = wdec_u32(d);
+	m->flags = wdec_u32(d);
+	m->chunk_size = wdec_u32(d);
+	m->first = wdec_u32(d);
+	m->size = wdec_u64(d);
+	m->fileid = wdec_u64(d);
+	m->atime_ns = wdec_i64(d);
+	m->mtime_ns = wdec_i64(d);
+	m->ctime_ns = wdec_i64(d);
+	wdec_str(d, m->link, sizeof m->link);
+	wdec_str(d, m->home, sizeof m->home);
+}
+
+int wdec_finish(struct wdec *d)
+{
+	if (d->err)
+		return d->err;
+	return d->pos == d->len ? 0 : -EBADMSG;
+}
+
+/* ---- header ---- */
+void wire_hdr_put(void *buf, const struct wire_hdr *h)
+{
+	uint8_t *p = buf;
+	put_le(p, h->magic, 4);
+	put_le(p + 4, h->version, 2);
+	put_le(p + 6, h->op, 2);
+	put_le(p + 8, h->reqid, 8);
+	memcpy(p + 16, h->secret, CHFS_SECRET_LEN);
+	put_le(p + 48, h->body_len, 4);
+	put_le(p + 52, (uint32_t)h->status, 4);
+}
+
+int wire_hdr_get(const void *buf, size_t len, struct wire_hdr *h)
+{
+	const uint8_t *p = buf;
+	if (len < WIRE_HDR_LEN)
+		return -EBADMSG;
+	h->magic = (uint32_t)get_le(p, 4);
+	h->version = (uint16_t)get_le(p + 4, 2);
+	h->op = (uint16_t)get_le(p + 6, 2);
+	h->reqid = get_le(p + 8, 8);
+	memcpy(h->secret, p + 16, CHFS_SECRET_LEN);
+	h->body_len = (uint32_t)get_le(p + 48, 4);
+	h->status = (int32_t)(uint32_t)get_le(p + 52, 4);
+	if (h->magic != WIRE_MAGIC)
+		return -EBADMSG;
+	if (h->version != WIRE_VERSION)
+		return -EPROTO;
+	unsigned op = h->op & ~(unsigned)WIRE_REPLY;
+	if (op == 0 || op >= WOP_MAX)
+		return -EBADMSG;
+	if ((uint64_t)h->body_len != len - WIRE_HDR_LEN)
+		return -EBADMSG;
+	return 0;
+}
+
+/* ---- request validation ---- */
+int wire_addr_ok(const char *a, size_t len)
+{
+	if (len == 0 || len >= WIRE_ADDR_MAX)
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)a[i];
+		if (c <= ' ' || c >= 127 || c == ',')
+			return 0;
+	}
+	return memmem(a, len, "://", 3) != NULL;
+}
+
+static int list_ok(const char *l, size_t len)
+{
+	size_t s = 0;
+	for (size_t i = 0; i <= len; i++) {
+		if (i == len || l[i] == ',') {
+			if (!wire_addr_ok(l + s, i - s))
+				return 0;
+			s = i + 1;
+		}
+	}
+	return 1;
+}
+
+static void dec_path(struct wdec *d, char *out, int allow_root, int *bad)
+{
+	wdec_str(d, out, CHFS_PATH_MAX);
+	if (d->err)
+		return;
+	int rc = path_check_canonical(out, strlen(out), allow_root);
+	if (rc && !*bad)
+		*bad = rc;
+}
+
+static int md_ok(const struct chfs_md *m)
+{
+	if (m->chunk_size == 0 || m->chunk_size > (1u << 30))
+		return 0;
+	if (m->size > WIRE_MAX_OFFSET)
+		return 0;
+	if (m->flags & ~(uint32_t)MD_LOCAL)
+		return 0;
+	if ((m->flags & MD_LOCAL) && !wire_addr_ok(m->home, strlen(m->home)))
+		return 0;
+	return 1;
+}
+
+static void dec_segs(struct wdec *d, struct wire_req *r, int *bad)
+{
+	r->nseg = wdec_u32(d);
+	if (d->err)
+		return;
+	if (r->nseg == 0 || r->nseg > WIRE_MAX_SEGS) {
+		d->err = -EBADMSG;
+		return;
+	}
+	r->seg_total = 0;
+	for (uint32_t i = 0; i < r->nseg; i++) {
+		struct wire_seg *s = &r->seg[i];
+		s->off = wdec_u64(d);
+		s->len = wdec_u64(d);
+		s->bufoff = wdec_u64(d);
+		if (d->err)
+			return;
+		if (s->len == 0 || s->off > WIRE_MAX_OFFSET || s->len > WIRE_MAX_OFFSET - s->off ||
+		    s->bufoff > WIRE_MAX_OFFSET || s->len > WIRE_MAX_OFFSET - s->bufoff) {
+			*bad = -EINVAL;
+			return;
+		}
+		r->seg_total += s->len;
+		if (r->seg_total > WIRE_MAX_OFFSET) {
+			*bad = -EINVAL;
+			return;
+		}
+	}
+	r->has_rma = (int)wdec_u32(d);
+	if (d->err)
+		return;
+	if (r->has_rma != 0 && r->has_rma != 1) {
+		d->err = -EBADMSG;
+		return;
+	}
+	if (r->has_rma) {
+		r->rma.addr = wdec_u64(d);
+		r->rma.key = wdec_u64(d);
+		r->rma.len = wdec_u64(d);
+		if (d->err)
+			return;
+		for (uint32_t i = 0; i < r->nseg; i++)
+			if (r->seg[i].bufoff + r->seg[i].len > r->rma.len) {
+				*bad = -EINVAL;
+				return;
+			}
+	}
+}
+
+int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
+{
+	int rc = wire_hdr_get(msg, len, &r->h);
+	if (rc)
+		return rc;
+	if (r->h.op & WIRE_REPLY || r->h.status != 0)
+		return -EBADMSG;
+	struct wdec d;
+	int bad = 0;
+	size_t n;
+	wdec_init(&d, (const uint8_t *)msg + WIRE_HDR_LEN, len - WIRE_HDR_LEN);
+	r->path[0] = r->path2[0] = r->addr[0] = '\0';
+	r->nseg = 0;
+	r->has_rma = 0;
+	r->data = NULL;
+	r->data_len = 0;
+	r->list = NULL;
+	r->list_len = 0;
+
+	switch (r->h.op) {
+	case WOP_NODE_LIST:
+	case WOP_SYNC:
+		break;
+	case WOP_JOIN:
+		wdec_str(&d, r->addr, sizeof r->addr);
+		if (!d.err && !wire_addr_ok(r->addr, strlen(r->addr)))
+			bad = -EINVAL;
+		break;
+	case WOP_SET_LIST:
+		r->epoch = wdec_u64(&d);
+		r->list = wdec_bytes(&d, WIRE_LIST_MAX, &n);
+		r->list_len = (uint32_t)n;
+		if (!d.err && !list_ok(r->list, n))
+			bad = -EINVAL;
+		break;
+	case WOP_CREATE:
+	case WOP_MKDIR:
+	case WOP_INSERT:
+		dec_path(&d, r->path, 0, &bad);
+		wdec_md(&d, &r->md);
+		if (r->h.op != WOP_MKDIR)
+			r->flags = wdec_u32(&d);
+		if (!d.err && !md_ok(&r->md))
+			bad = -EINVAL;
+		break;
+	case WOP_STAT:
+	case WOP_DIR_EMPTY:
+		dec_path(&d, r->path, 1, &bad);
+		break;
+	case WOP_RMDIR:
+	case WOP_UNLINK:
+		dec_path(&d, r->path, 0, &bad);
+		break;
+	case WOP_READDIR:
+		dec_path(&d, r->path, 1, &bad);
+		wdec_str(&d, r->path2, CHFS_NAME_MAX + 1); /* cursor: last name returned, or "" */
+		if (!d.err && strchr(r->path2, '/'))
+			bad = -EINVAL;
+		break;
+	case WOP_REMOVE_IF:
+		dec_path(&d, r->path, 0, &bad);
+		r->fileid = wdec_u64(&d);
+		break;
+	case WOP_RENAME:
+		dec_path(&d, r->path, 0, &bad);
+		dec_path(&d, r->path2, 0, &bad);
+		break;
+	case WOP_SETATTR:
+		dec_path(&d, r->path, 1, &bad);
+		r->fileid = wdec_u64(&d);
+		r->which = wdec_u32(&d);
+		r->mode = wdec_u32(&d);
+		r->atime_ns = wdec_i64(&d);
+		r->mtime_ns = wdec_i64(&d);
+		r->size = wdec_u64(&d);
+		if (!d.err && (r->which == 0 || r->which > 31 || r->size > WIRE_MAX_OFFSET))
+			bad = -EINVAL;
+		break;
+	case WOP_WRITE:
+	case WOP_READ:
+		r->fileid = wdec_u64(&d);
+		dec_segs(&d, r, &bad);
+		if (r->h.op == WOP_WRITE && !d.err && !bad) {
+			r->data = wdec_bytes(&d, UINT32_MAX, &n);
+			r->data_len = n;
+			if (!d.err && !r->has_rma && r->data_len != r->seg_total)
+				bad = -EINVAL;
+			if (!d.err && r->has_rma && r->data_len != 0)
+				bad = -EINVAL;
+		}
+		break;
+	case WOP_DATA_TRUNCATE:
+		r->fileid = wdec_u64(&d);
+		r->size = wdec_u64(&d);
+		if (!d.err && r->size > WIRE_MAX_OFFSET)
+			bad = -EINVAL;
+		break;
+	case WOP_DATA_REMOVE:
+	case WOP_DATA_STAT:
+	case WOP_LOCAL_PATH:
+		r->fileid = wdec_u64(&d);
+		break;
+	default:
+		return -EBADMSG;
+	}
+	rc = wdec_finish(&d);
+	if (rc)
+		return rc;
+	return bad;
+}

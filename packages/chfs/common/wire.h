@@ -1,0 +1,172 @@
+/*
+ * wire.h — the CHFS RPC wire format (version 1), shared by libchfs and chfsd.
+ *
+ * Every message = a fixed 56-byte header + a body. Header (little endian):
+ *   u32 magic 'CHFS' | u16 version | u16 op | u64 request id | u8 secret[32] | u32 body length |
+ *   i32 status (replies: 0 or -errno; requests: 0)
+ * Replies carry op | WIRE_REPLY and a zero secret. The body is a sequence of fields written by
+ * the encoder below: u32/u64/i64 little endian, strings and byte strings as u32 length + bytes
+ * (strings never contain NUL and are length-checked against the field's limit).
+ *
+ * Decoding never trusts the input: every read is bounds-checked, errors are sticky (-EBADMSG),
+ * wire_decode_req() validates every field of a request (lengths, path syntax, segment bounds,
+ * RMA ranges) before a server handler sees it, and trailing garbage is an error. The fuzz target
+ * tests/fuzz/fuzz_decode.c drives wire_decode_req() with arbitrary bytes.
+ *
+ * Bulk data: a READ/WRITE request names segments (logical offset, length, offset in the client
+ * buffer). Data travels inline after the segment list when small, otherwise the request carries
+ * an RMA descriptor of the client's registered buffer and the server pulls/pushes by RMA.
+ */
+#ifndef CHFS_WIRE_H
+#define CHFS_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "path.h"
+#include "secret.h"
+#include "xprt.h"
+
+#define WIRE_MAGIC 0x53464843u /* "CHFS" */
+#define WIRE_VERSION 1
+#define WIRE_HDR_LEN 56
+#define WIRE_REPLY 0x8000
+#define WIRE_ADDR_MAX 256
+#define WIRE_LIST_MAX 65536   /* comma-joined server list */
+#define WIRE_MAX_SEGS 1024
+#define WIRE_MAX_OFFSET (1ull << 62) /* largest logical file offset */
+#define WIRE_READDIR_MAX 60000 /* reply budget for readdir entries */
+
+enum wire_op {
+	WOP_NODE_LIST = 1, /* -> u64 epoch, str list */
+	WOP_JOIN,          /* str addr -> u64 epoch, str list */
+	WOP_SET_LIST,      /* u64 epoch, str list (server to server) */
+	WOP_CREATE,        /* str path, md, u32 flags(WIRE_CREATE_*) -> u32 existed, md */
+	WOP_STAT,          /* str path -> md */
+	WOP_MKDIR,         /* str path, md */
+	WOP_RMDIR,         /* str path */
+	WOP_DIR_EMPTY,     /* str path -> u32 has_entries */
+	WOP_READDIR,       /* str path, str cursor -> u32 n, u32 eof, n x (str name, u32 mode, u64 size, i64 mtime) */
+	WOP_UNLINK,        /* str path -> md (of the removed entry) */
+	WOP_INSERT,        /* str path, md, u32 flags -> u32 replaced, md old (rename, other owner) */
+	WOP_REMOVE_IF,     /* str path, u64 fileid (rename source, other owner) */
+	WOP_RENAME,        /* str from, str to -> u32 replaced, md old (both on this server) */
+	WOP_SETATTR,       /* str path, u64 fileid, u32 which, u32 mode, i64 atime, i64 mtime, u64 size -> md */
+	WOP_WRITE,         /* u64 fileid, segs, rma?, bytes data -> u64 written */
+	WOP_READ,          /* u64 fileid, segs, rma? -> u32 n, n x u64 got, bytes data */
+	WOP_DATA_TRUNCATE, /* u64 fileid, u64 len */
+	WOP_DATA_REMOVE,   /* u64 fileid */
+	WOP_DATA_STAT,     /* u64 fileid -> u64 size, i64 mtime */
+	WOP_LOCAL_PATH,    /* u64 fileid -> str absolute backing path */
+	WOP_SYNC,          /* -> (flushes the server's storage) */
+	WOP_MAX
+};
+const char *wire_op_name(unsigned op);
+
+#define WIRE_CREATE_EXCL 1
+#define WIRE_INSERT_NOREPLACE 1
+
+/* SETATTR "which" bits. */
+#define WIRE_SET_MODE 1
+#define WIRE_SET_ATIME 2
+#define WIRE_SET_MTIME 4
+#define WIRE_SET_SIZE_MAX 8  /* size = max(size, arg) and mtime = now (writes reported) */
+#define WIRE_SET_SIZE 16     /* size = arg (truncate) */
+
+/* md.flags */
+#define MD_LOCAL 1 /* all chunks on md.home */
+
+/* A namespace entry: the metadata of a file, directory or symlink. */
+struct chfs_md {
+	uint32_t mode, uid, gid, flags;
+	uint32_t chunk_size, first;
+	uint64_t size, fileid;
+	int64_t atime_ns, mtime_ns, ctime_ns;
+	char link[CHFS_PATH_MAX];  /* symlink target */
+	char home[WIRE_ADDR_MAX];  /* MD_LOCAL: address of the server holding every chunk */
+};
+
+struct wire_hdr {
+	uint32_t magic;
+	uint16_t version, op;
+	uint64_t reqid;
+	uint8_t secret[CHFS_SECRET_LEN];
+	uint32_t body_len;
+	int32_t status;
+};
+
+struct wire_seg {
+	uint64_t off, len, bufoff;
+};
+
+/* A decoded, validated request. Strings are NUL-terminated copies; data points into the
+ * message. Large (~13 KiB): keep one per worker thread, not on small stacks. */
+struct wire_req {
+	struct wire_hdr h;
+	char path[CHFS_PATH_MAX], path2[CHFS_PATH_MAX];
+	char addr[WIRE_ADDR_MAX];
+	struct chfs_md md;
+	uint64_t fileid, size, epoch;
+	uint32_t flags, which, mode;
+	int64_t atime_ns, mtime_ns;
+	uint32_t nseg;
+	uint64_t seg_total;
+	struct wire_seg seg[WIRE_MAX_SEGS];
+	int has_rma;
+	struct xprt_rma_desc rma;
+	const uint8_t *data;
+	uint64_t data_len;
+	const char *list; /* SET_LIST: comma-joined addresses, not NUL-terminated */
+	uint32_t list_len;
+};
+
+/* ---- encoder / decoder -------------------------------------------------------------- */
+struct wenc {
+	uint8_t *p;
+	size_t cap, len;
+	int err; /* -EMSGSIZE once something did not fit */
+};
+struct wdec {
+	const uint8_t *p;
+	size_t len, pos;
+	int err; /* -EBADMSG once something was malformed */
+};
+
+void wenc_init(struct wenc *e, void *buf, size_t cap);
+void wenc_u32(struct wenc *e, uint32_t v);
+void wenc_u64(struct wenc *e, uint64_t v);
+void wenc_i64(struct wenc *e, int64_t v);
+void wenc_bytes(struct wenc *e, const void *p, size_t n); /* u32 length + bytes */
+void wenc_str(struct wenc *e, const char *s);
+void wenc_raw(struct wenc *e, const void *p, size_t n);
+/* Reserve n bytes and return where they go (NULL on overflow). */
+void *wenc_reserve(struct wenc *e, size_t n);
+void wenc_md(struct wenc *e, const struct chfs_md *m);
+
+void wdec_init(struct wdec *d, const void *buf, size_t len);
+uint32_t wdec_u32(struct wdec *d);
+uint64_t wdec_u64(struct wdec *d);
+int64_t wdec_i64(struct wdec *d);
+/* Byte string: pointer into the message (NULL if malformed or longer than max). */
+const void *wdec_bytes(struct wdec *d, size_t max, size_t *n);
+/* String copied into out (capacity cap, so at most cap-1 bytes), NUL-terminated; rejects
+ * embedded NUL. */
+void wdec_str(struct wdec *d, char *out, size_t cap);
+const void *wdec_raw(struct wdec *d, size_t n);
+void wdec_md(struct wdec *d, struct chfs_md *m);
+/* 0 if everything decoded and nothing is left over, else -EBADMSG. */
+int wdec_finish(struct wdec *d);
+
+/* Header: encode into the first WIRE_HDR_LEN bytes of a message; decode checks magic, version,
+ * op range and that body_len matches the message length. */
+void wire_hdr_put(void *buf, const struct wire_hdr *h);
+int wire_hdr_get(const void *buf, size_t len, struct wire_hdr *h);
+
+/* Decode and validate a complete request message (header + body). 0 or -EBADMSG/-EINVAL/
+ * -ENAMETOOLONG/-EPROTO (unknown version). Does not check the secret (the handler does). */
+int wire_decode_req(const void *msg, size_t len, struct wire_req *r);
+
+/* Validate a server address string ("proto://..." printable, no ',' or spaces). */
+int wire_addr_ok(const char *a, size_t len);
+
+#endif

@@ -1,0 +1,428 @@
+/*
+ * client.c — library state: chfs_init/term, the setters, the server list and fork handling.
+ *
+ * chfs_init() reads the configuration (config.c), the pool secret, opens the transport with the
+ * protocol of the first server address, and fetches the ordered server list from the first
+ * bootstrap server that answers (CHFS_SERVER entries are tried starting at a random one, as
+ * upstream). The list is an immutable snapshot swapped on refresh (after
+ * CHFS_NODE_LIST_CACHE_TIMEOUT seconds) so readers never lock.
+ *
+ * Fork: the transport's threads do not exist in a child, so a child (detected by pid, or told by
+ * chfs_after_fork) abandons the inherited transport and opens its own on first use; descriptors
+ * stay valid because they hold paths and file ids, not transport state.
+ */
+#define _GNU_SOURCE
+#include "client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct client chfs_client = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void proto_of(const char *addr, char *out, size_t size)
+{
+	const char *sep = strstr(addr, "://");
+	size_t n = sep ? (size_t)(sep - addr) : 0;
+	if (n >= size)
+		n = size - 1;
+	memcpy(out, addr, n);
+	out[n] = '\0';
+}
+
+/* IPv4 address part of "proto://a.b.c.d:port" into out; 0 if none. */
+static int addr_ip(const char *addr, struct in_addr *out)
+{
+	const char *h = strstr(addr, "://");
+	char ip[64];
+	if (!h)
+		return 0;
+	h += 3;
+	size_t n = strcspn(h, ":");
+	if (n >= sizeof ip)
+		return 0;
+	memcpy(ip, h, n);
+	ip[n] = '\0';
+	return inet_pton(AF_INET, ip, out) == 1;
+}
+
+static int ip_is_mine(struct in_addr a)
+{
+	struct ifaddrs *ifs, *i;
+	int mine = 0;
+	if (getifaddrs(&ifs) < 0)
+		return 0;
+	for (i = ifs; i && !mine; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+		    ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == a.s_addr)
+			mine = 1;
+	freeifaddrs(ifs);
+	return mine;
+}
+
+/* The local IPv4 address the kernel would use to reach `addr` (for binding the client). */
+static int source_ip_for(const char *addr, char *out, size_t size)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(9)};
+	if (!addr_ip(addr, &sa.sin_addr))
+		return -1;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	socklen_t len = sizeof sa;
+	int rc = connect(s, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+	                 getsockname(s, (struct sockaddr *)&sa, &len) == 0 ? 0 : -1;
+	close(s);
+	if (rc == 0 && !inet_ntop(AF_INET, &sa.sin_addr, out, (socklen_t)size))
+		rc = -1;
+	return rc;
+}
+
+static void srvlist_free(struct srvlist *s)
+{
+	while (s) {
+		struct srvlist *o = s->older;
+		for (unsigned i = 0; i < s->n; i++)
+			free(s->addrs[i]);
+		free(s->addrs);
+		free(s->peers);
+		free(s->local);
+		free(s);
+		s = o;
+	}
+}
+
+/* Build a snapshot from a comma-joined list (peers resolved on the current transport). */
+static int srvlist_build(const char *list, size_t len, struct srvlist **out)
+{
+	struct srvlist *s = calloc(1, sizeof *s);
+	if (!s)
+		return -ENOMEM;
+	unsigned cap = 1;
+	for (size_t i = 0; i < len; i++)
+		cap += list[i] == ',';
+	s->addrs = calloc(cap, sizeof *s->addrs);
+	s->peers = calloc(cap, sizeof *s->peers);
+	s->local = calloc(cap, sizeof *s->local);
+	int rc = s->addrs && s->peers && s->local ? 0 : -ENOMEM;
+	size_t st = 0;
+	for (size_t i = 0; i <= len && rc == 0; i++) {
+		if (i < len && list[i] != ',')
+			continue;
+		if (i > st) {
+			char *a = strndup(list + st, i - st);
+			if (!a) {
+				rc = -ENOMEM;
+				break;
+			}
+			s->addrs[s->n] = a;
+			rc = xprt_connect(chfs_client.x, a, &s->peers[s->n]);
+			struct in_addr ip;
+			s->local[s->n] = strncmp(a, "shm://", 6) == 0 || (addr_ip(a, &ip) && ip_is_mine(ip));
+			s->nlocal += s->local[s->n];
+			s->n++;
+		}
+		st = i + 1;
+	}
+	if (rc == 0 && s->n == 0)
+		rc = -ENOTCONN;
+	if (rc) {
+		srvlist_free(s);
+		return rc;
+	}
+	s->fetched = time(NULL);
+	*out = s;
+	return 0;
+}
+
+/* Ask server `addr` for the list. */
+static int fetch_list(const char *addr, struct srvlist **out)
+{
+	xprt_peer_t *p;
+	int rc = xprt_connect(chfs_client.x, addr, &p);
+	if (rc)
+		return rc == -ENOMEM ? rc : -ENOTCONN;
+	uint8_t req[WIRE_HDR_LEN];
+	size_t cap = WIRE_HDR_LEN + WIRE_LIST_MAX + 64, rl;
+	uint8_t *rep = malloc(cap);
+	if (!rep)
+		return -ENOMEM;
+	rpc_fill_hdr(req, sizeof req, WOP_NODE_LIST);
+	int xrc = xprt_call(chfs_client.x, p, req, sizeof req, rep, cap, &rl, rpc_timeout());
+	struct wire_hdr h;
+	if (xrc) {
+		rc = -ENOTCONN;
+	} else if (wire_hdr_get(rep, rl, &h) || h.op != (WIRE_REPLY | WOP_NODE_LIST)) {
+		rc = -EIO;
+	} else if (h.status) {
+		rc = h.status;
+	} else {
+		struct wdec d;
+		size_t n;
+		wdec_init(&d, rep + WIRE_HDR_LEN, rl - WIRE_HDR_LEN);
+		wdec_u64(&d);
+		const char *list = wdec_bytes(&d, WIRE_LIST_MAX, &n);
+		rc = wdec_finish(&d) ? -EIO : srvlist_build(list, n, out);
+	}
+	free(rep);
+	if (rc == -EACCES)
+		log_err("server %s refused the client: wrong or missing pool secret (CHFS_SECRET_FILE=%s)",
+		        addr, chfs_client.cfg.secret_file);
+	else if (rc == -ENOTCONN)
+		log_info("server %s does not answer", addr);
+	return rc;
+}
+
+static int open_transport(const char *addr)
+{
+	char host[64];
+	struct xprt_opts o = {.proto = chfs_client.proto, .host = NULL, .is_server = 0};
+	if (strcmp(chfs_client.proto, "shm") != 0 && source_ip_for(addr, host, sizeof host) == 0)
+		o.host = host;
+	return xprt_open(&o, &chfs_client.x);
+}
+
+/* Try the bootstrap list (or one server) until one answers. Caller holds the lock. */
+static int connect_pool(const char *server)
+{
+	char list[sizeof chfs_client.cfg.server];
+	char *addrs[256];
+	int n = 0, rc = -ENOTCONN;
+	snprintf(list, sizeof list, "%s", server ? server : chfs_client.cfg.server);
+	for (char *sv = NULL, *a = strtok_r(list, ",", &sv); a && n < 256; a = strtok_r(NULL, ",", &sv))
+		if (*a)
+			addrs[n++] = a;
+	if (n == 0) {
+		log_err("no server given: set CHFS_SERVER (e.g. eval \"$(chfsctl start)\")");
+		return -ENOTCONN;
+	}
+	unsigned start = 0;
+	if (getrandom(&start, sizeof start, GRND_NONBLOCK) != sizeof start)
+		start = (unsigned)getpid();
+	for (int k = 0; k < n; k++) {
+		const char *a = addrs[(start + (unsigned)k) % (unsigned)n];
+		if (!wire_addr_ok(a, strlen(a))) {
+			log_err("CHFS_SERVER entry \"%s\" is not an address like tcp://10.0.0.1:40000", a);
+			return -EINVAL;
+		}
+		if (!chfs_client.x) {
+			proto_of(a, chfs_client.proto, sizeof chfs_client.proto);
+			if ((rc = open_transport(a)) < 0) {
+				log_err("cannot open the %s transport: %s", chfs_client.proto, strerror(-rc));
+				return -ENOTCONN;
+			}
+		}
+		struct srvlist *s;
+		rc = fetch_list(a, &s);
+		if (rc == 0) {
+			snprintf(chfs_client.bootstrap, sizeof chfs_client.bootstrap, "%s", a);
+			s->older = atomic_load(&chfs_client.srv);
+			atomic_store(&chfs_client.srv, s);
+			return 0;
+		}
+		if (rc == -EACCES || rc == -ENOMEM)
+			return rc;
+	}
+	log_err("no CHFS server answers (tried %d address%s from %s)", n, n > 1 ? "es" : "",
+	        server ? "the argument" : "CHFS_SERVER");
+	return -ENOTCONN;
+}
+
+static void atfork_prepare(void) { pthread_mutex_lock(&chfs_client.lock); }
+static void atfork_parent(void) { pthread_mutex_unlock(&chfs_client.lock); }
+static void atfork_child(void)
+{
+	pthread_mutex_init(&chfs_client.lock, NULL);
+	chfs_after_fork();
+}
+static void register_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+
+void chfs_after_fork(void)
+{
+	/* Lazy: the next client_begin() sees a different pid and reopens. */
+	chfs_client.pid = 0;
+}
+
+static int reopen_after_fork(void)
+{
+	if (chfs_client.x)
+		xprt_abandon_after_fork(chfs_client.x);
+	chfs_client.x = NULL;
+	chfs_client.pid = getpid();
+	/* Peers belong to the abandoned transport: rebuild the snapshot on the new one. */
+	struct srvlist *old = atomic_load(&chfs_client.srv);
+	int rc = open_transport(chfs_client.bootstrap);
+	if (rc < 0)
+		return -EIO;
+	char *list = malloc(WIRE_LIST_MAX + 1);
+	if (!list)
+		return -ENOMEM;
+	size_t o = 0;
+	for (unsigned i = 0; old && i < old->n; i++)
+		o += (size_t)snprintf(list + o, WIRE_LIST_MAX + 1 - o, "%s%s", i ? "," : "", old->addrs[i]);
+	struct srvlist *s;
+	rc = srvlist_build(list, o, &s);
+	free(list);
+	if (rc)
+		return rc;
+	s->older = old;
+	atomic_store(&chfs_client.srv, s);
+	return 0;
+}
+
+int client_begin(struct srvlist **out)
+{
+	struct srvlist *s = atomic_load(&chfs_client.srv);
+	if (!chfs_client.initialized || !s)
+		return -ENOTCONN;
+	int timeout = chfs_client.cfg.node_list_cache_timeout;
+	if (chfs_client.pid == getpid() &&
+	    (timeout == 0 || time(NULL) - s->fetched < timeout)) {
+		*out = s;
+		return 0;
+	}
+	pthread_mutex_lock(&chfs_client.lock);
+	int rc = 0;
+	if (chfs_client.pid != getpid())
+		rc = reopen_after_fork();
+	s = atomic_load(&chfs_client.srv);
+	if (rc == 0 && timeout && time(NULL) - s->fetched >= timeout) {
+		struct srvlist *ns;
+		int k = -1;
+		for (unsigned i = 0; i < s->n && k != 0; i++) /* any live member will do */
+			k = fetch_list(s->addrs[i], &ns);
+		if (k == 0) {
+			ns->older = s;
+			atomic_store(&chfs_client.srv, ns);
+		} else {
+			s->fetched = time(NULL); /* keep the old list; retry later */
+		}
+	}
+	*out = atomic_load(&chfs_client.srv);
+	pthread_mutex_unlock(&chfs_client.lock);
+	return rc;
+}
+
+int client_local_server(const struct srvlist *s)
+{
+	if (s->nlocal == 0)
+		return -1;
+	/* Several servers on this host (tests, fat nodes): spread processes over them. */
+	int pick = (int)((unsigned)getpid() % (unsigned)s->nlocal);
+	for (unsigned i = 0; i < s->n; i++)
+		if (s->local[i] && pick-- == 0)
+			return (int)i;
+	return -1;
+}
+
+int client_server_index(const struct srvlist *s, const char *a)
+{
+	for (unsigned i = 0; i < s->n; i++)
+		if (strcmp(s->addrs[i], a) == 0)
+			return (int)i;
+	return -1;
+}
+
+int chfs_init(const char *server)
+{
+	char err[512];
+	pthread_once(&atfork_once, register_atfork);
+	pthread_mutex_lock(&chfs_client.lock);
+	if (chfs_client.initialized) {
+		pthread_mutex_unlock(&chfs_client.lock);
+		return 0;
+	}
+	int rc = chfs_config_load(&chfs_client.cfg, err, sizeof err);
+	if (rc) {
+		chfs_log_msg(LOG_ERR, "%s", err);
+		goto out;
+	}
+	chfs_log_level = chfs_client.cfg.log_priority;
+	atomic_store(&chfs_client.async_access, chfs_client.cfg.async_access);
+	rc = secret_load(chfs_client.cfg.secret_file, chfs_client.secret);
+	if (rc) {
+		log_warn("pool secret %s: %s%s; servers will refuse requests", chfs_client.cfg.secret_file,
+		         strerror(-rc), rc == -EACCES ? " (must be readable only by its owner)" : "");
+		memset(chfs_client.secret, 0, sizeof chfs_client.secret);
+	}
+	chfs_client.pid = getpid();
+	rc = connect_pool(server);
+	if (rc == 0)
+		chfs_client.initialized = 1;
+out:
+	pthread_mutex_unlock(&chfs_client.lock);
+	return set_err(rc);
+}
+
+int chfs_initialized(void) { return chfs_client.initialized; }
+
+int chfs_term_without_sync(void)
+{
+	pthread_mutex_lock(&chfs_client.lock);
+	if (chfs_client.initialized) {
+		if (chfs_client.pid == getpid() && chfs_client.x)
+			xprt_close(chfs_client.x);
+		else if (chfs_client.x)
+			xprt_abandon_after_fork(chfs_client.x);
+		chfs_client.x = NULL;
+		srvlist_free(atomic_exchange(&chfs_client.srv, NULL));
+		chfs_client.initialized = 0;
+	}
+	pthread_mutex_unlock(&chfs_client.lock);
+	return 0;
+}
+
+int chfs_term(void)
+{
+	if (chfs_client.initialized)
+		chfs_sync();
+	return chfs_term_without_sync();
+}
+
+int chfs_size(void)
+{
+	struct srvlist *s;
+	int rc = client_begin(&s);
+	return rc ? set_err(rc) : (int)s->n;
+}
+
+const char *chfs_version(void) { return "3.0.0-chfs-stack"; }
+
+void chfs_set_chunk_size(int v)
+{
+	if (v > 0 && (unsigned)v <= CHFS_MAX_CHUNK_SIZE)
+		chfs_client.cfg.chunk_size = (uint32_t)v;
+}
+void chfs_set_buf_size(int v)
+{
+	if (v >= 0)
+		chfs_client.cfg.buf_size = (uint32_t)v;
+}
+void chfs_set_async_access(int v) { atomic_store(&chfs_client.async_access, v ? 1 : 0); }
+void chfs_set_rdma_thresh(size_t v) { chfs_client.cfg.rdma_thresh = v; }
+void chfs_set_rpc_timeout_msec(int v)
+{
+	if (v >= 0)
+		chfs_client.cfg.rpc_timeout_msec = v;
+}
+void chfs_set_node_list_cache_timeout(int v)
+{
+	if (v >= 0)
+		chfs_client.cfg.node_list_cache_timeout = v;
+}
+void chfs_set_stagein_buf_size(int v) { (void)v; }
+
+int chfs_stagein(const char *path)
+{
+	(void)path;
+	log_err("chfs_stagein: no persistent backend in this CHFS build yet (chfsd -b is a later issue)");
+	return set_err(-ENOTSUP);
+}

@@ -1,0 +1,139 @@
+/*
+ * client.h — libchfs internals shared by its modules (never installed).
+ *
+ * Module map: client.c (init/term, configuration setters, the server list, fork handling),
+ * rpc.c (building requests, calling a server, errno mapping), fdtable.c (descriptors),
+ * namespace.c (create/open/stat/mkdir/rename/... — calls to the owner of a path), io.c (the
+ * data path: chunking, placement, inline vs RMA, concurrent per-server requests, size tracking),
+ * readdir.c (directory listing across all servers).
+ *
+ * Consistency model: namespace operations are synchronous at the owner of the path. A file's
+ * size lives in its metadata at the owner; writes extend it when the writer reports its highest
+ * written offset — on close, fsync, chfs_sync, and before any stat/readdir/open/truncate/unlink
+ * issued by the same process (close-to-open consistency across processes; a process always sees
+ * its own writes). Reads past the reported size but within data present on the servers still
+ * return that data.
+ */
+#ifndef CHFS_CLIENT_H
+#define CHFS_CLIENT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "chfs.h"
+#include "config.h"
+#include "log.h"
+#include "path.h"
+#include "placement.h"
+#include "wire.h"
+#include "xprt.h"
+
+/* An immutable snapshot of the pool: replaced (never modified) on refresh or after fork. */
+struct srvlist {
+	unsigned n;
+	char **addrs;
+	xprt_peer_t **peers;
+	int *local;        /* 1 if the server runs on this host */
+	int nlocal;
+	time_t fetched;
+	struct srvlist *older; /* kept until chfs_term: other threads may still hold it */
+};
+
+struct client {
+	pthread_mutex_t lock;
+	int initialized;
+	pid_t pid;
+	struct chfs_config cfg;
+	uint8_t secret[CHFS_SECRET_LEN];
+	xprt_t *x;
+	char proto[16];
+	char bootstrap[WIRE_ADDR_MAX];
+	struct srvlist *_Atomic srv;
+	atomic_uint_fast64_t reqid;
+	atomic_int dirty_fds; /* descriptors with unreported writes */
+	atomic_int async_access;
+};
+extern struct client chfs_client;
+
+/* Make sure the library is usable in this process (after fork too) and return the current
+ * server list; -ENOTCONN if chfs_init was not called. */
+int client_begin(struct srvlist **out);
+/* Index of a local server for new local-placement files (-1 if none). */
+int client_local_server(const struct srvlist *s);
+/* Index of address a in the list, or -1. */
+int client_server_index(const struct srvlist *s, const char *a);
+
+/* ---- rpc.c ---- */
+struct rpc {
+	struct wenc e;
+	uint8_t *buf; /* request buffer */
+	uint8_t *rep; /* reply buffer */
+	size_t repcap, replen;
+	struct wdec d; /* reply body after rpc_call */
+	uint8_t small[2][8192 + 1024 + CHFS_PATH_MAX * 2];
+};
+/* Start a request for op in r (small requests: buffers inside r). */
+void rpc_begin(struct rpc *r, unsigned op);
+/* Send to server idx and wait; on 0, r->d decodes the reply body. */
+int rpc_call(struct srvlist *s, unsigned idx, struct rpc *r);
+/* Same, with caller-provided buffers (large messages). */
+void rpc_fill_hdr(uint8_t *msg, size_t len, unsigned op);
+int rpc_status(struct srvlist *s, unsigned idx, int xrc, const uint8_t *rep, size_t replen,
+               struct wdec *body);
+int rpc_timeout(void);
+
+/* ---- fdtable.c ---- */
+struct chfs_file {
+	pthread_mutex_t lock; /* position and size tracking */
+	char path[CHFS_PATH_MAX];
+	struct chfs_md md;    /* as of open/create (fileid, chunk size, placement) */
+	int accmode, append, isdir;
+	off_t pos;
+	uint64_t written_end; /* highest offset this descriptor wrote */
+	int dirty;            /* written_end or mtime not yet reported to the owner */
+	atomic_int refs;
+};
+int fd_alloc(struct chfs_file *f);
+struct chfs_file *fd_get(int fd); /* NULL + errno EBADF */
+void fd_put(struct chfs_file *f);
+int fd_release(int fd, struct chfs_file **f); /* remove from the table */
+/* Report the sizes of every dirty descriptor (optionally only those of fileid). */
+int fd_sync_sizes(uint64_t fileid);
+/* Apply fn to every open file with this fileid (rename, truncate). */
+void fd_foreach_fileid(uint64_t fileid, void (*fn)(struct chfs_file *, void *), void *arg);
+
+/* ---- namespace.c ---- */
+int ns_lookup(struct srvlist *s, const char *cpath, struct chfs_md *md);
+/* Follow symlinks at the last component (up to 8); writes the resolved path to out. */
+int ns_resolve(struct srvlist *s, const char *cpath, char *out, struct chfs_md *md);
+void md_to_stat(const struct chfs_md *md, const char *cpath, struct stat *st);
+int ns_report_size(struct chfs_file *f);
+/* Merge size/mtime of a local-placement file's backing file (if its home is not the owner). */
+void ns_merge_home(struct srvlist *s, struct chfs_md *md);
+int data_truncate_all(struct srvlist *s, const struct chfs_md *md, uint64_t len);
+int data_remove_all(struct srvlist *s, const struct chfs_md *md);
+
+/* ---- io.c ---- */
+ssize_t io_transfer(struct chfs_file *f, int is_write, void *buf, size_t size, uint64_t off);
+
+/* errno helper for the public edge: r < 0 -> errno = -r, return -1. */
+static inline int set_err(int r)
+{
+	extern int *__errno_location(void);
+	if (r < 0) {
+		*__errno_location() = -r;
+		return -1;
+	}
+	return r;
+}
+
+
+/* Send one request to several servers concurrently (rpc.c). Replies land in reps + i*cap;
+ * rc[i] is each server's status. Returns the first error (0 if none). */
+int rpc_multi(struct srvlist *s, const unsigned *idx, unsigned n, uint8_t *msg, size_t len,
+              unsigned op, uint8_t *reps, size_t cap, size_t *replen, int *rc);
+int ns_truncate(struct srvlist *s, const char *cp, const struct chfs_md *md, off_t len);
+#endif

@@ -1,0 +1,544 @@
+/*
+ * io.c — the data path.
+ *
+ * A transfer [off, off+size) is cut at chunk boundaries; chunk i of a striped file lives on
+ * server (first + i) mod n, every chunk of a local-placement file on its home server. The pieces
+ * are grouped per server into one request each (a list of segments: logical offset, length,
+ * offset in the caller's buffer; split only beyond WIRE_MAX_SEGS), so a 1 MiB call on 4 servers
+ * costs 4 RPCs, and on one server (or a local file) a single RPC with one merged segment.
+ *
+ * A per-server request whose data is at most CHFS_RDMA_THRESH bytes (and fits a message) carries
+ * the data inline; otherwise the caller's buffer is registered once for the call and the server
+ * pulls (write) or pushes (read) it by RMA — no copy on the client. Requests to several servers
+ * run concurrently when CHFS_ASYNC_ACCESS=1 or the call is larger than CHFS_RDMA_THRESH.
+ *
+ * Reads: each segment reports how many bytes the server's backing file had ("got"); missing
+ * bytes read as zeros (holes). Only if some segment came back short does the client ask the
+ * owner for the file size, to return a short count at end of file.
+ */
+#define _GNU_SOURCE
+#include "client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define INLINE_MAX (64u * 1024)
+
+struct piece {
+	unsigned server;
+	struct wire_seg seg;
+};
+
+struct ioreq {
+	unsigned server;
+	struct wire_seg *segs;
+	uint32_t nseg;
+	uint64_t total;
+	int rma;
+	uint8_t *msg, *rep;
+	size_t msglen, repcap, replen;
+	xprt_call_t *call;
+	int rc;
+};
+
+static int cmp_piece(const void *a, const void *b)
+{
+	const struct piece *x = a, *y = b;
+	if (x->server != y->server)
+		return x->server < y->server ? -1 : 1;
+	return x->seg.off < y->seg.off ? -1 : x->seg.off > y->seg.off;
+}
+
+/* Cut the transfer into per-server pieces (merged when contiguous on the same server). */
+static int make_pieces(struct srvlist *s, const struct chfs_md *md, size_t size, uint64_t off,
+                       struct piece **out, size_t *np)
+{
+	uint64_t cs = md->chunk_size ? md->chunk_size : 65536, end = off + size;
+	int home = -1;
+	if (md->flags & MD_LOCAL) {
+		home = client_server_index(s, md->home);
+		if (home < 0) {
+			log_err("file's home server %s is not in the pool", md->home);
+			return -EIO;
+		}
+	}
+	size_t max = home >= 0 ? 1 : (size_t)((end - 1) / cs - off / cs + 1);
+	struct piece *p = malloc(max * sizeof *p);
+	if (!p)
+		return -ENOMEM;
+	size_t n = 0;
+	if (home >= 0) {
+		p[n++] = (struct piece){(unsigned)home, {off, size, 0}};
+	} else {
+		for (uint64_t pos = off; pos < end;) {
+			uint64_t idx = pos / cs, cend = (idx + 1) * cs;
+			uint64_t len = (cend < end ? cend : end) - pos;
+			unsigned sv = placement_chunk_server(md->first % s->n, idx, s->n);
+			p[n++] = (struct piece){sv, {pos, len, pos - off}};
+			pos += len;
+		}
+		if (s->n > 1)
+			qsort(p, n, sizeof *p, cmp_piece);
+		/* With one server all chunks are contiguous in one backing file: merge. */
+		size_t m = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (m && p[m - 1].server == p[i].server &&
+			    p[m - 1].seg.off + p[m - 1].seg.len == p[i].seg.off &&
+			    p[m - 1].seg.bufoff + p[m - 1].seg.len == p[i].seg.bufoff)
+				p[m - 1].seg.len += p[i].seg.len;
+			else
+				p[m++] = p[i];
+		}
+		n = m;
+	}
+	*out = p;
+	*np = n;
+	return 0;
+}
+
+static int build_msg(struct ioreq *q, uint64_t fileid, int is_write, const uint8_t *buf,
+                     const struct xprt_rma_desc *desc)
+{
+	size_t len = WIRE_HDR_LEN + 8 + 4 + 24 * (size_t)q->nseg + 4 + 24 + 4 +
+	             (is_write && !q->rma ? q->total : 0);
+	q->repcap = WIRE_HDR_LEN + 16 + 8 * (size_t)q->nseg + (!is_write && !q->rma ? q->total : 0);
+	q->msg = malloc(len);
+	q->rep = malloc(q->repcap);
+	if (!q->msg || !q->rep)
+		return -ENOMEM;
+	struct wenc e;
+	wenc_init(&e, q->msg, len);
+	wenc_reserve(&e, WIRE_HDR_LEN);
+	wenc_u64(&e, fileid);
+	wenc_u32(&e, q->nseg);
+	for (uint32_t i = 0; i < q->nseg; i++) {
+		wenc_u64(&e, q->segs[i].off);
+		wenc_u64(&e, q->segs[i].len);
+		wenc_u64(&e, q->segs[i].bufoff);
+	}
+	wenc_u32(&e, (uint32_t)q->rma);
+	if (q->rma) {
+		wenc_u64(&e, desc->addr);
+		wenc_u64(&e, desc->key);
+		wenc_u64(&e, desc->len);
+	}
+	if (is_write) {
+		if (q->rma) {
+			wenc_u32(&e, 0);
+		} else {
+			wenc_u32(&e, (uint32_t)q->total);
+			for (uint32_t i = 0; i < q->nseg; i++)
+				wenc_raw(&e, buf + q->segs[i].bufoff, q->segs[i].len);
+		}
+	}
+	if (e.err)
+		return -EIO;
+	q->msglen = e.len;
+	rpc_fill_hdr(q->msg, q->msglen, is_write ? WOP_WRITE : WOP_READ);
+	return 0;
+}
+
+/* Decode a READ reply: copy inline data, zero what the server did not have. */
+static int finish_read(struct ioreq *q, uint8_t *buf, int *shortread, uint64_t *present_end)
+{
+	struct wdec d;
+	wdec_init(&d, q->rep + WIRE_HDR_LEN, q->replen - WIRE_HDR_LEN);
+	if (wdec_u32(&d) != q->nseg)
+		return -EIO;
+	uint64_t got[WIRE_MAX_SEGS];
+	for (uint32_t i = 0; i < q->nseg; i++) {
+		got[i] = wdec_u64(&d);
+		if (got[i] > q->segs[i].len)
+			return -EIO;
+	}
+	const uint8_t *data = NULL;
+	if (!q->rma) {
+		size_t n;
+		data = wdec_bytes(&d, q->total, &n);
+		if (!data || n != q->total)
+			return -EIO;
+	}
+	if (wdec_finish(&d))
+		return -EIO;
+	for (uint32_t i = 0; i < q->nseg; i++) {
+		const struct wire_seg *sg = &q->segs[i];
+		if (data) {
+			memcpy(buf + sg->bufoff, data, sg->len);
+			data += sg->len;
+		} else if (got[i] < sg->len) {
+			memset(buf + sg->bufoff + got[i], 0, sg->len - got[i]);
+		}
+		if (got[i] < sg->len)
+			*shortread = 1;
+		if (got[i] && sg->off + got[i] > *present_end)
+			*present_end = sg->off + got[i];
+	}
+	return 0;
+}
+
+ssize_t io_transfer(struct chfs_file *f, int is_write, void *vbuf, size_t size, uint64_t off)
+{
+	struct srvlist *s;
+	uint8_t *buf = vbuf;
+	if (size == 0)
+		return 0;
+	if (off > WIRE_MAX_OFFSET || size > WIRE_MAX_OFFSET - off)
+		return -EFBIG;
+	int rc = client_begin(&s), shortread = 0, concurrent = 0;
+	uint64_t present_end = 0;
+	ssize_t ret = 0;
+	xprt_mem_t *mr = NULL;
+	struct xprt_rma_desc desc = {0};
+	if (rc)
+		return rc;
+	struct piece *p = NULL;
+	size_t np = 0;
+	if ((rc = make_pieces(s, &f->md, size, off, &p, &np)) < 0)
+		return rc;
+
+	/* Group pieces into requests: one per server, split at WIRE_MAX_SEGS. */
+	struct wire_seg *segs = malloc(np * sizeof *segs);
+	struct ioreq *rq = calloc(np, sizeof *rq);
+	size_t nrq = 0;
+	uint64_t thresh = chfs_client.cfg.rdma_thresh;
+	int need_rma = 0;
+	if (!segs || !rq) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < np; i++) {
+		segs[i] = p[i].seg;
+		struct ioreq *q = nrq ? &rq[nrq - 1] : NULL;
+		if (!q || q->server != p[i].server || q->nseg == WIRE_MAX_SEGS) {
+			q = &rq[nrq++];
+			q->server = p[i].server;
+			q->segs = &segs[i];
+		}
+		q->nseg++;
+		q->total += p[i].seg.len;
+	}
+	for (size_t i = 0; i < nrq; i++) {
+		rq[i].rma = rq[i].total > thresh || rq[i].total > INLINE_MAX;
+		need_rma |= rq[i].rma;
+	}
+
+	if (need_rma) {
+		rc = xprt_mem_register(chfs_client.x, buf, size,
+		                       is_write ? XPRT_MEM_REMOTE_READ : XPRT_MEM_REMOTE_WRITE, &mr, &desc);
+		if (rc) {
+			log_err("cannot register a %zu-byte buffer for RMA: %s", size, strerror(-rc));
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < nrq && rc == 0; i++)
+		rc = build_msg(&rq[i], f->md.fileid, is_write, buf, &desc);
+	if (rc)
+		goto out_mr;
+
+	concurrent = nrq > 1 && (atomic_load(&chfs_client.async_access) || size > thresh);
+	int timeout = rpc_timeout();
+	if (concurrent) {
+		for (size_t i = 0; i < nrq; i++) {
+			struct ioreq *q = &rq[i];
+			q->rc = xprt_call_start(chfs_client.x, s->peers[q->server], q->msg, q->msglen,
+			                        q->rep, q->repcap, timeout, &q->call);
+			if (q->rc)
+				q->call = NULL;
+		}
+		for (size_t i = 0; i < nrq; i++)
+			if (rq[i].call)
+				rq[i].rc = xprt_call_wait(rq[i].call, &rq[i].replen);
+	} else {
+		for (size_t i = 0; i < nrq; i++) {
+			struct ioreq *q = &rq[i];
+			q->rc = xprt_call(chfs_client.x, s->peers[q->server], q->msg, q->msglen, q->rep,
+			                  q->repcap, &q->replen, timeout);
+			if (q->rc)
+				break;
+		}
+	}
+	for (size_t i = 0; i < nrq; i++) {
+		struct ioreq *q = &rq[i];
+		int r = q->msg ? rpc_status(s, q->server, q->rc, q->rep, q->rc ? 0 : q->replen, NULL) : -EIO;
+		if (r == 0 && !is_write)
+			r = finish_read(q, buf, &shortread, &present_end);
+		if (r && !rc)
+			rc = r;
+		if (!concurrent && q->rc)
+			break;
+	}
+out_mr:
+	if (mr)
+		xprt_mem_deregister(mr);
+	if (rc == 0 && is_write) {
+		pthread_mutex_lock(&f->lock);
+		if (off + size > f->written_end)
+			f->written_end = off + size;
+		if (!f->dirty) {
+			f->dirty = 1;
+			atomic_fetch_add(&chfs_client.dirty_fds, 1);
+		}
+		pthread_mutex_unlock(&f->lock);
+	}
+	ret = (ssize_t)size;
+	if (rc == 0 && shortread) {
+		/* End of file somewhere in the range: clamp to the file size. */
+		struct chfs_md md;
+		uint64_t fsize = present_end;
+		if (ns_lookup(s, f->path, &md) == 0 && md.fileid == f->md.fileid && md.size > fsize)
+			fsize = md.size;
+		pthread_mutex_lock(&f->lock);
+		if (f->written_end > fsize)
+			fsize = f->written_end;
+		pthread_mutex_unlock(&f->lock);
+		ret = fsize <= off ? 0 : (ssize_t)((fsize - off) < size ? fsize - off : size);
+	}
+out:
+	for (size_t i = 0; rq && i < nrq; i++) {
+		free(rq[i].msg);
+		free(rq[i].rep);
+	}
+	free(rq);
+	free(segs);
+	free(p);
+	return rc ? rc : ret;
+}
+
+/* ---- public descriptor API ---- */
+
+ssize_t chfs_pwrite(int fd, const void *buf, size_t size, off_t offset)
+{
+	struct chfs_file *f = fd_get(fd);
+	if (!f)
+		return -1;
+	ssize_t rc;
+	if (offset < 0)
+		rc = -EINVAL;
+	else if (f->isdir)
+		rc = -EISDIR;
+	else if (f->accmode == O_RDONLY)
+		rc = -EBADF;
+	else
+		rc = io_transfer(f, 1, (void *)buf, size, (uint64_t)offset);
+	fd_put(f);
+	return rc < 0 ? set_err((int)rc) : rc;
+}
+
+ssize_t chfs_pread(int fd, void *buf, size_t size, off_t offset)
+{
+	struct chfs_file *f = fd_get(fd);
+	if (!f)
+		return -1;
+	ssize_t rc;
+	if (offset < 0)
+		rc = -EINVAL;
+	else if (f->isdir)
+		rc = -EISDIR;
+	else if (f->accmode == O_WRONLY)
+		rc = -EBADF;
+	else
+		rc = io_transfer(f, 0, buf, size, (uint64_t)offset);
+	fd_put(f);
+	return rc < 0 ? set_err((int)rc) : rc;
+}
+
+/* Current size as this process sees it (owner's metadata and its own unreported writes). */
+static int file_size(struct chfs_file *f, uint64_t *size, struct chfs_md *out)
+{
+	struct srvlist *s;
+	struct chfs_md md;
+	int rc = client_begin(&s);
+	if (rc == 0)
+		rc = ns_lookup(s, f->path, &md);
+	if (rc == 0 && md.fileid != f->md.fileid)
+		rc = -ESTALE;
+	if (rc == -ESTALE || rc == -ENOENT) { /* unlinked or replaced: what we know */
+		md = f->md;
+		md.size = 0;
+		rc = 0;
+	}
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&f->lock);
+	if (f->written_end > md.size)
+		md.size = f->written_end;
+	pthread_mutex_unlock(&f->lock);
+	*size = md.size;
+	if (out)
+		*out = md;
+	return 0;
+}
+
+static ssize_t rw_at_pos(int fd, int is_write, void *buf, size_t size)
+{
+	struct chfs_file *f = fd_get(fd);
+	if (!f)
+		return -1;
+	ssize_t rc = 0;
+	uint64_t pos;
+	if (f->isdir)
+		rc = -EISDIR;
+	else if (is_write ? f->accmode == O_RDONLY : f->accmode == O_WRONLY)
+		rc = -EBADF;
+	if (rc == 0 && is_write && f->append) {
+		rc = file_size(f, &pos, NULL);
+		pthread_mutex_lock(&f->lock);
+		f->pos = (off_t)pos;
+		pthread_mutex_unlock(&f->lock);
+	}
+	if (rc == 0) {
+		pthread_mutex_lock(&f->lock);
+		pos = (uint64_t)f->pos;
+		pthread_mutex_unlock(&f->lock);
+		rc = io_transfer(f, is_write, buf, size, pos);
+		if (rc > 0) {
+			pthread_mutex_lock(&f->lock);
+			f->pos = (off_t)(pos + (uint64_t)rc);
+			pthread_mutex_unlock(&f->lock);
+		}
+	}
+	fd_put(f);
+	return rc < 0 ? set_err((int)rc) : rc;
+}
+
+ssize_t chfs_write(int fd, const void *buf, size_t size) { return rw_at_pos(fd, 1, (void *)buf, size); }
+ssize_t chfs_read(int fd, void *buf, size_t size) { return rw_at_pos(fd, 0, buf, size); }
+
+off_t chfs_seek(int fd, off_t off, int whence)
+{
+	struct chfs_file *f = fd_get(fd);
+	if (!f)
+		return -1;
+	int rc = 0;
+	uint64_t size = 0;
+	off_t base = 0;
+	if (whence == SEEK_END)
+		rc = file_size(f, &size, NULL);
+	pthread_mutex_lock(&f->lock);
+	if (rc == 0) {
+		switch (whence) {
+		case SEEK_SET: base = 0; break;
+		case SEEK_CUR: base = f->pos; break;
+		case SEEK_END: base = (off_t)size; break;
+		default: rc = -EINVAL;
+		}
+	}
+	if (rc == 0 && (base + off < 0))
+		rc = -EINVAL;
+	if (rc == 0)
+		f->pos = base + off;
+	off_t res = f->pos;
+	pthread_mutex_unlock(&f->lock);
+	fd_put(f);
+	return rc ? set_err(rc) : res;
+}
+
+int chfs_fsync(int fd)
+{
+	struct chfs_file *f = fd_get(fd);
+	if (!f)
+		return -1;
+	int rc = ns_report_size(f);
+	fd_put(f);
+	return set_err(rc);
+}
+
+int chfs_close(int fd)
+{
+	struct chfs_file *f;
+	int rc = fd_release(fd, &f);
+	if (rc)
+		return set_err(rc);
+	rc = ns_report_size(f);
+	fd_put(f);
+	return set_err(rc);
+}
+
+int chfs_fstat(int fd, struct stat *st)
+{
+	struct chfs_file *f = fd_get(fd);
+	if (!f)
+		return -1;
+	uint64_t size;
+	struct chfs_md md;
+	int rc = f->isdir ? 0 : file_size(f, &size, &md);
+	if (f->isdir) {
+		struct srvlist *s;
+		rc = client_begin(&s);
+		if (rc == 0)
+			rc = ns_lookup(s, f->path, &md);
+	}
+	if (rc == 0)
+		md_to_stat(&md, f->path, st);
+	fd_put(f);
+	return set_err(rc);
+}
+
+int chfs_ftruncate(int fd, off_t len)
+{
+	struct chfs_file *f = fd_get(fd);
+	if (!f)
+		return -1;
+	struct srvlist *s;
+	int rc = f->accmode == O_RDONLY ? -EINVAL : client_begin(&s);
+	if (rc == 0)
+		rc = ns_truncate(s, f->path, &f->md, len);
+	fd_put(f);
+	return set_err(rc);
+}
+
+int chfs_chunk_size_of(int fd)
+{
+	struct chfs_file *f = fd_get(fd);
+	if (!f)
+		return -1;
+	int cs = (int)f->md.chunk_size;
+	fd_put(f);
+	return cs;
+}
+
+int chfs_local_backing_path(int fd, char *buf, size_t size)
+{
+	struct chfs_file *f = fd_get(fd);
+	if (!f)
+		return -1;
+	struct srvlist *s;
+	int rc = client_begin(&s), h = -1;
+	if (rc == 0 && !f->isdir && S_ISREG(f->md.mode)) {
+		if (f->md.flags & MD_LOCAL)
+			h = client_server_index(s, f->md.home);
+		else if (s->n == 1)
+			h = 0;
+		if (h >= 0 && !s->local[h])
+			h = -1;
+	}
+	if (rc == 0 && h < 0)
+		rc = -ENXIO;
+	if (rc == 0) {
+		struct rpc r;
+		char p[CHFS_PATH_MAX];
+		rpc_begin(&r, WOP_LOCAL_PATH);
+		wenc_u64(&r.e, f->md.fileid);
+		rc = rpc_call(s, (unsigned)h, &r);
+		if (rc == 0) {
+			wdec_str(&r.d, p, sizeof p);
+			rc = wdec_finish(&r.d) ? -EIO : 0;
+		}
+		if (rc == 0 && strlen(p) >= size)
+			rc = -ERANGE;
+		if (rc == 0)
+			memcpy(buf, p, strlen(p) + 1);
+	}
+	fd_put(f);
+	return set_err(rc);
+}
+
+void chfs_sync(void)
+{
+	if (chfs_client.initialized)
+		fd_sync_sizes(0);
+}

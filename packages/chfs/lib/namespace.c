@@ -1,0 +1,769 @@
+/*
+ * namespace.c — operations on names: each goes to the owner of the canonical path
+ * (placement_owner), except directory emptiness and data clean-up, which ask every server
+ * concurrently (rpc_multi).
+ *
+ * Symlinks are followed at the last component only (up to 8 hops; intermediate components are
+ * taken literally, as upstream). New entries require an existing parent directory; the last
+ * parent seen to exist is remembered for one second per thread, so creating many files in one
+ * directory costs one extra lookup per second, not per file.
+ * Rename moves only the namespace entry (data is keyed by file id): one RENAME when both names
+ * have the same owner, else INSERT at the new owner then REMOVE_IF at the old one. Directories
+ * can be renamed only when empty (EXDEV otherwise, so mv(1) falls back to copying).
+ */
+#define _GNU_SOURCE
+#include "client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int canon(const char *in, char *out)
+{
+	if (!in)
+		return -EFAULT;
+	return path_canonical(in, out);
+}
+
+int ns_lookup(struct srvlist *s, const char *cpath, struct chfs_md *md)
+{
+	struct rpc r;
+	rpc_begin(&r, WOP_STAT);
+	wenc_str(&r.e, cpath);
+	int rc = rpc_call(s, placement_owner(cpath, s->n), &r);
+	if (rc == 0) {
+		wdec_md(&r.d, md);
+		if (wdec_finish(&r.d))
+			rc = -EIO;
+	}
+	if (rc == 0)
+		ns_merge_home(s, md);
+	return rc;
+}
+
+void ns_merge_home(struct srvlist *s, struct chfs_md *md)
+{
+	if (!(md->flags & MD_LOCAL))
+		return;
+	int h = client_server_index(s, md->home);
+	if (h < 0)
+		return;
+	struct rpc r;
+	rpc_begin(&r, WOP_DATA_STAT);
+	wenc_u64(&r.e, md->fileid);
+	if (rpc_call(s, (unsigned)h, &r) == 0) {
+		uint64_t size = wdec_u64(&r.d);
+		int64_t mtime = wdec_i64(&r.d);
+		if (wdec_finish(&r.d) == 0) {
+			if (size > md->size)
+				md->size = size;
+			if (mtime > md->mtime_ns)
+				md->mtime_ns = mtime;
+		}
+	}
+}
+
+int ns_resolve(struct srvlist *s, const char *cpath, char *out, struct chfs_md *md)
+{
+	char cur[CHFS_PATH_MAX], tmp[CHFS_PATH_MAX], parent[CHFS_PATH_MAX];
+	snprintf(cur, sizeof cur, "%s", cpath);
+	for (int hop = 0; hop <= 8; hop++) {
+		int rc = ns_lookup(s, cur, md);
+		if (rc)
+			return rc;
+		if (!S_ISLNK(md->mode)) {
+			if (out)
+				snprintf(out, CHFS_PATH_MAX, "%s", cur);
+			return 0;
+		}
+		if (md->link[0] == '/') {
+			rc = path_canonical(md->link, tmp);
+		} else {
+			path_split(cur, parent);
+			char joined[CHFS_PATH_MAX * 2];
+			if (snprintf(joined, sizeof joined, "%s/%s", parent, md->link) >= CHFS_PATH_MAX)
+				return -ENAMETOOLONG;
+			rc = path_canonical(joined, tmp);
+		}
+		if (rc)
+			return rc == -EINVAL ? -ENOENT : rc;
+		memcpy(cur, tmp, sizeof cur);
+	}
+	return -ELOOP;
+}
+
+void md_to_stat(const struct chfs_md *md, const char *cpath, struct stat *st)
+{
+	memset(st, 0, sizeof *st);
+	st->st_dev = 0xc4f5;
+	st->st_ino = md->fileid ? (ino_t)md->fileid : (ino_t)chfs_hash_str(cpath);
+	st->st_mode = md->mode;
+	st->st_nlink = S_ISDIR(md->mode) ? 2 : 1;
+	st->st_uid = md->uid;
+	st->st_gid = md->gid;
+	st->st_size = (off_t)md->size;
+	st->st_blksize = md->chunk_size ? md->chunk_size : 65536;
+	st->st_blocks = (blkcnt_t)((md->size + 511) / 512);
+	st->st_atim.tv_sec = md->atime_ns / 1000000000;
+	st->st_atim.tv_nsec = md->atime_ns % 1000000000;
+	st->st_mtim.tv_sec = md->mtime_ns / 1000000000;
+	st->st_mtim.tv_nsec = md->mtime_ns % 1000000000;
+	st->st_ctim.tv_sec = md->ctime_ns / 1000000000;
+	st->st_ctim.tv_nsec = md->ctime_ns % 1000000000;
+}
+
+int ns_report_size(struct chfs_file *f)
+{
+	struct srvlist *s;
+	pthread_mutex_lock(&f->lock);
+	if (!f->dirty) {
+		pthread_mutex_unlock(&f->lock);
+		return 0;
+	}
+	uint64_t end = f->written_end;
+	f->dirty = 0;
+	atomic_fetch_sub(&chfs_client.dirty_fds, 1);
+	pthread_mutex_unlock(&f->lock);
+	int rc = client_begin(&s);
+	if (rc)
+		return rc;
+	struct rpc r;
+	rpc_begin(&r, WOP_SETATTR);
+	wenc_str(&r.e, f->path);
+	wenc_u64(&r.e, f->md.fileid);
+	wenc_u32(&r.e, WIRE_SET_SIZE_MAX);
+	wenc_u32(&r.e, 0);
+	wenc_i64(&r.e, 0);
+	wenc_i64(&r.e, 0);
+	wenc_u64(&r.e, end);
+	rc = rpc_call(s, placement_owner(f->path, s->n), &r);
+	if (rc == -ENOENT || rc == -ESTALE)
+		rc = 0; /* removed or replaced meanwhile: nothing to report to */
+	if (rc) {
+		pthread_mutex_lock(&f->lock);
+		if (!f->dirty) {
+			f->dirty = 1;
+			atomic_fetch_add(&chfs_client.dirty_fds, 1);
+		}
+		pthread_mutex_unlock(&f->lock);
+	}
+	return rc;
+}
+
+/* Servers that may hold chunks of md's file. */
+static unsigned data_servers(struct srvlist *s, const struct chfs_md *md, unsigned *idx)
+{
+	if (md->flags & MD_LOCAL) {
+		int h = client_server_index(s, md->home);
+		if (h < 0)
+			return 0;
+		idx[0] = (unsigned)h;
+		return 1;
+	}
+	for (unsigned i = 0; i < s->n; i++)
+		idx[i] = i;
+	return s->n;
+}
+
+static int data_bcast(struct srvlist *s, const struct chfs_md *md, unsigned op, uint64_t len)
+{
+	unsigned *idx = malloc(s->n * sizeof *idx);
+	size_t cap = WIRE_HDR_LEN + 64;
+	uint8_t *reps = malloc(s->n * cap);
+	size_t *rl = malloc(s->n * sizeof *rl);
+	int *rcs = malloc(s->n * sizeof *rcs);
+	int rc = -ENOMEM;
+	if (idx && reps && rl && rcs) {
+		uint8_t msg[WIRE_HDR_LEN + 32];
+		struct wenc e;
+		wenc_init(&e, msg, sizeof msg);
+		wenc_reserve(&e, WIRE_HDR_LEN);
+		wenc_u64(&e, md->fileid);
+		if (op == WOP_DATA_TRUNCATE)
+			wenc_u64(&e, len);
+		unsigned n = data_servers(s, md, idx);
+		rc = n ? rpc_multi(s, idx, n, msg, e.len, op, reps, cap, rl, rcs) : -EIO;
+	}
+	free(idx);
+	free(reps);
+	free(rl);
+	free(rcs);
+	return rc;
+}
+
+int data_truncate_all(struct srvlist *s, const struct chfs_md *md, uint64_t len)
+{
+	return data_bcast(s, md, WOP_DATA_TRUNCATE, len);
+}
+
+int data_remove_all(struct srvlist *s, const struct chfs_md *md)
+{
+	return data_bcast(s, md, WOP_DATA_REMOVE, 0);
+}
+
+/* Does the parent of cpath exist as a directory? */
+static __thread char known_parent[CHFS_PATH_MAX];
+static __thread time_t known_parent_at;
+
+static int check_parent(struct srvlist *s, const char *cpath)
+{
+	char parent[CHFS_PATH_MAX];
+	struct chfs_md md;
+	if (!path_split(cpath, parent))
+		return -EEXIST; /* the root */
+	if (!parent[0])
+		return 0;
+	time_t now = time(NULL);
+	if (now == known_parent_at && strcmp(parent, known_parent) == 0)
+		return 0;
+	int rc = ns_resolve(s, parent, NULL, &md);
+	if (rc)
+		return rc;
+	if (!S_ISDIR(md.mode))
+		return -ENOTDIR;
+	memcpy(known_parent, parent, sizeof known_parent);
+	known_parent_at = now;
+	return 0;
+}
+
+static void forget_parent(void) { known_parent_at = 0; }
+
+static void md_new(struct chfs_md *md, mode_t mode)
+{
+	memset(md, 0, sizeof *md);
+	md->mode = mode;
+	md->uid = geteuid();
+	md->gid = getegid();
+	md->chunk_size = chfs_client.cfg.chunk_size;
+	md->atime_ns = md->mtime_ns = md->ctime_ns = now_ns();
+}
+
+static int new_file(const char *cpath, const struct chfs_md *md, int accmode, int append)
+{
+	struct chfs_file *f = calloc(1, sizeof *f);
+	if (!f)
+		return -ENOMEM;
+	pthread_mutex_init(&f->lock, NULL);
+	snprintf(f->path, sizeof f->path, "%s", cpath);
+	f->md = *md;
+	f->accmode = accmode;
+	f->append = append;
+	f->isdir = S_ISDIR(md->mode);
+	int fd = fd_alloc(f);
+	if (fd < 0) {
+		pthread_mutex_destroy(&f->lock);
+		free(f);
+	}
+	return fd;
+}
+
+int chfs_create_chunk_size(const char *path, int32_t flags, mode_t mode, int chunk_size)
+{
+	char cp[CHFS_PATH_MAX];
+	struct srvlist *s;
+	struct chfs_md md, got;
+	int rc = canon(path, cp);
+	if (rc == 0)
+		rc = client_begin(&s);
+	if (rc == 0)
+		rc = check_parent(s, cp);
+	if (rc == -EEXIST)
+		rc = -EISDIR;
+	if (rc)
+		return set_err(rc);
+	md_new(&md, S_IFREG | (mode & 07777));
+	if (chunk_size > 0 && (unsigned)chunk_size <= CHFS_MAX_CHUNK_SIZE)
+		md.chunk_size = (uint32_t)chunk_size;
+	unsigned owner = placement_owner(cp, s->n);
+	md.first = owner;
+	if ((flags & CHFS_O_LOCAL) || chfs_client.cfg.placement == CHFS_PLACE_LOCAL) {
+		int h = client_local_server(s);
+		if (h >= 0) {
+			md.flags |= MD_LOCAL;
+			snprintf(md.home, sizeof md.home, "%s", s->addrs[h]);
+		} else {
+			log_info("%s: no CHFS server on this host; striping by hash instead of local placement", cp);
+		}
+	}
+	struct rpc r;
+	rpc_begin(&r, WOP_CREATE);
+	wenc_str(&r.e, cp);
+	wenc_md(&r.e, &md);
+	wenc_u32(&r.e, (flags & O_EXCL) ? WIRE_CREATE_EXCL : 0);
+	rc = rpc_call(s, owner, &r);
+	uint32_t existed = 0;
+	if (rc == 0) {
+		existed = wdec_u32(&r.d);
+		wdec_md(&r.d, &got);
+		if (wdec_finish(&r.d))
+			rc = -EIO;
+	}
+	if (rc == 0 && existed) {
+		fd_sync_sizes(got.fileid);
+		rc = data_truncate_all(s, &got, 0);
+	}
+	if (rc)
+		return set_err(rc);
+	return set_err(new_file(cp, &got, flags & O_ACCMODE, !!(flags & O_APPEND)));
+}
+
+int chfs_create(const char *path, int32_t flags, mode_t mode)
+{
+	return chfs_create_chunk_size(path, flags, mode, 0);
+}
+
+static int set_size(struct srvlist *s, const char *cp, const struct chfs_md *md, uint64_t len);
+
+int chfs_open(const char *path, int32_t flags)
+{
+	char cp[CHFS_PATH_MAX], real[CHFS_PATH_MAX];
+	struct srvlist *s;
+	struct chfs_md md;
+	int rc = canon(path, cp);
+	if (rc == 0)
+		rc = client_begin(&s);
+	if (rc == 0)
+		rc = fd_sync_sizes(0);
+	if (rc == 0)
+		rc = ns_resolve(s, cp, real, &md);
+	if (rc)
+		return set_err(rc);
+	int acc = flags & O_ACCMODE;
+	if (S_ISDIR(md.mode) && acc != O_RDONLY)
+		return set_err(-EISDIR);
+	if (!S_ISDIR(md.mode) && (flags & O_DIRECTORY))
+		return set_err(-ENOTDIR);
+	if ((flags & O_TRUNC) && acc != O_RDONLY && S_ISREG(md.mode) && md.size > 0) {
+		if ((rc = set_size(s, real, &md, 0)) < 0)
+			return set_err(rc);
+		md.size = 0;
+	}
+	return set_err(new_file(real, &md, acc, !!(flags & O_APPEND)));
+}
+
+int chfs_stat(const char *path, struct stat *st)
+{
+	char cp[CHFS_PATH_MAX], real[CHFS_PATH_MAX];
+	struct srvlist *s;
+	struct chfs_md md;
+	int rc = canon(path, cp);
+	if (rc == 0)
+		rc = client_begin(&s);
+	if (rc == 0)
+		rc = fd_sync_sizes(0);
+	if (rc == 0)
+		rc = ns_resolve(s, cp, real, &md);
+	if (rc == 0)
+		md_to_stat(&md, real, st);
+	return set_err(rc);
+}
+
+int chfs_lstat(const char *path, struct stat *st)
+{
+	char cp[CHFS_PATH_MAX];
+	struct srvlist *s;
+	struct chfs_md md;
+	int rc = canon(path, cp);
+	if (rc == 0)
+		rc = client_begin(&s);
+	if (rc == 0)
+		rc = fd_sync_sizes(0);
+	if (rc == 0)
+		rc = ns_lookup(s, cp, &md);
+	if (rc == 0)
+		md_to_stat(&md, cp, st);
+	return set_err(rc);
+}
+
+int chfs_access(const char *path, int mode)
+{
+	struct stat st;
+	if (chfs_stat(path, &st) < 0)
+		return -1;
+	if (mode == F_OK)
+		return 0;
+	uid_t uid = geteuid();
+	mode_t bits;
+	if (uid == 0) {
+		if ((mode & X_OK) && !(st.st_mode & 0111) && !S_ISDIR(st.st_mode))
+			return set_err(-EACCES);
+		return 0;
+	}
+	if (st.st_uid == uid)
+		bits = (st.st_mode >> 6) & 7;
+	else if (st.st_gid == getegid())
+		bits = (st.st_mode >> 3) & 7;
+	else
+		bits = st.st_mode & 7;
+	if (((mode & R_OK) && !(bits & 4)) || ((mode & W_OK) && !(bits & 2)) ||
+	    ((mode & X_OK) && !(bits & 1)))
+		return set_err(-EACCES);
+	return 0;
+}
+
+int chfs_mkdir(const char *path, mode_t mode)
+{
+	char cp[CHFS_PATH_MAX];
+	struct srvlist *s;
+	struct chfs_md md;
+	int rc = canon(path, cp);
+	if (rc == 0)
+		rc = client_begin(&s);
+	if (rc == 0)
+		rc = check_parent(s, cp);
+	if (rc)
+		return set_err(rc);
+	md_new(&md, S_IFDIR | (mode & 07777));
+	struct rpc r;
+	rpc_begin(&r, WOP_MKDIR);
+	wenc_str(&r.e, cp);
+	wenc_md(&r.e, &md);
+	return set_err(rpc_call(s, placement_owner(cp, s->n), &r));
+}
+
+/* 1 if any server holds entries below cpath. */
+static int dir_nonempty(struct srvlist *s, const char *cp)
+{
+	unsigned *idx = malloc(s->n * sizeof *idx);
+	size_t cap = WIRE_HDR_LEN + 16;
+	uint8_t *reps = malloc(s->n * cap), *msg = malloc(WIRE_HDR_LEN + CHFS_PATH_MAX + 8);
+	size_t *rl = malloc(s->n * sizeof *rl);
+	int *rcs = malloc(s->n * sizeof *rcs), rc = -ENOMEM;
+	if (idx && reps && msg && rl && rcs) {
+		struct wenc e;
+		wenc_init(&e, msg, WIRE_HDR_LEN + CHFS_PATH_MAX + 8);
+		wenc_reserve(&e, WIRE_HDR_LEN);
+		wenc_str(&e, cp);
+		for (unsigned i = 0; i < s->n; i++)
+			idx[i] = i;
+		rc = rpc_multi(s, idx, s->n, msg, e.len, WOP_DIR_EMPTY, reps, cap, rl, rcs);
+		for (unsigned i = 0; rc == 0 && i < s->n; i++) {
+			struct wdec d;
+			wdec_init(&d, reps + i * cap + WIRE_HDR_LEN, rl[i] - WIRE_HDR_LEN);
+			if (wdec_u32(&d))
+				rc = 1;
+			if (d.err)
+				rc = -EIO;
+		}
+	}
+	free(idx);
+	free(reps);
+	free(msg);
+	free(rl);
+	free(rcs);
+	return rc;
+}
+
+int chfs_rmdir(const char *path)
+{
+	char cp[CHFS_PATH_MAX];
+	struct srvlist *s;
+	struct chfs_md md;
+	int rc = canon(path, cp);
+	if (rc == 0 && !cp[0])
+		rc = -EBUSY;
+	if (rc == 0)
+		rc = client_begin(&s);
+	if (rc == 0)
+		rc = ns_lookup(s, cp, &md);
+	if (rc == 0 && !S_ISDIR(md.mode))
+		rc = -ENOTDIR;
+	if (rc == 0) {
+		rc = dir_nonempty(s, cp);
+		if (rc > 0)
+			rc = -ENOTEMPTY;
+	}
+	if (rc == 0) {
+		struct rpc r;
+		rpc_begin(&r, WOP_RMDIR);
+		wenc_str(&r.e, cp);
+		rc = rpc_call(s, placement_owner(cp, s->n), &r);
+		forget_parent();
+	}
+	return set_err(rc);
+}
+
+int chfs_unlink(const char *path)
+{
+	char cp[CHFS_PATH_MAX];
+	struct srvlist *s;
+	struct chfs_md md;
+	int rc = canon(path, cp);
+	if (rc == 0 && !cp[0])
+		rc = -EISDIR;
+	if (rc == 0)
+		rc = client_begin(&s);
+	if (rc == 0)
+		rc = fd_sync_sizes(0);
+	if (rc)
+		return set_err(rc);
+	struct rpc r;
+	rpc_begin(&r, WOP_UNLINK);
+	wenc_str(&r.e, cp);
+	rc = rpc_call(s, placement_owner(cp, s->n), &r);
+	if (rc == 0) {
+		wdec_md(&r.d, &md);
+		if (wdec_finish(&r.d))
+			rc = -EIO;
+	}
+	if (rc == 0 && S_ISREG(md.mode))
+		data_remove_all(s, &md); /* best effort: the name is gone either way */
+	return set_err(rc);
+}
+
+static void rename_fd(struct chfs_file *f, void *arg)
+{
+	pthread_mutex_lock(&f->lock);
+	snprintf(f->path, sizeof f->path, "%s", (const char *)arg);
+	pthread_mutex_unlock(&f->lock);
+}
+
+int chfs_rename(const char *from, const char *to)
+{
+	char cf[CHFS_PATH_MAX], ct[CHFS_PATH_MAX];
+	struct srvlist *s;
+	struct chfs_md md, old;
+	uint32_t replaced = 0;
+	int rc = canon(from, cf);
+	if (rc == 0)
+		rc = canon(to, ct);
+	if (rc == 0 && (!cf[0] || !ct[0]))
+		rc = -EBUSY;
+	if (rc == 0)
+		rc = client_begin(&s);
+	if (rc == 0)
+		rc = fd_sync_sizes(0);
+	if (rc == 0)
+		rc = ns_lookup(s, cf, &md);
+	if (rc)
+		return set_err(rc);
+	if (strcmp(cf, ct) == 0)
+		return 0;
+	size_t lf = strlen(cf);
+	if (S_ISDIR(md.mode) && strncmp(ct, cf, lf) == 0 && ct[lf] == '/')
+		return set_err(-EINVAL);
+	if ((rc = check_parent(s, ct)) < 0)
+		return set_err(rc);
+	if (S_ISDIR(md.mode)) {
+		rc = dir_nonempty(s, cf);
+		if (rc)
+			return set_err(rc > 0 ? -EXDEV : rc);
+	}
+	unsigned of = placement_owner(cf, s->n), ot = placement_owner(ct, s->n);
+	struct rpc r;
+	if (of == ot) {
+		rpc_begin(&r, WOP_RENAME);
+		wenc_str(&r.e, cf);
+		wenc_str(&r.e, ct);
+		rc = rpc_call(s, of, &r);
+	} else {
+		rpc_begin(&r, WOP_INSERT);
+		wenc_str(&r.e, ct);
+		wenc_md(&r.e, &md);
+		wenc_u32(&r.e, 0);
+		rc = rpc_call(s, ot, &r);
+	}
+	if (rc == 0) {
+		replaced = wdec_u32(&r.d);
+		wdec_md(&r.d, &old);
+		if (wdec_finish(&r.d))
+			rc = -EIO;
+	}
+	if (rc == 0 && of != ot) {
+		struct rpc r2;
+		rpc_begin(&r2, WOP_REMOVE_IF);
+		wenc_str(&r2.e, cf);
+		wenc_u64(&r2.e, md.fileid);
+		rc = rpc_call(s, of, &r2);
+	}
+	if (rc == 0 && replaced && S_ISREG(old.mode) && old.fileid != md.fileid)
+		data_remove_all(s, &old);
+	if (rc == 0 && md.fileid)
+		fd_foreach_fileid(md.fileid, rename_fd, ct);
+	forget_parent();
+	return set_err(rc);
+}
+
+int chfs_symlink(const char *target, const char *path)
+{
+	char cp[CHFS_PATH_MAX];
+	struct srvlist *s;
+	struct chfs_md md, got;
+	if (!target || !*target)
+		return set_err(-ENOENT);
+	if (strlen(target) >= CHFS_PATH_MAX)
+		return set_err(-ENAMETOOLONG);
+	int rc = canon(path, cp);
+	if (rc == 0)
+		rc = client_begin(&s);
+	if (rc == 0)
+		rc = check_parent(s, cp);
+	if (rc)
+		return set_err(rc);
+	md_new(&md, S_IFLNK | 0777);
+	snprintf(md.link, sizeof md.link, "%s", target);
+	md.size = strlen(target);
+	md.first = placement_owner(cp, s->n);
+	struct rpc r;
+	rpc_begin(&r, WOP_CREATE);
+	wenc_str(&r.e, cp);
+	wenc_md(&r.e, &md);
+	wenc_u32(&r.e, WIRE_CREATE_EXCL);
+	rc = rpc_call(s, md.first, &r);
+	if (rc == 0) {
+		wdec_u32(&r.d);
+		wdec_md(&r.d, &got);
+	}
+	return set_err(rc);
+}
+
+int chfs_readlink(const char *path, char *buf, size_t size)
+{
+	char cp[CHFS_PATH_MAX];
+	struct srvlist *s;
+	struct chfs_md md;
+	int rc = canon(path, cp);
+	if (rc == 0)
+		rc = client_begin(&s);
+	if (rc == 0)
+		rc = ns_lookup(s, cp, &md);
+	if (rc == 0 && !S_ISLNK(md.mode))
+		rc = -EINVAL;
+	if (rc)
+		return set_err(rc);
+	size_t n = strlen(md.link);
+	if (n > size)
+		n = size;
+	memcpy(buf, md.link, n);
+	return (int)n;
+}
+
+/* Set the size of a regular file exactly: metadata at the owner, then the backing files. */
+static int set_size(struct srvlist *s, const char *cp, const struct chfs_md *md, uint64_t len)
+{
+	struct rpc r;
+	rpc_begin(&r, WOP_SETATTR);
+	wenc_str(&r.e, cp);
+	wenc_u64(&r.e, md->fileid);
+	wenc_u32(&r.e, WIRE_SET_SIZE);
+	wenc_u32(&r.e, 0);
+	wenc_i64(&r.e, 0);
+	wenc_i64(&r.e, 0);
+	wenc_u64(&r.e, len);
+	int rc = rpc_call(s, placement_owner(cp, s->n), &r);
+	if (rc == 0)
+		rc = data_truncate_all(s, md, len);
+	return rc;
+}
+
+static void clamp_fd(struct chfs_file *f, void *arg)
+{
+	uint64_t len = *(uint64_t *)arg;
+	pthread_mutex_lock(&f->lock);
+	if (f->written_end > len)
+		f->written_end = len;
+	pthread_mutex_unlock(&f->lock);
+}
+
+int ns_truncate(struct srvlist *s, const char *cp, const struct chfs_md *md, off_t len)
+{
+	if (len < 0)
+		return -EINVAL;
+	if (S_ISDIR(md->mode))
+		return -EISDIR;
+	if (!S_ISREG(md->mode))
+		return -EINVAL;
+	if ((uint64_t)len > WIRE_MAX_OFFSET)
+		return -EFBIG;
+	int rc = fd_sync_sizes(md->fileid);
+	if (rc == 0)
+		rc = set_size(s, cp, md, (uint64_t)len);
+	if (rc == 0) {
+		uint64_t l = (uint64_t)len;
+		fd_foreach_fileid(md->fileid, clamp_fd, &l);
+	}
+	return rc;
+}
+
+int chfs_truncate(const char *path, off_t len)
+{
+	char cp[CHFS_PATH_MAX], real[CHFS_PATH_MAX];
+	struct srvlist *s;
+	struct chfs_md md;
+	int rc = canon(path, cp);
+	if (rc == 0)
+		rc = client_begin(&s);
+	if (rc == 0)
+		rc = ns_resolve(s, cp, real, &md);
+	if (rc == 0)
+		rc = ns_truncate(s, real, &md, len);
+	return set_err(rc);
+}
+
+static int setattr_path(const char *path, uint32_t which, uint32_t mode, int64_t at, int64_t mt)
+{
+	char cp[CHFS_PATH_MAX], real[CHFS_PATH_MAX];
+	struct srvlist *s;
+	struct chfs_md md;
+	int rc = canon(path, cp);
+	if (rc == 0)
+		rc = client_begin(&s);
+	if (rc == 0)
+		rc = ns_resolve(s, cp, real, &md);
+	if (rc == 0 && !real[0])
+		rc = -EPERM;
+	if (rc)
+		return rc;
+	struct rpc r;
+	rpc_begin(&r, WOP_SETATTR);
+	wenc_str(&r.e, real);
+	wenc_u64(&r.e, 0);
+	wenc_u32(&r.e, which);
+	wenc_u32(&r.e, mode);
+	wenc_i64(&r.e, at);
+	wenc_i64(&r.e, mt);
+	wenc_u64(&r.e, 0);
+	return rpc_call(s, placement_owner(real, s->n), &r);
+}
+
+int chfs_chmod(const char *path, mode_t mode)
+{
+	return set_err(setattr_path(path, WIRE_SET_MODE, mode & 07777, 0, 0));
+}
+
+static int64_t ts_ns(const struct timespec *t, int64_t now)
+{
+	return t->tv_nsec == UTIME_NOW ? now : (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+int chfs_utimens(const char *path, const struct timespec times[2])
+{
+	int64_t now = now_ns(), at = now, mt = now;
+	uint32_t which = WIRE_SET_ATIME | WIRE_SET_MTIME;
+	if (times) {
+		for (int i = 0; i < 2; i++)
+			if (times[i].tv_nsec != UTIME_NOW && times[i].tv_nsec != UTIME_OMIT &&
+			    (times[i].tv_nsec < 0 || times[i].tv_nsec >= 1000000000))
+				return set_err(-EINVAL);
+		if (times[0].tv_nsec == UTIME_OMIT)
+			which &= ~(uint32_t)WIRE_SET_ATIME;
+		if (times[1].tv_nsec == UTIME_OMIT)
+			which &= ~(uint32_t)WIRE_SET_MTIME;
+		if (!which)
+			return 0;
+		at = ts_ns(&times[0], now);
+		mt = ts_ns(&times[1], now);
+	}
+	return set_err(setattr_path(path, which, 0, at, mt));
+}

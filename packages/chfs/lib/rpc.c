@@ -1,0 +1,106 @@
+/*
+ * rpc.c — one request/reply exchange with one server.
+ *
+ * Requests are built with the wire encoder behind a reserved header; rpc_call() fills the header
+ * (op, request id, pool secret, body length), sends through the transport with the configured
+ * timeout and decodes the reply header. Transport failures (timeout, unreachable, refused) become
+ * EIO with one log line naming the server; a refused secret becomes EACCES with a line saying so.
+ */
+#define _GNU_SOURCE
+#include "client.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rpc_timeout(void)
+{
+	int t = chfs_client.cfg.rpc_timeout_msec;
+	return t > 0 ? t : -1;
+}
+
+void rpc_begin(struct rpc *r, unsigned op)
+{
+	r->buf = r->small[0];
+	r->rep = r->small[1];
+	r->repcap = sizeof r->small[1];
+	wenc_init(&r->e, r->buf, sizeof r->small[0]);
+	uint8_t *h = wenc_reserve(&r->e, WIRE_HDR_LEN);
+	h[6] = (uint8_t)op;
+	h[7] = (uint8_t)(op >> 8);
+}
+
+void rpc_fill_hdr(uint8_t *msg, size_t len, unsigned op)
+{
+	struct wire_hdr h = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .op = (uint16_t)op,
+	                     .reqid = atomic_fetch_add(&chfs_client.reqid, 1),
+	                     .body_len = (uint32_t)(len - WIRE_HDR_LEN)};
+	memcpy(h.secret, chfs_client.secret, CHFS_SECRET_LEN);
+	wire_hdr_put(msg, &h);
+}
+
+int rpc_status(struct srvlist *s, unsigned idx, int xrc, const uint8_t *rep, size_t replen,
+               struct wdec *body)
+{
+	const char *addr = s->addrs[idx];
+	if (xrc == -EMSGSIZE)
+		return -EIO;
+	if (xrc < 0) {
+		if (xrc == -ETIMEDOUT)
+			log_err("server %s: no reply within %d ms", addr, chfs_client.cfg.rpc_timeout_msec);
+		else
+			log_err("server %s unreachable: %s", addr, strerror(-xrc));
+		return xrc == -ENOMEM ? -ENOMEM : -EIO;
+	}
+	struct wire_hdr h;
+	if (wire_hdr_get(rep, replen, &h) != 0 || !(h.op & WIRE_REPLY)) {
+		log_err("server %s: malformed reply", addr);
+		return -EIO;
+	}
+	if (h.status == -EACCES)
+		log_err("server %s refused the request: wrong or missing pool secret (CHFS_SECRET_FILE=%s)",
+		        addr, chfs_client.cfg.secret_file);
+	if (h.status > 0 || h.status < -4095)
+		return -EIO;
+	if (h.status)
+		return h.status;
+	if (body)
+		wdec_init(body, rep + WIRE_HDR_LEN, replen - WIRE_HDR_LEN);
+	return 0;
+}
+
+int rpc_call(struct srvlist *s, unsigned idx, struct rpc *r)
+{
+	if (r->e.err)
+		return r->e.err == -EMSGSIZE ? -ENAMETOOLONG : r->e.err;
+	unsigned op = (unsigned)r->buf[6] | (unsigned)r->buf[7] << 8;
+	rpc_fill_hdr(r->buf, r->e.len, op);
+	int xrc = xprt_call(chfs_client.x, s->peers[idx], r->buf, r->e.len, r->rep, r->repcap,
+	                    &r->replen, rpc_timeout());
+	return rpc_status(s, idx, xrc, r->rep, r->replen, &r->d);
+}
+
+int rpc_multi(struct srvlist *s, const unsigned *idx, unsigned n, uint8_t *msg, size_t len,
+              unsigned op, uint8_t *reps, size_t cap, size_t *replen, int *rc)
+{
+	xprt_call_t **calls = calloc(n ? n : 1, sizeof *calls);
+	if (!calls)
+		return -ENOMEM;
+	rpc_fill_hdr(msg, len, op);
+	for (unsigned i = 0; i < n; i++) {
+		rc[i] = xprt_call_start(chfs_client.x, s->peers[idx[i]], msg, len, reps + i * cap, cap,
+		                        rpc_timeout(), &calls[i]);
+		if (rc[i])
+			calls[i] = NULL;
+	}
+	int first = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (calls[i])
+			rc[i] = xprt_call_wait(calls[i], &replen[i]);
+		rc[i] = rpc_status(s, idx[i], rc[i], reps + i * cap, calls[i] ? replen[i] : 0, NULL);
+		if (rc[i] && !first)
+			first = rc[i];
+	}
+	free(calls);
+	return first;
+}

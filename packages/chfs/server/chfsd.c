@@ -1,0 +1,256 @@
+/*
+ * chfsd.c — the CHFS server: options, start-up, daemonising, shutdown.
+ *
+ * Start-up order: parse options -> (fork into the background unless -f; the parent waits on a
+ * pipe until the child is serving or failed, so `chfsd` returning 0 means the server answers)
+ * -> read the pool secret -> open the storage directory -> open the transport (reusing the
+ * address saved in DIR/chfsd.addr when -h names no port, so a restarted server keeps its place
+ * in the pool) -> load the member list, join the bootstrap server if one was given -> serve
+ * -> write the server-info file (-S) -> wait for SIGTERM/SIGINT -> drain and exit.
+ */
+#define _GNU_SOURCE
+#include "chfsd.h"
+
+#include "config.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: chfsd [options] [bootstrap-server]\n"
+	        "CHFS server: serves the chunks and namespace entries this server owns from a storage\n"
+	        "directory. With a bootstrap server address it joins that server's pool.\n"
+	        "  -c DIR      storage directory (default /tmp/chfs-$USER)\n"
+	        "  -p PROTO    protocol: tcp (default), shm, verbs, sockets\n"
+	        "  -h HOST     address/interface[:port] to listen on (default 127.0.0.1 for tcp)\n"
+	        "  -S FILE     write this server's address to FILE once serving\n"
+	        "  -P FILE     write the process id to FILE\n"
+	        "  -T N        worker threads (default 4)\n"
+	        "  -t MSEC     RPC timeout for server-to-server calls (default 30000)\n"
+	        "  -k FILE     pool secret file (default $CHFS_SECRET_FILE or ~/.chfs/secret)\n"
+	        "  -l FILE     log to FILE instead of stderr\n"
+	        "  -L LEVEL    log priority: err, warning, notice (default), info, debug\n"
+	        "  -f          stay in the foreground\n"
+	        "  --help      this text\n");
+}
+
+static int write_file(const char *path, const char *text)
+{
+	char tmp[4200];
+	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "%s\n", text);
+	if (fclose(f) != 0 || rename(tmp, path) != 0) {
+		unlink(tmp);
+		return -errno;
+	}
+	return 0;
+}
+
+/* Address saved by a previous run on this storage dir, if its protocol matches. */
+static int saved_host(int rootfd, const char *proto, char *host, size_t size)
+{
+	char buf[WIRE_ADDR_MAX];
+	int fd = openat(rootfd, "chfsd.addr", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	char *sep = strstr(buf, "://");
+	if (!sep || strncmp(buf, proto, (size_t)(sep - buf)) != 0 || strlen(proto) != (size_t)(sep - buf))
+		return 0;
+	snprintf(host, size, "%s", sep + 3);
+	return 1;
+}
+
+static const char *canon_proto(const char *p)
+{
+	if (strstr(p, "verbs"))
+		return "verbs";
+	if (strstr(p, "tcp"))
+		return "tcp";
+	if (strstr(p, "sockets"))
+		return "sockets";
+	if (strcmp(p, "sm") == 0 || strstr(p, "shm") || strcmp(p, "na+sm") == 0)
+		return "shm";
+	return p;
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = NULL, *proto = "tcp", *host = NULL, *infofile = NULL, *pidfile = NULL;
+	const char *logfile = NULL, *secretfile = NULL, *bootstrap = NULL;
+	unsigned nthreads = 4;
+	int timeout = CHFS_DEFAULT_RPC_TIMEOUT, foreground = 0, c;
+	char defdir[256], secbuf[4096];
+	static const struct option lopts[] = {{"help", no_argument, NULL, 'H'}, {0}};
+
+	chfs_log_set_prog("chfsd");
+	while ((c = getopt_long(argc, argv, "c:p:h:S:P:T:t:k:l:L:fd", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'c': dir = optarg; break;
+		case 'p': proto = optarg; break;
+		case 'h': host = optarg; break;
+		case 'S': infofile = optarg; break;
+		case 'P': pidfile = optarg; break;
+		case 'T': nthreads = (unsigned)atoi(optarg); break;
+		case 't': timeout = atoi(optarg); break;
+		case 'k': secretfile = optarg; break;
+		case 'l': logfile = optarg; break;
+		case 'L':
+			if ((chfs_log_level = chfs_log_parse_priority(optarg)) < 0) {
+				fprintf(stderr, "chfsd: -L %s: unknown log priority\n", optarg);
+				return 2;
+			}
+			break;
+		case 'd': chfs_log_level = LOG_DEBUG; /* fall through */
+		case 'f': foreground = 1; break;
+		case 'H': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc)
+		bootstrap = argv[optind++];
+	if (optind < argc || nthreads < 1 || nthreads > 256 || timeout < 0) {
+		usage(stderr);
+		return 2;
+	}
+	proto = canon_proto(proto);
+	if (!dir) {
+		const char *u = getenv("USER");
+		snprintf(defdir, sizeof defdir, "/tmp/chfs-%s", u && *u ? u : "chfs");
+		dir = defdir;
+	}
+	if (!secretfile) {
+		chfs_config_default_secret_file(secbuf, sizeof secbuf);
+		secretfile = secbuf;
+	}
+	if (logfile && chfs_log_open(logfile) < 0) {
+		fprintf(stderr, "chfsd: cannot open log file %s: %s\n", logfile, strerror(errno));
+		return 1;
+	}
+
+	int ready[2] = {-1, -1};
+	if (!foreground) {
+		if (pipe(ready) < 0)
+			return 1;
+		pid_t pid = fork();
+		if (pid < 0)
+			return 1;
+		if (pid > 0) {
+			char ok = 0;
+			close(ready[1]);
+			ssize_t n = read(ready[0], &ok, 1);
+			return n == 1 && ok == 'R' ? 0 : 1;
+		}
+		close(ready[0]);
+		setsid();
+		int nul = open("/dev/null", O_RDWR);
+		if (nul >= 0) {
+			dup2(nul, 0);
+			dup2(nul, 1);
+			if (logfile)
+				dup2(nul, 2);
+			close(nul);
+		}
+	}
+
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	static struct chfsd d;
+	d.timeout_ms = timeout;
+	int rc = secret_load(secretfile, d.secret);
+	if (rc) {
+		log_err("pool secret %s: %s%s", secretfile, strerror(-rc),
+		        rc == -EACCES ? " (must be a regular file readable only by its owner)" : "");
+		return 1;
+	}
+	if ((rc = st_open(dir, &d.st)) < 0) {
+		log_err("storage directory %s: %s", dir, strerror(-rc));
+		return 1;
+	}
+	char hostbuf[WIRE_ADDR_MAX];
+	struct xprt_opts xo = {.proto = proto, .host = host, .is_server = 1, .nworkers = nthreads};
+	int reuse = 0;
+	if ((!host || !strchr(host, ':')) && saved_host(st_rootfd(d.st), proto, hostbuf, sizeof hostbuf)) {
+		/* Same host part (or none given): come back on the saved address. */
+		char *colon = strrchr(hostbuf, ':');
+		if (!host || strcmp(proto, "shm") == 0 || (colon && strncmp(hostbuf, host, (size_t)(colon - hostbuf)) == 0 &&
+		                                           strlen(host) == (size_t)(colon - hostbuf))) {
+			xo.host = hostbuf;
+			reuse = 1;
+		}
+	}
+	rc = xprt_open(&xo, &d.x);
+	if (rc && reuse) {
+		log_warn("could not reuse the saved address %s (%s); using a new one", hostbuf, strerror(-rc));
+		xo.host = host;
+		rc = xprt_open(&xo, &d.x);
+	}
+	if (rc) {
+		log_err("cannot listen on %s (%s): %s", host ? host : "default address", proto, strerror(-rc));
+		return 1;
+	}
+	xprt_self_addr(d.x, d.self, sizeof d.self);
+	char savepath[4200];
+	snprintf(savepath, sizeof savepath, "%s/chfsd.addr", st_root(d.st));
+	write_file(savepath, d.self);
+	if ((rc = members_init(&d.mem, st_rootfd(d.st), d.self)) < 0) {
+		log_err("member list: %s", strerror(-rc));
+		return 1;
+	}
+	if ((rc = xprt_serve(d.x, handle_request, &d)) < 0) {
+		log_err("cannot serve: %s", strerror(-rc));
+		return 1;
+	}
+	if (bootstrap && strcmp(bootstrap, d.self) != 0 && (rc = members_join(&d, bootstrap)) < 0) {
+		log_err("cannot join the pool through %s: %s", bootstrap,
+		        rc == -EACCES ? "the pool secret differs" : strerror(-rc));
+		return 1;
+	}
+	if (pidfile) {
+		char pid[32];
+		snprintf(pid, sizeof pid, "%d", (int)getpid());
+		write_file(pidfile, pid);
+	}
+	if (infofile && (rc = write_file(infofile, d.self)) < 0) {
+		log_err("server info file %s: %s", infofile, strerror(-rc));
+		return 1;
+	}
+	log_notice("serving %s on %s (%u servers in the pool)", st_root(d.st), d.self, d.mem.n);
+	if (ready[1] >= 0) {
+		if (write(ready[1], "R", 1) != 1)
+			return 1;
+		close(ready[1]);
+	}
+	int sig = 0;
+	sigwait(&sigs, &sig);
+	log_notice("signal %d: shutting down", sig);
+	xprt_close(d.x);
+	st_close(d.st);
+	if (pidfile)
+		unlink(pidfile);
+	return 0;
+}

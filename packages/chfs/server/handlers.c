@@ -1,0 +1,387 @@
+/*
+ * handlers.c — one function per wire op, called on the transport's worker threads.
+ *
+ * handle_request() decodes and validates the whole request (wire_decode_req), checks the pool
+ * secret in constant time, dispatches, and sends exactly one reply: header with status 0 or
+ * -errno, then the op's reply body. Each worker thread keeps its own request struct, reply
+ * buffer and bulk buffer (allocated on first use), so handlers never allocate per request.
+ *
+ * Bulk data: WRITE pulls RMA data into the bulk buffer piecewise (BULK_PIECE at a time) and
+ * pwrite()s it to the backing file; READ pread()s into it and pushes by RMA. Inline data is
+ * written straight from / read straight into the message buffers.
+ */
+#define _GNU_SOURCE
+#include "chfsd.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define BULK_PIECE (4u << 20)
+
+struct worker {
+	struct wire_req req;
+	uint8_t *rep;
+	size_t repcap;
+	uint8_t *bulk;
+};
+
+static __thread struct worker *tls_worker;
+
+static struct worker *worker_get(struct chfsd *d)
+{
+	if (!tls_worker) {
+		struct worker *w = calloc(1, sizeof *w);
+		if (!w)
+			return NULL;
+		w->repcap = xprt_max_msg(d->x);
+		w->rep = malloc(w->repcap);
+		w->bulk = malloc(BULK_PIECE);
+		if (!w->rep || !w->bulk) {
+			free(w->rep);
+			free(w->bulk);
+			free(w);
+			return NULL;
+		}
+		tls_worker = w;
+	}
+	return tls_worker;
+}
+
+static int full_pwrite(int fd, const uint8_t *p, size_t n, uint64_t off)
+{
+	while (n) {
+		ssize_t k = pwrite(fd, p, n, (off_t)off);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += k;
+		n -= (size_t)k;
+		off += (uint64_t)k;
+	}
+	return 0;
+}
+
+/* Read up to n bytes; returns bytes read before EOF, or -errno. */
+static ssize_t full_pread(int fd, uint8_t *p, size_t n, uint64_t off)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t k = pread(fd, p + got, n - got, (off_t)(off + got));
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (k == 0)
+			break;
+		got += (size_t)k;
+	}
+	return (ssize_t)got;
+}
+
+static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w,
+                    struct wenc *e)
+{
+	int fd = st_data_open(d->st, q->fileid, 1);
+	if (fd < 0)
+		return fd;
+	int rc = 0;
+	const uint8_t *src = q->data;
+	for (uint32_t i = 0; i < q->nseg && rc == 0; i++) {
+		const struct wire_seg *s = &q->seg[i];
+		if (!q->has_rma) {
+			rc = full_pwrite(fd, src, s->len, s->off);
+			src += s->len;
+			continue;
+		}
+		for (uint64_t k = 0; k < s->len && rc == 0;) {
+			size_t piece = s->len - k > BULK_PIECE ? BULK_PIECE : (size_t)(s->len - k);
+			rc = xprt_rma_read(r, &q->rma, s->bufoff + k, w->bulk, piece);
+			if (rc == 0)
+				rc = full_pwrite(fd, w->bulk, piece, s->off + k);
+			k += piece;
+		}
+	}
+	close(fd);
+	if (rc == 0)
+		wenc_u64(e, q->seg_total);
+	return rc;
+}
+
+static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w,
+                   struct wenc *e)
+{
+	int fd = st_data_open(d->st, q->fileid, 0);
+	if (fd < 0 && fd != -ENOENT)
+		return fd;
+	uint8_t *gotp = wenc_reserve(e, 4 + 8 * (size_t)q->nseg);
+	uint8_t *data = NULL;
+	int rc = 0;
+	if (!gotp)
+		rc = -EMSGSIZE;
+	if (rc == 0 && !q->has_rma) {
+		if (q->seg_total > e->cap - e->len - 4)
+			rc = -EMSGSIZE;
+		else {
+			wenc_u32(e, (uint32_t)q->seg_total);
+			data = wenc_reserve(e, q->seg_total);
+		}
+	}
+	for (uint32_t i = 0; i < q->nseg && rc == 0; i++) {
+		const struct wire_seg *s = &q->seg[i];
+		uint64_t got = 0;
+		if (fd >= 0 && !q->has_rma) {
+			ssize_t k = full_pread(fd, data, s->len, s->off);
+			if (k < 0)
+				rc = (int)k;
+			else
+				got = (uint64_t)k;
+			if (got < s->len)
+				memset(data + got, 0, s->len - got);
+			data += s->len;
+		} else if (fd >= 0) {
+			while (got < s->len && rc == 0) {
+				size_t piece = s->len - got > BULK_PIECE ? BULK_PIECE : (size_t)(s->len - got);
+				ssize_t k = full_pread(fd, w->bulk, piece, s->off + got);
+				if (k < 0) {
+					rc = (int)k;
+					break;
+				}
+				if (k > 0)
+					rc = xprt_rma_write(r, &q->rma, s->bufoff + got, w->bulk, (size_t)k);
+				got += (uint64_t)k;
+				if ((size_t)k < piece)
+					break;
+			}
+		} else if (!q->has_rma) {
+			memset(data, 0, s->len);
+			data += s->len;
+		}
+		for (int b = 0; b < 8; b++)
+			gotp[4 + 8 * i + b] = (uint8_t)(got >> (8 * b));
+	}
+	if (gotp)
+		for (int b = 0; b < 4; b++)
+			gotp[b] = (uint8_t)(q->nseg >> (8 * b));
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* For local-placement files whose backing file is here, size and mtime come from it too:
+ * direct writes through chfs_local_backing_path() bypass the metadata. */
+static void merge_local(struct chfsd *d, struct chfs_md *md)
+{
+	if (!(md->flags & MD_LOCAL) || strcmp(md->home, d->self) != 0)
+		return;
+	uint64_t size;
+	int64_t mtime;
+	if (st_data_stat(d->st, md->fileid, &size, &mtime) == 0) {
+		if (size > md->size)
+			md->size = size;
+		if (mtime > md->mtime_ns)
+			md->mtime_ns = mtime;
+	}
+}
+
+struct rd_ctx {
+	struct wenc *e;
+	uint32_t n;
+	size_t budget;
+};
+
+static int rd_entry(void *arg, const char *name, const struct chfs_md *md)
+{
+	struct rd_ctx *c = arg;
+	if (c->e->len + strlen(name) + 32 > c->budget)
+		return 1;
+	wenc_str(c->e, name);
+	wenc_u32(c->e, md->mode);
+	wenc_u64(c->e, md->size);
+	wenc_i64(c->e, md->mtime_ns);
+	c->n++;
+	return 0;
+}
+
+static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w,
+                    struct wenc *e)
+{
+	struct chfs_md md, old;
+	int rc = 0, flag = 0;
+	static char list[WIRE_LIST_MAX];
+	static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
+
+	switch (q->h.op) {
+	case WOP_NODE_LIST:
+	case WOP_JOIN: {
+		int changed = 0;
+		if (q->h.op == WOP_JOIN) {
+			changed = members_add(&d->mem, q->addr);
+			if (changed < 0)
+				return changed;
+			if (changed)
+				log_notice("server %s joined the pool", q->addr);
+		}
+		pthread_mutex_lock(&list_lock);
+		uint64_t epoch = members_get(&d->mem, list, sizeof list);
+		wenc_u64(e, epoch);
+		wenc_str(e, list);
+		pthread_mutex_unlock(&list_lock);
+		if (changed)
+			members_broadcast(d, q->addr);
+		return 0;
+	}
+	case WOP_SET_LIST:
+		rc = members_set(&d->mem, q->epoch, q->list, q->list_len);
+		return rc < 0 ? rc : 0;
+	case WOP_CREATE:
+		md = q->md;
+		rc = st_create(d->st, q->path, &md, q->flags & WIRE_CREATE_EXCL, &old, &flag);
+		if (rc == 0) {
+			wenc_u32(e, (uint32_t)flag);
+			wenc_md(e, &old);
+		}
+		return rc;
+	case WOP_STAT:
+		if ((rc = st_lookup(d->st, q->path, &md)) == 0) {
+			merge_local(d, &md);
+			wenc_md(e, &md);
+		}
+		return rc;
+	case WOP_MKDIR:
+		return st_mkdir(d->st, q->path, &q->md);
+	case WOP_RMDIR:
+		return st_rmdir(d->st, q->path);
+	case WOP_DIR_EMPTY:
+		rc = st_dir_has_entries(d->st, q->path);
+		if (rc >= 0)
+			wenc_u32(e, (uint32_t)rc);
+		return rc < 0 ? rc : 0;
+	case WOP_READDIR: {
+		uint8_t *hdr = wenc_reserve(e, 8);
+		struct rd_ctx c = {.e = e, .n = 0, .budget = WIRE_HDR_LEN + WIRE_READDIR_MAX};
+		int eof = 1;
+		if (c.budget > e->cap)
+			c.budget = e->cap;
+		rc = st_readdir(d->st, q->path, q->path2, rd_entry, &c, &eof);
+		if (rc == 0 && hdr) {
+			for (int b = 0; b < 4; b++) {
+				hdr[b] = (uint8_t)(c.n >> (8 * b));
+				hdr[4 + b] = (uint8_t)((uint32_t)eof >> (8 * b));
+			}
+		}
+		return rc;
+	}
+	case WOP_UNLINK:
+		if ((rc = st_unlink(d->st, q->path, &md)) == 0)
+			wenc_md(e, &md);
+		return rc;
+	case WOP_INSERT:
+		rc = st_insert(d->st, q->path, &q->md, q->flags & WIRE_INSERT_NOREPLACE, &old, &flag);
+		if (rc == 0) {
+			wenc_u32(e, (uint32_t)flag);
+			wenc_md(e, &old);
+		}
+		return rc;
+	case WOP_REMOVE_IF:
+		return st_remove_if(d->st, q->path, q->fileid);
+	case WOP_RENAME:
+		rc = st_rename(d->st, q->path, q->path2, &old, &flag);
+		if (rc == 0) {
+			wenc_u32(e, (uint32_t)flag);
+			wenc_md(e, &old);
+		}
+		return rc;
+	case WOP_SETATTR:
+		rc = st_setattr(d->st, q->path, q->fileid, q->which, q->mode, q->atime_ns, q->mtime_ns,
+		                q->size, &md);
+		if (rc == 0) {
+			if (q->which & WIRE_SET_SIZE)
+				st_data_truncate(d->st, md.fileid, q->size); /* local-placement home */
+			merge_local(d, &md);
+			wenc_md(e, &md);
+		}
+		return rc;
+	case WOP_WRITE:
+		return do_write(d, r, q, w, e);
+	case WOP_READ:
+		return do_read(d, r, q, w, e);
+	case WOP_DATA_TRUNCATE:
+		return st_data_truncate(d->st, q->fileid, q->size);
+	case WOP_DATA_REMOVE:
+		return st_data_remove(d->st, q->fileid);
+	case WOP_DATA_STAT: {
+		uint64_t size;
+		int64_t mtime;
+		if ((rc = st_data_stat(d->st, q->fileid, &size, &mtime)) == 0) {
+			wenc_u64(e, size);
+			wenc_i64(e, mtime);
+		}
+		return rc;
+	}
+	case WOP_LOCAL_PATH: {
+		char p[4200];
+		if ((rc = st_data_path(d->st, q->fileid, p, sizeof p)) == 0)
+			wenc_str(e, p);
+		return rc;
+	}
+	case WOP_SYNC:
+		return syncfs(st_rootfd(d->st)) < 0 ? -errno : 0;
+	}
+	return -ENOSYS;
+}
+
+static void reply_status(xprt_req_t *r, uint8_t *buf, const struct wire_hdr *rq, int status,
+                         size_t len)
+{
+	struct wire_hdr h = {.magic = WIRE_MAGIC, .version = WIRE_VERSION,
+	                     .op = (uint16_t)(rq->op | WIRE_REPLY), .reqid = rq->reqid,
+	                     .body_len = (uint32_t)(len - WIRE_HDR_LEN), .status = status};
+	wire_hdr_put(buf, &h);
+	xprt_reply(r, buf, len);
+}
+
+void handle_request(xprt_req_t *r, void *arg)
+{
+	struct chfsd *d = arg;
+	struct worker *w = worker_get(d);
+	uint8_t small[WIRE_HDR_LEN];
+	size_t len;
+	const void *msg = xprt_req_data(r, &len);
+	if (!w) {
+		struct wire_hdr h = {.op = WOP_NODE_LIST};
+		reply_status(r, small, &h, -ENOMEM, WIRE_HDR_LEN);
+		return;
+	}
+	struct wire_req *q = &w->req;
+	int rc = wire_decode_req(msg, len, q);
+	if (rc == 0 && !secret_equal(q->h.secret, d->secret)) {
+		log_warn("refused %s from %s: wrong or missing pool secret", wire_op_name(q->h.op),
+		         xprt_req_peer_addr(r));
+		rc = -EACCES;
+	}
+	if (rc) {
+		if (rc != -EACCES)
+			log_info("malformed request from %s: %s", xprt_req_peer_addr(r), strerror(-rc));
+		struct wire_hdr h;
+		if (wire_hdr_get(msg, len, &h) != 0)
+			h = (struct wire_hdr){.op = WOP_NODE_LIST};
+		reply_status(r, small, &h, rc, WIRE_HDR_LEN);
+		return;
+	}
+	struct wenc e;
+	wenc_init(&e, w->rep, w->repcap);
+	wenc_reserve(&e, WIRE_HDR_LEN);
+	rc = dispatch(d, r, q, w, &e);
+	if (rc == 0 && e.err)
+		rc = e.err;
+	log_debug("%s %s -> %d", wire_op_name(q->h.op), q->path, rc);
+	reply_status(r, w->rep, &q->h, rc, rc ? WIRE_HDR_LEN : e.len);
+}

@@ -1,0 +1,184 @@
+/*
+ * chfs-io — run one libchfs operation from the command line (used by the integration tests and
+ * handy for poking at a pool). Data goes through stdin/stdout; errors print one line
+ * "chfs-io: OP PATH: ERRNAME (message)" and exit 1, so a caller can check the exact errno.
+ */
+#define _GNU_SOURCE
+#include <chfs.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *op, *arg1;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: chfs-io OP ARGS...   (server from CHFS_SERVER)\n"
+	        "  create PATH [CHUNK] [local]   create (truncate) a file\n"
+	        "  put PATH OFFSET [create]      pwrite stdin at OFFSET\n"
+	        "  get PATH [OFFSET [LEN]]       pread to stdout (whole file by default)\n"
+	        "  stat|lstat PATH               print mode(octal) size nlink mtime\n"
+	        "  truncate PATH LEN | unlink PATH | rename FROM TO | mkdir PATH | rmdir PATH\n"
+	        "  symlink TARGET PATH | readlink PATH | chmod PATH MODE | access PATH MODE\n"
+	        "  ls PATH                       entry names, one per line\n"
+	        "  localpath PATH                backing file of a local-placement file\n"
+	        "  writeloop PATH SECONDS        rewrite 1 MiB blocks until SECONDS pass or an error\n"
+	        "  size                          number of servers\n");
+}
+
+static int fail(void)
+{
+	int e = errno;
+	fprintf(stderr, "chfs-io: %s %s: %s (%s)\n", op, arg1 ? arg1 : "", strerrorname_np(e),
+	        strerror(e));
+	return 1;
+}
+
+static int filler(void *buf, const char *name, const struct stat *st, off_t off)
+{
+	(void)buf, (void)st, (void)off;
+	if (strcmp(name, ".") && strcmp(name, ".."))
+		printf("%s\n", name);
+	return 0;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	op = argv[1];
+	arg1 = argc > 2 ? argv[2] : NULL;
+	if (chfs_init(NULL) < 0)
+		return fail();
+	int rc = 0;
+	size_t bs = 1 << 20;
+	char *buf = malloc(bs);
+	if (!strcmp(op, "size")) {
+		printf("%d\n", chfs_size());
+	} else if (!strcmp(op, "create") && argc >= 3) {
+		int flags = O_WRONLY | (argc > 4 && !strcmp(argv[4], "local") ? CHFS_O_LOCAL : 0);
+		int fd = chfs_create_chunk_size(argv[2], flags, 0644, argc > 3 ? atoi(argv[3]) : 0);
+		if (fd < 0 || chfs_close(fd) < 0)
+			rc = fail();
+	} else if (!strcmp(op, "put") && argc >= 4) {
+		off_t off = atoll(argv[3]);
+		int fd = argc > 4 ? chfs_create(argv[2], O_WRONLY, 0644) : chfs_open(argv[2], O_WRONLY);
+		if (fd < 0)
+			return fail();
+		ssize_t n;
+		while ((n = read(0, buf, bs)) > 0) {
+			if (chfs_pwrite(fd, buf, (size_t)n, off) != n)
+				return fail();
+			off += n;
+		}
+		if (chfs_close(fd) < 0)
+			rc = fail();
+	} else if (!strcmp(op, "get") && argc >= 3) {
+		int fd = chfs_open(argv[2], O_RDONLY);
+		if (fd < 0)
+			return fail();
+		off_t off = argc > 3 ? atoll(argv[3]) : 0;
+		long long left = argc > 4 ? atoll(argv[4]) : -1;
+		for (;;) {
+			size_t want = left >= 0 && (long long)bs > left ? (size_t)left : bs;
+			if (want == 0)
+				break;
+			ssize_t n = chfs_pread(fd, buf, want, off);
+			if (n < 0)
+				return fail();
+			if (n == 0)
+				break;
+			if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n)
+				return 1;
+			off += n;
+			if (left >= 0)
+				left -= n;
+		}
+		chfs_close(fd);
+	} else if ((!strcmp(op, "stat") || !strcmp(op, "lstat")) && argc >= 3) {
+		struct stat st;
+		if ((op[0] == 's' ? chfs_stat(argv[2], &st) : chfs_lstat(argv[2], &st)) < 0)
+			return fail();
+		printf("%o %lld %lu %lld\n", st.st_mode, (long long)st.st_size,
+		       (unsigned long)st.st_nlink, (long long)st.st_mtim.tv_sec);
+	} else if (!strcmp(op, "truncate") && argc >= 4) {
+		if (chfs_truncate(argv[2], atoll(argv[3])) < 0)
+			rc = fail();
+	} else if (!strcmp(op, "unlink") && argc >= 3) {
+		if (chfs_unlink(argv[2]) < 0)
+			rc = fail();
+	} else if (!strcmp(op, "rename") && argc >= 4) {
+		if (chfs_rename(argv[2], argv[3]) < 0)
+			rc = fail();
+	} else if (!strcmp(op, "mkdir") && argc >= 3) {
+		if (chfs_mkdir(argv[2], 0755) < 0)
+			rc = fail();
+	} else if (!strcmp(op, "rmdir") && argc >= 3) {
+		if (chfs_rmdir(argv[2]) < 0)
+			rc = fail();
+	} else if (!strcmp(op, "symlink") && argc >= 4) {
+		arg1 = argv[3];
+		if (chfs_symlink(argv[2], argv[3]) < 0)
+			rc = fail();
+	} else if (!strcmp(op, "readlink") && argc >= 3) {
+		int n = chfs_readlink(argv[2], buf, bs);
+		if (n < 0)
+			return fail();
+		printf("%.*s\n", n, buf);
+	} else if (!strcmp(op, "chmod") && argc >= 4) {
+		if (chfs_chmod(argv[2], (mode_t)strtol(argv[3], NULL, 8)) < 0)
+			rc = fail();
+	} else if (!strcmp(op, "access") && argc >= 4) {
+		if (chfs_access(argv[2], atoi(argv[3])) < 0)
+			rc = fail();
+	} else if (!strcmp(op, "ls") && argc >= 3) {
+		if (chfs_readdir(argv[2], NULL, filler) < 0)
+			rc = fail();
+	} else if (!strcmp(op, "localpath") && argc >= 3) {
+		int fd = chfs_open(argv[2], O_RDONLY);
+		char p[4096];
+		if (fd < 0 || chfs_local_backing_path(fd, p, sizeof p) < 0)
+			return fail();
+		printf("%s\n", p);
+	} else if (!strcmp(op, "writeloop") && argc >= 4) {
+		int fd = chfs_create(argv[2], O_WRONLY, 0644);
+		if (fd < 0)
+			return fail();
+		memset(buf, 'x', bs);
+		double t0 = now(), limit = atof(argv[3]);
+		long i = 0;
+		while (now() - t0 < limit) {
+			double t = now();
+			if (chfs_pwrite(fd, buf, bs, (off_t)((i++ % 16) * (long)bs)) < 0) {
+				int e = errno;
+				fprintf(stderr, "chfs-io: writeloop: call took %.3f s\n", now() - t);
+				errno = e;
+				return fail();
+			}
+		}
+		chfs_close(fd);
+	} else {
+		usage(stderr);
+		return 2;
+	}
+	fflush(stdout);
+	free(buf);
+	chfs_term();
+	return rc;
+}
