@@ -1,0 +1,120 @@
+# chfs — the CHFS ad-hoc parallel file system: server (chfsd), client library (libchfs, chfs.h),
+# tools (chfsctl, chlist, ...).
+#
+# Design: one package, two implementations of the same public API (chfs.h, pkg-config "chfs"),
+# chosen by the "implementation" variant, so that every access path (mpich-chfs, chfs-hook,
+# chfuse), which codes only against chfs.h, builds against either:
+#   implementation=chfs-stack (default): ours — C11 on libfabric, built with CMake from this
+#       repository (version "develop": git clone of the checkout this recipe lives in; or a local
+#       tree: `spack develop --no-clone -p <checkout> chfs@=develop`).
+#   implementation=upstream: otatebe/chfs on Mochi (mochi-margo, mercury, argobots, libfabric),
+#       built with Autotools, with the dependencies the published tsukuba-hpcs recipe uses.
+# The versions tell the two apart (ours: develop; upstream: numbered releases and "master"), and
+# conflicts() keep each version with its implementation, so `spack install chfs` gives ours and
+# `spack install chfs implementation=upstream` the newest upstream release.
+import os
+
+from spack_repo.builtin.build_systems import autotools, cmake
+
+from spack.package import *
+
+# The chfs-stack checkout that contains this recipe (spack-repo/spack_repo/chfs_stack/packages/chfs/).
+CHFS_STACK_CHECKOUT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 5))
+
+
+class Chfs(cmake.CMakePackage, autotools.AutotoolsPackage):
+    """CHFS: an ad-hoc parallel file system that spreads file chunks over node-local servers
+    by consistent hashing. Provides chfsd, libchfs with the chfs.h API, and the chfsctl/ch*
+    tools. Default is the chfs-stack implementation on libfabric; the upstream Mochi-based
+    implementation (otatebe/chfs) is available as implementation=upstream."""
+
+    homepage = "https://github.com/otatebe/chfs"
+    git = "file://" + CHFS_STACK_CHECKOUT
+    url = "https://github.com/otatebe/chfs/archive/2.1.0.tar.gz"
+
+    maintainers("chfs-stack")
+
+    license("LicenseRef-chfs-stack", when="implementation=chfs-stack")
+    license("LicenseRef-CHFS-Tatebe", when="implementation=upstream")
+
+    # Ours: the current tree of the chfs-stack repository.
+    version("develop", branch="main")
+    # Upstream releases (checksums as published in tsukuba-hpcs/spack-packages).
+    version("2.1.0", sha256="6cc21e9b890628eab0c8a669ec71787de6b71dd77827519e2723472d48337d63")
+    version("2.0.0", sha256="61aa3600963bded220c28adc8be8bcb0e6dd2ef56f7fb596f4bdefcec37f73ae")
+    version("upstream-master", git="https://github.com/otatebe/chfs.git", branch="master")
+
+    variant(
+        "implementation",
+        default="chfs-stack",
+        values=("chfs-stack", "upstream"),
+        multi=False,
+        description="Which CHFS server and client to build behind chfs.h",
+    )
+    variant(
+        "fabrics",
+        default="tcp,shm",
+        values=("tcp", "shm", "verbs"),
+        multi=True,
+        description="libfabric providers the pool may use (tcp = tcp;ofi_rxm)",
+    )
+    variant("tools", default=True, description="Install chfsctl and the ch* tools")
+
+    build_system(
+        conditional("cmake", when="implementation=chfs-stack"),
+        conditional("autotools", when="implementation=upstream"),
+        default="cmake",
+    )
+
+    conflicts("implementation=upstream", when="@develop", msg="@develop is the chfs-stack tree")
+    conflicts(
+        "implementation=chfs-stack",
+        when="@2.0.0:2.1.0,upstream-master",
+        msg="numbered versions and upstream-master are otatebe/chfs releases",
+    )
+
+    depends_on("c", type="build")
+    depends_on("pkgconfig", type="build")
+
+    # Both implementations talk to the network through libfabric.
+    depends_on("libfabric@1.17:")
+    depends_on("libfabric fabrics=tcp,rxm", when="fabrics=tcp")
+    depends_on("libfabric fabrics=shm", when="fabrics=shm")
+    depends_on("libfabric fabrics=verbs,rxm", when="fabrics=verbs")
+
+    with when("implementation=chfs-stack"):
+        depends_on("cmake@3.20:", type="build")
+        depends_on("ninja", type="build")
+
+    with when("implementation=upstream"):
+        depends_on("mochi-margo")
+        depends_on("mercury~boostsys")
+        depends_on("argobots")
+        depends_on("libfuse@2")
+        depends_on("autoconf", type="build")
+        depends_on("automake", type="build")
+        depends_on("libtool", type="build")
+
+    def setup_run_environment(self, env):
+        env.prepend_path("PKG_CONFIG_PATH", self.prefix.lib.pkgconfig)
+
+
+class CMakeBuilder(cmake.CMakeBuilder):
+    generator("ninja")
+
+    def cmake_args(self):
+        return [
+            # Only the chfs component of the chfs-stack tree; the access paths are their own
+            # packages (chfs-hook, chfuse, mpich-chfs).
+            self.define("CHFS_STACK_COMPONENTS", "packages/chfs"),
+            self.define("BUILD_TESTING", self.pkg.run_tests),
+            self.define_from_variant("CHFS_BUILD_TOOLS", "tools"),
+        ]
+
+
+class AutotoolsBuilder(autotools.AutotoolsBuilder):
+    def autoreconf(self, pkg, spec, prefix):
+        which("autoreconf", required=True)("-fiv")
+
+    def configure_args(self):
+        return []
