@@ -1,9 +1,10 @@
 """pool.py — a private local CHFS pool for one workflow run.
 
-Starts the servers with `chfsctl start` (one host: this one) on a fresh storage directory,
-keeps the `CHFS_SERVER` it prints (and the pool secret's location) as the environment every
-client command of the run gets, and stops the pool and removes its storage at the end — also
-when the run fails. CHFS_STACK_POOL_SERVERS sets the number of servers (default 1: one node).
+Starts the servers with `chfsctl start` on this host, with a fresh scratch directory and pool
+secret under the run's output directory, keeps the `CHFS_SERVER` it prints (and the secret's
+location) as the environment every client command of the run gets, and stops the pool and
+removes its storage at the end — also when the run fails. CHFS_STACK_POOL_SERVERS (default 1:
+one node, one server) and CHFS_STACK_POOL_PROTO (default tcp) shape the pool.
 """
 import os
 import re
@@ -33,14 +34,12 @@ class LocalPool:
 
     def start(self):
         self.dir = tempfile.mkdtemp(prefix="chfs-pool-", dir=self.base)
-        storage = os.path.join(self.dir, "storage")
-        os.mkdir(storage)
-        hostfile = os.path.join(self.dir, "hosts")
-        with open(hostfile, "w") as f:
-            f.write("localhost\n")
-        self.env = {"CHFS_SECRET_FILE": os.path.join(self.dir, "secret")}
-        self.args = ["-c", storage, "-f", hostfile]
-        r = self._chfsctl("start", *self.args)
+        secret = os.path.join(self.dir, "secret")
+        self.args = ["-c", os.path.join(self.dir, "scratch"), "-k", secret,
+                     "-p", os.environ.get("CHFS_STACK_POOL_PROTO", "tcp"),
+                     "-N", os.environ.get("CHFS_STACK_POOL_SERVERS", "1")]
+        self.env = {"CHFS_SECRET_FILE": secret}
+        r = self._chfsctl(*self.args, "start")
         m = re.search(r'CHFS_SERVER="([^"]+)"', r.stdout)
         if r.returncode != 0 or not m:
             self.stop()
@@ -51,9 +50,9 @@ class LocalPool:
         if self.dir is None:
             return
         if "CHFS_SERVER" in self.env:
-            r = self._chfsctl("stop", *self.args)
+            r = self._chfsctl(*self.args, "stop")
             if r.returncode != 0:
-                self._chfsctl("kill", *self.args)
+                self._chfsctl(*self.args, "kill")
         shutil.rmtree(self.dir, ignore_errors=True)
         self.dir = None
         self.env = {}
