@@ -11,6 +11,9 @@ the prefix, inside the directory.
          rake, the shell and every Montage tool run unmodified under chfs-run
   fuse   the pool mounted with chfuse (kernel passthrough for node-local files)
 
+With attach=True the CHFS paths use the pool named by CHFS_SERVER in the environment instead
+of starting their own.
+
 `native` (programs linked with libchfs) and `mpiio` (ROMIO ad_chfs) are not offered: Montage's
 tools are unmodified POSIX programs without MPI-IO, so neither path can carry this workflow;
 their environments are exercised by IOR and the MPI-IO tests instead.
@@ -21,7 +24,7 @@ import subprocess
 import tempfile
 import time
 
-from pool import LocalPool
+from pool import AttachedPool, LocalPool
 
 NOT_MEANINGFUL = {
     "native": "Montage's tools are unmodified POSIX programs, not linked with libchfs; "
@@ -35,7 +38,7 @@ class LocalPath:
     """A directory on the local file system; no pool."""
     name = "local"
 
-    def __init__(self, base):
+    def __init__(self, base, attach=False):
         self.base = base
         self.prefix = []
 
@@ -56,10 +59,10 @@ class HookPath(LocalPath):
     """The pool through the syscall hook: every command runs under chfs-run."""
     name = "hook"
 
-    def __init__(self, base, mount="/chfs"):
+    def __init__(self, base, attach=False, mount="/chfs"):
         super().__init__(base)
         self.mount = mount
-        self.pool = LocalPool(base)
+        self.pool = AttachedPool() if attach else LocalPool(base)
 
     def __enter__(self):
         self.pool.start()
@@ -118,9 +121,9 @@ class FusePath(HookPath):
 PATHS = {"local": LocalPath, "hook": HookPath, "fuse": FusePath}
 
 
-def open_path(name, base):
+def open_path(name, base, attach=False):
     if name in NOT_MEANINGFUL:
         raise SystemExit(f"run: --env {name} does not apply to this workflow: {NOT_MEANINGFUL[name]}")
     if name not in PATHS:
         raise SystemExit(f"run: unknown --env {name} (choose local, hook or fuse)")
-    return PATHS[name](base)
+    return PATHS[name](base, attach=attach)

@@ -56,3 +56,20 @@ class LocalPool:
         shutil.rmtree(self.dir, ignore_errors=True)
         self.dir = None
         self.env = {}
+
+
+class AttachedPool:
+    """A pool someone else runs (a test fixture, a batch job's pool): CHFS_SERVER and
+    CHFS_SECRET_FILE come from the environment; start/stop leave the servers alone."""
+
+    def __init__(self, base=None):
+        self.env = {}
+
+    def start(self):
+        if not os.environ.get("CHFS_SERVER"):
+            raise PoolError("--attach needs CHFS_SERVER (and CHFS_SECRET_FILE) in the environment, "
+                            'e.g. eval "$(chfsctl start)"')
+        self.env = {k: os.environ[k] for k in ("CHFS_SERVER", "CHFS_SECRET_FILE") if k in os.environ}
+
+    def stop(self):
+        self.env = {}

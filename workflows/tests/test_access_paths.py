@@ -1,18 +1,19 @@
 """The tiny Montage workflow under `rake -m -j2` on every access path gives the same mosaic.
 
 The `local` run is the baseline. Each CHFS access path runs the same Rakefile in a working
-directory on a live local pool (started and stopped by workflows/run) and must produce a
+directory on a live pool (the shared `chfs_pool` fixture: 4 servers over tcp) and must produce a
 mosaic.fits whose pixels equal the baseline's exactly — same binaries, same inputs, sorted
 image tables, so any difference is a file-system bug — and a non-blank PNG of the mosaic's size.
 """
 import shutil
 import struct
+import subprocess
 
 import numpy as np
 import pytest
 from astropy.io import fits
 
-from conftest import RAKEFILE, run_workflow
+from wfhelpers import RAKEFILE, run_workflow
 
 
 def png_size(path):
@@ -52,13 +53,24 @@ def test_local_baseline_products(local_baseline):
 
 
 @pytest.mark.parametrize("env", ["hook", "fuse"])
-def test_access_path_mosaic_equals_local(env, tiny_tiles, local_baseline, tmp_path):
-    r = run_workflow(env, tiny_tiles, tmp_path)
+def test_access_path_mosaic_equals_local(env, tiny_tiles, local_baseline, tmp_path, chfs_pool):
+    r = run_workflow(env, tiny_tiles, tmp_path / "out", "--attach", environ=chfs_pool.env)
     assert r.returncode == 0, f"--env {env} failed:\n{r.stdout}\n{r.stderr}"
-    data = check_products(tmp_path)
+    data = check_products(tmp_path / "out")
     base, _ = mosaic(local_baseline)
     assert np.array_equal(data, base, equal_nan=True), \
         f"{env}: mosaic differs from local in {np.sum(~((data == base) | (np.isnan(data) & np.isnan(base))))} pixels"
+
+
+def test_runner_starts_and_stops_a_private_pool(tiny_tiles, local_baseline, tmp_path,
+                                               chfs_stack_env):
+    """What the main job does: workflows/run --env hook brings up its own pool and removes it."""
+    r = run_workflow("hook", tiny_tiles, tmp_path, environ=chfs_stack_env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert np.array_equal(mosaic(tmp_path)[0], mosaic(local_baseline)[0], equal_nan=True)
+    assert not list(tmp_path.glob("chfs-pool-*")), "pool scratch directory left behind"
+    left = subprocess.run(["pgrep", "-f", f"chfsd .*{tmp_path}"], capture_output=True, text=True)
+    assert left.stdout == "", f"chfsd still running: {left.stdout}"
 
 
 @pytest.mark.skipif(shutil.which("pwrake") is None,

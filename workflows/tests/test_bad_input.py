@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from conftest import RAKEFILE, RUN
+from wfhelpers import RAKEFILE, RUN
 
 
 def rake(cwd, *args):

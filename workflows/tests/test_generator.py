@@ -7,7 +7,7 @@ import numpy as np
 from astropy.io import fits
 from astropy.wcs import WCS
 
-from conftest import GEN
+from wfhelpers import GEN
 
 
 def digests(d):
