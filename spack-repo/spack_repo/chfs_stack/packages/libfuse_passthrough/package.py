@@ -1,0 +1,47 @@
+# libfuse-passthrough — libfuse with the FUSE passthrough API (kernel protocol 7.40), for chfuse.
+#
+# Design: derive from builtin Libfuse (every variant and meson option of the builtin recipe
+# stays) and add what chfuse needs: libfuse >= 3.17 has the passthrough API natively; for
+# 3.14.0-3.16.2 we apply chfs-stack's own libfuse-passthrough.patch (a symlink to
+# packages/chfuse/libfuse-passthrough.patch, the same file packages/chfuse/build-libfuse
+# applies to Debian's 3.14.0 outside Spack). 3.14.0 is added as a version: it is the release
+# tarball Debian 12 ships as fuse3_3.14.0.orig.tar.xz (same sha256), so Spack and the
+# Spack-free build use identical sources. Older than 3.14 the patch does not apply.
+# A separate package name keeps the system/builtin libfuse (e.g. as a gfarm2fs dependency)
+# untouched: only what asks for libfuse-passthrough gets the patched library.
+
+from spack_repo.builtin.packages.libfuse.package import AutotoolsBuilder as _AutotoolsBuilder
+from spack_repo.builtin.packages.libfuse.package import Libfuse
+from spack_repo.builtin.packages.libfuse.package import MesonBuilder as _MesonBuilder
+
+from spack.package import *
+
+
+class LibfusePassthrough(Libfuse):
+    """libfuse 3 with the FUSE passthrough API (fuse_passthrough_open/close,
+    fuse_file_info.backing_id, FUSE_CAP_PASSTHROUGH): natively from 3.17, by chfs-stack's patch
+    for 3.14.0-3.16.2."""
+
+    # Detection of system installations stays with the builtin libfuse recipe.
+    executables = []
+
+    version(
+        "3.14.0",
+        sha256="96115b2a8ff34bd1e0c7b00c5dfd8297571d7e165042b94498c9a26356a9a70a",
+        url="https://github.com/libfuse/libfuse/releases/download/fuse-3.14.0/fuse-3.14.0.tar.xz",
+    )
+
+    conflicts("@:3.13", msg="libfuse-passthrough: the passthrough patch needs libfuse 3.14 or newer")
+    patch("libfuse-passthrough.patch", when="@3.14:3.16")
+
+    # chfuse needs only the library; fusermount3 comes from the system's fuse3 package.
+    variant("utils", default=False, description="Build and install helper and example programs.")
+
+
+class MesonBuilder(_MesonBuilder):
+    def meson_args(self):
+        return super().meson_args() + ["-Dtests=false"]
+
+
+class AutotoolsBuilder(_AutotoolsBuilder):
+    pass
