@@ -1,0 +1,80 @@
+/*
+ * shm_doorbell.c — futex doorbell in a shared-memory file (see shm_doorbell.h).
+ *
+ * The futex is a shared (not FUTEX_PRIVATE) one because the word lives in a MAP_SHARED file
+ * mapping seen by several processes.
+ */
+#include "shm_doorbell.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DB_SIZE 4096
+
+static void db_path(char *buf, size_t size, const char *name)
+{
+	snprintf(buf, size, "/dev/shm/chfs-xprt-db.%s", name);
+}
+
+static struct shm_doorbell *db_map(const char *name, int flags)
+{
+	char path[256];
+	db_path(path, sizeof path, name);
+	int fd = open(path, flags | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return NULL;
+	if ((flags & O_CREAT) && ftruncate(fd, DB_SIZE) != 0) {
+		close(fd);
+		return NULL;
+	}
+	void *p = mmap(NULL, DB_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+struct shm_doorbell *shm_doorbell_create(const char *name)
+{
+	return db_map(name, O_CREAT);
+}
+
+struct shm_doorbell *shm_doorbell_open(const char *name)
+{
+	return db_map(name, 0);
+}
+
+void shm_doorbell_unmap(struct shm_doorbell *db)
+{
+	if (db)
+		munmap(db, DB_SIZE);
+}
+
+void shm_doorbell_destroy(struct shm_doorbell *db, const char *name)
+{
+	char path[256];
+	db_path(path, sizeof path, name);
+	shm_doorbell_unmap(db);
+	unlink(path);
+}
+
+void shm_doorbell_ring(struct shm_doorbell *db)
+{
+	/* Pairs with the sleeper's store to `sleeping` before its last CQ check: either it sees
+	 * the work we posted, or we see it sleeping. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!atomic_load(&db->sleeping))
+		return;
+	atomic_fetch_add(&db->seq, 1);
+	syscall(SYS_futex, &db->seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+void shm_doorbell_wait(struct shm_doorbell *db, uint32_t seq, long timeout_us)
+{
+	struct timespec ts = {timeout_us / 1000000, (timeout_us % 1000000) * 1000};
+	syscall(SYS_futex, &db->seq, FUTEX_WAIT, seq, &ts, NULL, 0);
+}

@@ -1,0 +1,154 @@
+/*
+ * echo_server.c — the forked test server (see echo_server.h).
+ */
+#include "echo_server.h"
+
+#include <errno.h>
+#include <glob.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t fnv1a(const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+	uint64_t h = 1469598103934665603ULL;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 1099511628211ULL;
+	return h;
+}
+
+void fill_pattern(void *buf, size_t len, uint32_t seed)
+{
+	unsigned char *p = buf;
+	uint32_t s = seed * 2654435761u + 1;
+	for (size_t i = 0; i < len; i++) {
+		s = s * 1103515245u + 12345u;
+		p[i] = (unsigned char)(s >> 16);
+	}
+}
+
+static void handle(xprt_req_t *r, void *arg)
+{
+	size_t len;
+	const unsigned char *b = xprt_req_data(r, &len);
+	if (len == 0) {
+		xprt_reply(r, NULL, 0);
+		return;
+	}
+	struct echo_rma_req q;
+	switch (b[0]) {
+	case 'E':
+		xprt_reply(r, b + 1, len - 1);
+		return;
+	case 'S': {
+		uint32_t ms;
+		memcpy(&ms, b + 1, 4);
+		struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+		nanosleep(&ts, NULL);
+		xprt_reply(r, b + 5, len - 5);
+		return;
+	}
+	case 'Z': {
+		uint32_t n;
+		memcpy(&n, b + 1, 4);
+		char *buf = malloc(n ? n : 1);
+		fill_pattern(buf, n, 7);
+		xprt_reply(r, buf, n);
+		free(buf);
+		return;
+	}
+	case 'R':
+	case 'W': {
+		memcpy(&q, b + 1, sizeof q);
+		char *buf = malloc(q.len ? q.len : 1);
+		int rc;
+		uint64_t h = 0;
+		if (b[0] == 'R') {
+			rc = xprt_rma_read(r, &q.desc, 0, buf, q.len);
+			h = fnv1a(buf, q.len);
+		} else {
+			fill_pattern(buf, q.len, q.seed);
+			rc = xprt_rma_write(r, &q.desc, 0, buf, q.len);
+		}
+		free(buf);
+		int64_t out[2] = {rc, (int64_t)h};
+		xprt_reply(r, out, sizeof out);
+		return;
+	}
+	}
+	xprt_reply(r, "?", 1);
+}
+
+pid_t echo_server_start(const char *proto, unsigned nworkers, char *addr, size_t size)
+{
+	int fds[2];
+	if (pipe(fds) != 0)
+		return -errno;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(fds[0]);
+		xprt_t *x;
+		struct xprt_opts o = {.proto = proto, .is_server = 1, .nworkers = nworkers};
+		char a[256] = "";
+		int rc = xprt_open(&o, &x);
+		if (rc == 0)
+			rc = xprt_self_addr(x, a, sizeof a);
+		if (rc == 0)
+			rc = xprt_serve(x, handle, NULL);
+		if (rc < 0)
+			snprintf(a, sizeof a, "ERROR %s", strerror(-rc));
+		if (write(fds[1], a, strlen(a) + 1) < 0)
+			_exit(1);
+		close(fds[1]);
+		if (rc < 0)
+			_exit(1);
+		for (;;) {
+			sleep(1);
+			if (getenv("ECHO_SERVER_DEBUG")) {
+				struct xprt_stats st;
+				xprt_get_stats(x, &st);
+				fprintf(stderr, "echo server: %llu requests, %llu wakeups\n",
+					(unsigned long long)st.requests, (unsigned long long)st.wakeups);
+			}
+		}
+	}
+	close(fds[1]);
+	ssize_t n = read(fds[0], addr, size - 1);
+	close(fds[0]);
+	if (n <= 0 || strncmp(addr, "ERROR", 5) == 0) {
+		if (n > 0)
+			fprintf(stderr, "echo server: %.*s\n", (int)n, addr);
+		echo_server_kill(pid);
+		return -EIO;
+	}
+	addr[n] = 0;
+	return pid;
+}
+
+void echo_server_kill(pid_t pid)
+{
+	if (pid <= 0)
+		return;
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	/* A SIGKILLed shm server leaves its region and doorbell files behind. */
+	char pat[2][64];
+	snprintf(pat[0], sizeof pat[0], "/dev/shm/chfs-%d-*", (int)pid);
+	snprintf(pat[1], sizeof pat[1], "/dev/shm/chfs-xprt-db.chfs-%d-*", (int)pid);
+	for (int i = 0; i < 2; i++) {
+		glob_t g;
+		if (glob(pat[i], 0, NULL, &g) == 0)
+			for (size_t j = 0; j < g.gl_pathc; j++)
+				unlink(g.gl_pathv[j]);
+		globfree(&g);
+	}
+}

@@ -1,0 +1,34 @@
+/*
+ * echo_server.h — a real xprt server in a forked child, for the transport tests and xprt-bench.
+ *
+ * The child opens a server xprt_t, writes its address to a pipe and serves a tiny protocol
+ * (first body byte = operation) until killed:
+ *   'E' echo the rest of the body            'S' sleep <u32 ms>, then echo
+ *   'R' RMA-read <desc,len> from the caller, reply with the FNV-1a hash of the bytes
+ *   'W' RMA-write <len> bytes of pattern(seed) into the caller's <desc>, reply "ok"
+ *   'Z' reply with <u32 n> bytes of pattern
+ * The parent gets the address and the child's pid; echo_server_kill() ends it.
+ */
+#ifndef CHFS_ECHO_SERVER_H
+#define CHFS_ECHO_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "xprt.h"
+
+struct echo_rma_req { /* body of 'R' and 'W' after the op byte */
+	struct xprt_rma_desc desc;
+	uint64_t len;
+	uint32_t seed;
+};
+
+/* Start the server; addr gets its address. Returns the child's pid or -errno. */
+pid_t echo_server_start(const char *proto, unsigned nworkers, char *addr, size_t size);
+void echo_server_kill(pid_t pid);
+
+uint64_t fnv1a(const void *buf, size_t len);
+void fill_pattern(void *buf, size_t len, uint32_t seed);
+
+#endif

@@ -1,0 +1,372 @@
+/*
+ * xprt_test.c — transport unit tests against a real server in a forked child.
+ *
+ * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr idle.
+ * Each run is bounded by alarm(); the server child is SIGKILLed at the end (and dies with us via
+ * PR_SET_PDEATHSIG if we crash). Exit status 0 = every check passed.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "echo_server.h"
+#include "xprt.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                       \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fputc('\n', stderr);                                                       \
+			failures++;                                                                \
+		}                                                                                  \
+	} while (0)
+
+static const char *proto;
+static xprt_t *cx;
+static xprt_peer_t *srv;
+static pid_t srv_pid;
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static int setup(void)
+{
+	char addr[256];
+	srv_pid = echo_server_start(proto, 4, addr, sizeof addr);
+	if (srv_pid < 0) {
+		fprintf(stderr, "cannot start %s server: %s\n", proto, strerror((int)-srv_pid));
+		return -1;
+	}
+	struct xprt_opts o = {.proto = proto};
+	int rc = xprt_open(&o, &cx);
+	if (rc == 0)
+		rc = xprt_connect(cx, addr, &srv);
+	if (rc < 0) {
+		fprintf(stderr, "client on %s to %s: %s\n", proto, addr, strerror(-rc));
+		return -1;
+	}
+	printf("server %s (pid %d)\n", addr, (int)srv_pid);
+	return 0;
+}
+
+static int echo(size_t n)
+{
+	char *req = malloc(n + 1), *rep = malloc(n + 1);
+	req[0] = 'E';
+	fill_pattern(req + 1, n, (uint32_t)n);
+	size_t got = 0;
+	int rc = xprt_call(cx, srv, req, n + 1, rep, n + 1, &got, 5000);
+	CHECK(rc == 0, "echo %zu: %s", n, strerror(-rc));
+	CHECK(rc != 0 || (got == n && memcmp(rep, req + 1, n) == 0), "echo %zu: wrong reply (%zu B)",
+	      n, got);
+	free(req);
+	free(rep);
+	return rc;
+}
+
+static void case_echo(void)
+{
+	size_t max = xprt_max_msg(cx);
+	CHECK(max >= 68 * 1024, "max_msg %zu too small", max);
+	size_t sizes[] = {0, 64, 4096, 65536, max - 1};
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+		echo(sizes[i]);
+	/* empty request body */
+	size_t got = 99;
+	int rc = xprt_call(cx, srv, NULL, 0, NULL, 0, &got, 5000);
+	CHECK(rc == 0 && got == 0, "empty call: rc %d got %zu", rc, got);
+	/* reply larger than the caller's buffer */
+	unsigned char z[5] = {'Z'};
+	uint32_t n = 1000;
+	memcpy(z + 1, &n, 4);
+	char small[10];
+	rc = xprt_call(cx, srv, z, sizeof z, small, sizeof small, &got, 5000);
+	CHECK(rc == -EMSGSIZE && got == 1000, "short reply buffer: rc %d got %zu", rc, got);
+	/* oversized request */
+	char *big = calloc(1, max + 2);
+	rc = xprt_call(cx, srv, big, max + 1, NULL, 0, &got, 5000);
+	CHECK(rc == -EMSGSIZE, "oversized request: rc %d", rc);
+	free(big);
+}
+
+static int rma_one(char op, size_t len, uint32_t seed)
+{
+	char *buf = aligned_alloc(4096, len);
+	if (op == 'R')
+		fill_pattern(buf, len, seed);
+	else
+		memset(buf, 0, len);
+	xprt_mem_t *mr;
+	struct echo_rma_req q = {.len = len, .seed = seed};
+	int rc = xprt_mem_register(cx, buf, len,
+				   op == 'R' ? XPRT_MEM_REMOTE_READ : XPRT_MEM_REMOTE_WRITE, &mr,
+				   &q.desc);
+	CHECK(rc == 0, "register %zu: %s", len, strerror(-rc));
+	unsigned char req[1 + sizeof q];
+	req[0] = (unsigned char)op;
+	memcpy(req + 1, &q, sizeof q);
+	int64_t out[2] = {-1, 0};
+	size_t got;
+	double t0 = now_s();
+	rc = xprt_call(cx, srv, req, sizeof req, out, sizeof out, &got, 10000);
+	double dt = now_s() - t0;
+	CHECK(rc == 0 && got == sizeof out && out[0] == 0, "rma %c %zu: rc %d server %d", op, len, rc,
+	      (int)out[0]);
+	if (op == 'R') {
+		CHECK((uint64_t)out[1] == fnv1a(buf, len), "rma read %zu: checksum mismatch", len);
+	} else {
+		char *want = malloc(len);
+		fill_pattern(want, len, seed);
+		CHECK(memcmp(buf, want, len) == 0, "rma write %zu: data mismatch", len);
+		free(want);
+	}
+	printf("%s RMA %s %zu B: %.2f ms\n", proto, op == 'R' ? "server-read" : "server-write", len,
+	       dt * 1e3);
+	xprt_mem_deregister(mr);
+	free(buf);
+	return rc;
+}
+
+static void case_rma(void)
+{
+	size_t sizes[] = {4096, 1 << 20, 16 << 20};
+	for (size_t i = 0; i < 3; i++) {
+		rma_one('R', sizes[i], (uint32_t)i + 1);
+		rma_one('W', sizes[i], (uint32_t)i + 11);
+	}
+}
+
+#define NTHREADS 8
+#define NCALLS 200
+
+static void *concurrent_worker(void *arg)
+{
+	long t = (long)arg;
+	int bad = 0;
+	for (int i = 0; i < NCALLS; i++) {
+		size_t n = (size_t)((t * 7919 + i * 104729) % 9000);
+		char *req = malloc(n + 1), *rep = malloc(n + 1);
+		req[0] = 'E';
+		fill_pattern(req + 1, n, (uint32_t)(t * 1000 + i));
+		size_t got = 0;
+		int rc;
+		if (i % 2) {
+			xprt_call_t *c;
+			rc = xprt_call_start(cx, srv, req, n + 1, rep, n + 1, 10000, &c);
+			if (rc == 0)
+				rc = xprt_call_wait(c, &got);
+		} else {
+			rc = xprt_call(cx, srv, req, n + 1, rep, n + 1, &got, 10000);
+		}
+		if (rc != 0 || got != n || memcmp(rep, req + 1, n) != 0)
+			bad++;
+		free(req);
+		free(rep);
+	}
+	return (void *)(long)bad;
+}
+
+static void case_concurrent(void)
+{
+	pthread_t th[NTHREADS];
+	double t0 = now_s();
+	for (long i = 0; i < NTHREADS; i++)
+		pthread_create(&th[i], NULL, concurrent_worker, (void *)i);
+	long bad = 0;
+	for (int i = 0; i < NTHREADS; i++) {
+		void *r;
+		pthread_join(th[i], &r);
+		bad += (long)r;
+	}
+	double dt = now_s() - t0;
+	CHECK(bad == 0, "%ld of %d concurrent calls failed", bad, NTHREADS * NCALLS);
+	printf("%s %d threads x %d calls: %.0f calls/s\n", proto, NTHREADS, NCALLS,
+	       NTHREADS * NCALLS / dt);
+	/* many calls in flight from one thread */
+	enum { N = 300 };
+	xprt_call_t *c[N];
+	char rep[N][16];
+	for (int i = 0; i < N; i++) {
+		char req[16];
+		int n = snprintf(req, sizeof req, "E%d", i);
+		int rc = xprt_call_start(cx, srv, req, (size_t)n, rep[i], sizeof rep[i], 10000, &c[i]);
+		CHECK(rc == 0, "start %d: %s", i, strerror(-rc));
+	}
+	for (int i = 0; i < N; i++) {
+		size_t got = 0;
+		int rc = xprt_call_wait(c[i], &got);
+		char want[16];
+		int n = snprintf(want, sizeof want, "%d", i);
+		CHECK(rc == 0 && got == (size_t)n && memcmp(rep[i], want, got) == 0,
+		      "async %d: rc %d", i, rc);
+	}
+}
+
+static void case_timeout(void)
+{
+	echo(10);
+	echo_server_kill(srv_pid);
+	srv_pid = -1;
+	const int timeout = 1000;
+	double t0 = now_s();
+	char req[] = "Ehello", rep[16];
+	size_t got;
+	int rc = xprt_call(cx, srv, req, sizeof req, rep, sizeof rep, &got, timeout);
+	double dt = now_s() - t0;
+	printf("%s call to a killed server: %s after %.0f ms\n", proto, strerror(-rc), dt * 1e3);
+	CHECK(rc == -ETIMEDOUT || rc == -ECONNREFUSED || rc == -EHOSTUNREACH || rc == -ECONNRESET,
+	      "dead server: rc %d (%s)", rc, strerror(-rc));
+	CHECK(dt < timeout / 1e3 + 1.0, "dead server: took %.2f s for a %d ms timeout", dt, timeout);
+	/* RMA-bearing and large calls to the dead peer also end in time */
+	char *big = calloc(1, 100000);
+	big[0] = 'E';
+	t0 = now_s();
+	rc = xprt_call(cx, srv, big, 100000, big, 100000, &got, timeout);
+	dt = now_s() - t0;
+	CHECK(rc < 0 && dt < timeout / 1e3 + 1.0, "dead server, 100 kB: rc %d in %.2f s", rc, dt);
+	free(big);
+}
+
+static void case_late(void)
+{
+	/* The server sleeps 800 ms before replying; we give up after 200 ms and free the reply
+	 * buffer. The late reply must be dropped (AddressSanitizer builds catch a write into the
+	 * freed buffer), and the transport keeps working. */
+	for (int i = 0; i < 4; i++) {
+		unsigned char req[5 + 32] = {'S'};
+		uint32_t ms = 800;
+		memcpy(req + 1, &ms, 4);
+		memset(req + 5, 'x', 32);
+		char *rep = malloc(64);
+		size_t got;
+		double t0 = now_s();
+		int rc = xprt_call(cx, srv, req, sizeof req, rep, 64, &got, 200);
+		double dt = now_s() - t0;
+		CHECK(rc == -ETIMEDOUT, "slow server: rc %d", rc);
+		CHECK(dt < 0.2 + 0.5, "slow server: %.2f s for a 200 ms timeout", dt);
+		free(rep);
+	}
+	sleep(1);
+	struct xprt_stats st;
+	xprt_get_stats(cx, &st);
+	CHECK(st.timeouts >= 4, "stats count %llu timeouts", (unsigned long long)st.timeouts);
+	echo(100);
+	echo(60000);
+}
+
+static void case_badaddr(void)
+{
+	const char *bad[] = {"",           "tcp",          "tcp://",        "tcp://1.2.3.4",
+			     "tcp://1.2.3.4:0", "tcp://1.2.3.4:99999", "tcp://:80", "bogus://x",
+			     "shm://",     "shm://../x",   "shm://a/b",     "shm://a b",
+			     "://x",       "tcp://1.2.3.4:12x"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		xprt_peer_t *p = NULL;
+		int rc = xprt_connect(cx, bad[i], &p);
+		CHECK(rc == -EINVAL, "connect(\"%s\") = %d, want -EINVAL", bad[i], rc);
+	}
+	/* the other protocol's address is refused too */
+	const char *other = strcmp(xprt_proto(cx), "shm") == 0 ? "tcp://127.0.0.1:5" : "shm://x";
+	xprt_peer_t *p;
+	CHECK(xprt_connect(cx, other, &p) == -EINVAL, "cross-protocol address accepted");
+	xprt_t *x;
+	struct xprt_opts o = {.proto = "carrier-pigeon"};
+	CHECK(xprt_open(&o, &x) == -EINVAL, "unknown protocol accepted");
+	/* the same string gives the same peer */
+	char self[256];
+	xprt_self_addr(cx, self, sizeof self);
+	xprt_peer_t *a, *b;
+	CHECK(xprt_connect(cx, self, &a) == 0 && xprt_connect(cx, self, &b) == 0 && a == b,
+	      "connect(self) not cached");
+	CHECK(strcmp(xprt_peer_addr(a), self) == 0, "peer addr %s != %s", xprt_peer_addr(a), self);
+	echo(1);
+}
+
+static double proc_cpu_s(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	unsigned long ut = 0, st = 0;
+	/* fields after ')': state(3) ... utime(14) stime(15) */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double self_cpu_s(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+	       ru.ru_stime.tv_usec / 1e6;
+}
+
+static void case_idle(void)
+{
+	echo(10);
+	const double span = 3.0;
+	sleep(1); /* let back-off reach its long sleeps */
+	double s0 = proc_cpu_s(srv_pid), c0 = self_cpu_s(), t0 = now_s();
+	sleep((unsigned)span);
+	double s1 = proc_cpu_s(srv_pid), c1 = self_cpu_s(), dt = now_s() - t0;
+	double spct = 100 * (s1 - s0) / dt, cpct = 100 * (c1 - c0) / dt;
+	printf("%s idle CPU over %.1f s: server %.2f%%, client %.2f%%\n", proto, dt, spct, cpct);
+	CHECK(s0 >= 0 && spct < 3.0, "idle server uses %.2f%% CPU", spct);
+	CHECK(cpct < 3.0, "idle client uses %.2f%% CPU", cpct);
+	echo(10);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 3) {
+		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|idle\n",
+			argv[0]);
+		return 2;
+	}
+	proto = argv[1];
+	const char *c = argv[2];
+	alarm(120);
+	if (setup() < 0)
+		return 1;
+	if (!strcmp(c, "echo"))
+		case_echo();
+	else if (!strcmp(c, "rma"))
+		case_rma();
+	else if (!strcmp(c, "concurrent"))
+		case_concurrent();
+	else if (!strcmp(c, "timeout"))
+		case_timeout();
+	else if (!strcmp(c, "late"))
+		case_late();
+	else if (!strcmp(c, "badaddr"))
+		case_badaddr();
+	else if (!strcmp(c, "idle"))
+		case_idle();
+	else {
+		fprintf(stderr, "unknown case %s\n", c);
+		failures++;
+	}
+	xprt_close(cx);
+	echo_server_kill(srv_pid);
+	printf("%s %s: %s\n", proto, c, failures ? "FAILED" : "ok");
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,315 @@
+/*
+ * xprt_call.c — the client side: message framing, sends, and calls matched to replies.
+ *
+ * A call gets a fresh 64-bit id, sits in the x->calls hash while in flight, and its request goes
+ * out with the id and the caller's raw address in the header (the server inserts it into its
+ * AV; no out-of-band address exchange). The reply carries the same id and lands in one of the
+ * shared receive buffers; the progress thread copies it into the caller's buffer under
+ * call_mu and signals the caller. A caller that times out removes its call from the hash under
+ * the same lock, so a late reply finds nothing and is dropped — the caller's buffer is never
+ * touched after it returned.
+ *
+ * Sends: messages up to the provider's inject size go out with fi_tinject (no completion);
+ * larger ones are copied into a send operation owned by the transport until its completion, so
+ * neither the caller's buffer nor its lifetime matters. -FI_EAGAIN (queue full, connection being
+ * set up) is retried, kicking the progress thread, until the call's deadline.
+ */
+#include "xprt_internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rdma/fi_errno.h>
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_le32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Header: magic u32 | version u8 | kind u8 | addrlen u16 | bodylen u32 | reserved u32 | id u64 */
+void xprt_put_hdr(void *buf, const struct xprt_hdr *h)
+{
+	unsigned char *p = buf;
+	memset(p, 0, XPRT_HDR_SIZE);
+	put_le32(p, XPRT_WIRE_MAGIC);
+	p[4] = XPRT_WIRE_VERSION;
+	p[5] = (unsigned char)h->kind;
+	p[6] = (unsigned char)h->addrlen;
+	p[7] = (unsigned char)(h->addrlen >> 8);
+	put_le32(p + 8, h->bodylen);
+	put_le32(p + 16, (uint32_t)h->id);
+	put_le32(p + 20, (uint32_t)(h->id >> 32));
+}
+
+int xprt_get_hdr(const void *buf, size_t len, struct xprt_hdr *h)
+{
+	const unsigned char *p = buf;
+	if (len < XPRT_HDR_SIZE || get_le32(p) != XPRT_WIRE_MAGIC || p[4] != XPRT_WIRE_VERSION)
+		return -EPROTO;
+	h->kind = p[5];
+	h->addrlen = (uint16_t)(p[6] | p[7] << 8);
+	h->bodylen = get_le32(p + 8);
+	h->id = get_le32(p + 16) | (uint64_t)get_le32(p + 20) << 32;
+	if ((h->kind != XPRT_MSG_REQUEST && h->kind != XPRT_MSG_REPLY) ||
+	    (h->kind == XPRT_MSG_REQUEST) != (h->addrlen > 0) || h->addrlen > XPRT_ADDR_MAX ||
+	    h->bodylen > XPRT_MAX_BODY || (size_t)XPRT_HDR_SIZE + h->addrlen + h->bodylen != len)
+		return -EPROTO;
+	return 0;
+}
+
+int xprt_send_msg(xprt_t *x, xprt_peer_t *p, int kind, uint64_t id, const void *addr,
+                  size_t addrlen, const void *body, size_t bodylen,
+                  const struct timespec *deadline)
+{
+	if (bodylen > XPRT_MAX_BODY)
+		return -EMSGSIZE;
+	size_t total = XPRT_HDR_SIZE + addrlen + bodylen;
+	struct xprt_sendop *s = NULL;
+	unsigned char small[4096];
+	unsigned char *msg = small;
+	bool inject = total <= x->inject_size && total <= sizeof small;
+	if (!inject) {
+		s = malloc(sizeof *s + total);
+		if (!s)
+			return -ENOMEM;
+		s->op.kind = XPRT_OP_SEND;
+		s->call_id = kind == XPRT_MSG_REQUEST ? id : 0;
+		s->len = total;
+		msg = (unsigned char *)s->data;
+	}
+	struct xprt_hdr h = {kind, (uint16_t)addrlen, (uint32_t)bodylen, id};
+	xprt_put_hdr(msg, &h);
+	if (addrlen)
+		memcpy(msg + XPRT_HDR_SIZE, addr, addrlen);
+	if (bodylen)
+		memcpy(msg + XPRT_HDR_SIZE + addrlen, body, bodylen);
+	if (s) {
+		pthread_mutex_lock(&x->send_mu);
+		s->prev = NULL;
+		s->next = x->sends;
+		if (x->sends)
+			x->sends->prev = s;
+		x->sends = s;
+		pthread_mutex_unlock(&x->send_mu);
+	}
+	for (unsigned spins = 0;; spins++) {
+		ssize_t rc = inject ? fi_inject(x->ep, msg, total, p->fi_addr)
+				    : fi_send(x->ep, msg, total, NULL, p->fi_addr, &s->op);
+		if (rc == 0)
+			break;
+		if (rc != -FI_EAGAIN || xprt_past(deadline)) {
+			if (s) {
+				pthread_mutex_lock(&x->send_mu);
+				if (s->prev)
+					s->prev->next = s->next;
+				else
+					x->sends = s->next;
+				if (s->next)
+					s->next->prev = s->prev;
+				pthread_mutex_unlock(&x->send_mu);
+				free(s);
+			}
+			return rc == -FI_EAGAIN ? -ETIMEDOUT : xprt_fi_err((int)rc);
+		}
+		xprt_kick(x, p);
+		if (spins < 16)
+			sched_yield();
+		else
+			usleep(spins < 256 ? 10 : 1000);
+	}
+	xprt_kick(x, p);
+	return 0;
+}
+
+void xprt_sends_free(xprt_t *x)
+{
+	while (x->sends) {
+		struct xprt_sendop *s = x->sends;
+		x->sends = s->next;
+		free(s);
+	}
+}
+
+/* Post receive buffers until `want` are posted (growing in doublings, up to XPRT_NBUFS_MAX). */
+int xprt_grow_bufs(xprt_t *x, int want)
+{
+	int rc = 0;
+	if (want > XPRT_NBUFS_MAX)
+		want = XPRT_NBUFS_MAX;
+	pthread_mutex_lock(&x->bufs_mu);
+	int n = x->nbufs;
+	if (want > n) {
+		int cap = want < 2 * n ? 2 * n : want;
+		if (cap > XPRT_NBUFS_MAX)
+			cap = XPRT_NBUFS_MAX;
+		struct xprt_rbuf **a = realloc(x->bufs, (size_t)cap * sizeof *a);
+		if (!a)
+			rc = -ENOMEM;
+		else
+			x->bufs = a;
+		while (!rc && n < cap) {
+			struct xprt_rbuf *b = malloc(sizeof *b);
+			if (!b) {
+				rc = -ENOMEM;
+				break;
+			}
+			b->op.kind = XPRT_OP_RECV;
+			b->slot = n;
+			x->bufs[n] = b;
+			rc = xprt_post_recv(x, b);
+			if (rc < 0) {
+				free(b);
+				break;
+			}
+			n++;
+		}
+		x->nbufs = n;
+	}
+	pthread_mutex_unlock(&x->bufs_mu);
+	return rc;
+}
+
+/* ---- the call table (x->call_mu held) ---- */
+
+static void call_insert(xprt_t *x, struct xprt_call *c)
+{
+	struct xprt_call **b = &x->calls[c->id % XPRT_HASH];
+	c->next = *b;
+	*b = c;
+}
+
+static struct xprt_call *call_remove(xprt_t *x, uint64_t id)
+{
+	for (struct xprt_call **pp = &x->calls[id % XPRT_HASH]; *pp; pp = &(*pp)->next)
+		if ((*pp)->id == id) {
+			struct xprt_call *c = *pp;
+			*pp = c->next;
+			return c;
+		}
+	return NULL;
+}
+
+void xprt_call_deliver(xprt_t *x, uint64_t id, const void *body, size_t len, int err)
+{
+	pthread_mutex_lock(&x->call_mu);
+	struct xprt_call *c = call_remove(x, id);
+	if (c) {
+		if (err) {
+			c->result = err;
+		} else {
+			c->replen = len;
+			c->result = len > c->repcap ? -EMSGSIZE : 0;
+			if (len)
+				memcpy(c->rep, body, len > c->repcap ? c->repcap : len);
+			atomic_fetch_add(&x->st.replies, 1);
+		}
+		c->done = true;
+		pthread_cond_signal(&c->cv);
+	}
+	pthread_mutex_unlock(&x->call_mu);
+}
+
+static int call_begin(xprt_t *x, struct xprt_call *c, xprt_peer_t *p, const void *req,
+                      size_t reqlen, void *rep, size_t repcap, int timeout_ms)
+{
+	if (!x || !p || (!req && reqlen) || (!rep && repcap))
+		return -EINVAL;
+	if (reqlen > XPRT_MAX_BODY)
+		return -EMSGSIZE;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	c->x = x;
+	c->rep = rep;
+	c->repcap = repcap;
+	c->timeout_ms = timeout_ms;
+	c->id = atomic_fetch_add(&x->next_id, 1);
+	xprt_deadline(&c->deadline, timeout_ms);
+	int want = x->nbufs_base + atomic_fetch_add(&x->calls_in_flight, 1) + 1;
+	if (want > x->nbufs)
+		xprt_grow_bufs(x, want);
+	pthread_mutex_lock(&x->call_mu);
+	call_insert(x, c);
+	pthread_mutex_unlock(&x->call_mu);
+	atomic_fetch_add(&x->st.calls, 1);
+	int rc = xprt_send_msg(x, p, XPRT_MSG_REQUEST, c->id, x->self_raw, x->self_rawlen, req,
+			       reqlen, &c->deadline);
+	if (rc < 0) {
+		pthread_mutex_lock(&x->call_mu);
+		if (call_remove(x, c->id)) {
+			c->result = rc;
+			c->done = true;
+		}
+		pthread_mutex_unlock(&x->call_mu);
+		if (rc == -ETIMEDOUT)
+			atomic_fetch_add(&x->st.timeouts, 1);
+	}
+	return 0;
+}
+
+static int call_finish(struct xprt_call *c, size_t *replen)
+{
+	xprt_t *x = c->x;
+	pthread_mutex_lock(&x->call_mu);
+	while (!c->done) {
+		if (pthread_cond_timedwait(&c->cv, &x->call_mu, &c->deadline) == ETIMEDOUT &&
+		    !c->done) {
+			call_remove(x, c->id);
+			c->result = -ETIMEDOUT;
+			c->done = true;
+			atomic_fetch_add(&x->st.timeouts, 1);
+		}
+	}
+	pthread_mutex_unlock(&x->call_mu);
+	atomic_fetch_sub(&x->calls_in_flight, 1);
+	if (replen)
+		*replen = c->replen;
+	pthread_cond_destroy(&c->cv);
+	return c->result;
+}
+
+int xprt_call(xprt_t *x, xprt_peer_t *p, const void *req, size_t reqlen, void *rep, size_t repcap,
+              size_t *replen, int timeout_ms)
+{
+	struct xprt_call c = {0};
+	int rc = call_begin(x, &c, p, req, reqlen, rep, repcap, timeout_ms);
+	if (rc < 0)
+		return rc;
+	return call_finish(&c, replen);
+}
+
+int xprt_call_start(xprt_t *x, xprt_peer_t *p, const void *req, size_t reqlen, void *rep,
+                    size_t repcap, int timeout_ms, xprt_call_t **out)
+{
+	if (!out)
+		return -EINVAL;
+	struct xprt_call *c = calloc(1, sizeof *c);
+	if (!c)
+		return -ENOMEM;
+	int rc = call_begin(x, c, p, req, reqlen, rep, repcap, timeout_ms);
+	if (rc < 0) {
+		free(c);
+		return rc;
+	}
+	c->heap = true;
+	*out = c;
+	return 0;
+}
+
+int xprt_call_wait(xprt_call_t *c, size_t *replen)
+{
+	int rc = call_finish(c, replen);
+	free(c);
+	return rc;
+}

@@ -1,0 +1,218 @@
+/*
+ * xprt_internal.h — state the transport modules share privately.
+ *
+ * Module map: xprt_open.c (provider choice, endpoint set-up and teardown), xprt_addr.c (address
+ * strings, the peer cache), xprt_progress.c (the progress thread: reads the CQ and routes each
+ * completion to its operation), xprt_call.c (client calls matched to replies by id), xprt_serve.c
+ * (request queue, worker pool, replies, RMA), xprt_mem.c (memory registration), shm_doorbell.c
+ * (futex wake-up for the shm provider, which has no CQ wait object in libfabric 1.17).
+ *
+ * Every posted libfabric operation carries a struct xprt_op as its context; the progress thread
+ * dispatches on op->kind. Messages are untagged (fi_send/fi_recv): libfabric 1.17's shm matches
+ * unexpected *tagged* messages with a stale ignore mask and never delivers them, while untagged
+ * unexpected messages are matched by source only and work. Each message starts with a fixed
+ * 24-byte little-endian header — magic, version, kind (request/reply), sender-address length,
+ * body length, call id — followed by the sender's raw provider address (requests) and the body.
+ */
+#ifndef CHFS_XPRT_INTERNAL_H
+#define CHFS_XPRT_INTERNAL_H
+
+#include "xprt.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+#include "shm_doorbell.h"
+
+#define XPRT_WIRE_MAGIC 0x52505843u /* "CXPR" little endian */
+#define XPRT_WIRE_VERSION 1
+#define XPRT_HDR_SIZE 24
+#define XPRT_MSG_REQUEST 1
+#define XPRT_MSG_REPLY 2
+#define XPRT_ADDR_MAX 128 /* largest raw provider address carried in a request */
+#define XPRT_MAX_BODY ((size_t)(128 + 4) * 1024)
+#define XPRT_RBUF_SIZE (XPRT_HDR_SIZE + XPRT_ADDR_MAX + XPRT_MAX_BODY)
+#define XPRT_NBUFS_SERVER 48 /* receive buffers posted at open by a server */
+#define XPRT_NBUFS_CLIENT 16 /* ... by a client; both grow with the calls in flight */
+#define XPRT_NBUFS_MAX 4096
+#define XPRT_RMA_TIMEOUT_MS 30000
+
+enum xprt_kind { XPRT_TCP, XPRT_SHM, XPRT_VERBS, XPRT_SOCKETS };
+enum xprt_op_kind { XPRT_OP_RECV, XPRT_OP_SEND, XPRT_OP_RMA };
+
+struct xprt_op {
+	struct fi_context2 fictx; /* must stay first: libfabric hands back this pointer */
+	enum xprt_op_kind kind;
+};
+
+struct xprt_rbuf { /* one posted receive buffer */
+	struct xprt_op op;
+	int slot; /* index in x->bufs */
+	char data[XPRT_RBUF_SIZE];
+};
+
+struct xprt_sendop { /* an in-flight send; owns its copy of the message */
+	struct xprt_op op;
+	struct xprt_sendop *prev, *next; /* x->sends, for cleanup at close */
+	uint64_t call_id;                 /* nonzero: a request of a call to fail on error */
+	size_t len;
+	char data[];
+};
+
+struct xprt_rmaop { /* an RMA a worker waits for; two references (worker, completion) */
+	struct xprt_op op;
+	atomic_int refs;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	int err;
+	struct fid_mr *local_mr; /* only with FI_MR_LOCAL */
+};
+
+struct xprt_peer {
+	struct xprt_peer *next; /* hash chain */
+	fi_addr_t fi_addr;
+	size_t rawlen;
+	unsigned char raw[XPRT_ADDR_MAX];
+	char addr[XPRT_ADDR_MAX + 16]; /* printable "<proto>://..." */
+	struct shm_doorbell *db;      /* shm: the peer's wake-up word, NULL if unavailable */
+};
+
+struct xprt_call {
+	struct xprt_call *next; /* hash chain in x->calls */
+	uint64_t id;
+	pthread_cond_t cv;
+	bool done, heap;
+	int result;
+	void *rep;
+	size_t repcap, replen;
+	int timeout_ms;
+	struct timespec deadline;
+	xprt_t *x;
+};
+
+struct xprt_req {
+	struct xprt_req *next; /* worker queue */
+	xprt_t *x;
+	xprt_peer_t *peer;
+	uint64_t id;
+	const char *body;
+	size_t bodylen;
+	struct xprt_rbuf *buf; /* owns body */
+};
+
+#define XPRT_HASH 1024
+
+struct xprt {
+	enum xprt_kind kind;
+	char proto[16];
+	bool is_server;
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_cq *cq;
+	struct fid_av *av;
+	struct fid_ep *ep;
+	size_t inject_size;
+	uint64_t mr_mode;
+	char self_addr[XPRT_ADDR_MAX + 16];
+	unsigned char self_raw[XPRT_ADDR_MAX];
+	size_t self_rawlen;
+
+	/* progress */
+	pthread_t progress;
+	bool progress_started;
+	atomic_bool stopping;
+	struct shm_doorbell *self_db; /* shm only */
+	char shm_name[80];
+
+	/* peers, by raw address */
+	pthread_mutex_t peer_mu;
+	struct xprt_peer *peers[XPRT_HASH];
+
+	/* calls in flight, by id */
+	pthread_mutex_t call_mu;
+	struct xprt_call *calls[XPRT_HASH];
+	atomic_uint_fast64_t next_id;
+
+	/* sends in flight */
+	pthread_mutex_t send_mu;
+	struct xprt_sendop *sends;
+
+	/* posted receive buffers (for teardown) */
+	/* Posted receive buffers: a base count plus one per call in flight, so replies rarely
+	 * arrive unexpected. bufs[] tracks them for teardown; a request's buffer is swapped out. */
+	pthread_mutex_t bufs_mu;
+	struct xprt_rbuf **bufs;
+	atomic_int nbufs;
+	int nbufs_base;
+	atomic_int calls_in_flight;
+
+	/* server */
+	xprt_handler_fn handler;
+	void *handler_arg;
+	unsigned nworkers;
+	pthread_t *workers;
+	unsigned nworkers_started;
+	pthread_mutex_t q_mu;
+	pthread_cond_t q_cv;
+	struct xprt_req *q_head, *q_tail;
+	bool q_stop;
+	atomic_int rbufs_posted;
+
+	atomic_uint_fast64_t next_key;
+
+	struct {
+		atomic_uint_fast64_t calls, requests, replies, rma_reads, rma_writes, rma_bytes,
+			timeouts, wakeups;
+	} st;
+};
+
+/* xprt_progress.c */
+int xprt_progress_start(xprt_t *x);
+void xprt_progress_stop(xprt_t *x);
+/* Wake this process's progress thread (shm), so a just-posted operation gets progressed. */
+void xprt_kick(xprt_t *x, xprt_peer_t *peer);
+int xprt_post_recv(xprt_t *x, struct xprt_rbuf *b);
+int xprt_fi_err(int fi_err);
+
+/* xprt_addr.c */
+int xprt_parse_proto(const char *proto, enum xprt_kind *kind);
+const char *xprt_kind_name(enum xprt_kind k);
+int xprt_format_addr(enum xprt_kind k, const void *raw, size_t rawlen, char *buf, size_t size);
+int xprt_peer_by_raw(xprt_t *x, const void *raw, size_t rawlen, xprt_peer_t **out);
+void xprt_peers_free(xprt_t *x);
+
+/* xprt_call.c */
+int xprt_grow_bufs(xprt_t *x, int want);
+void xprt_call_deliver(xprt_t *x, uint64_t id, const void *body, size_t len, int err);
+/* Post a message (header already in place), retrying -FI_EAGAIN until the deadline. */
+int xprt_send_msg(xprt_t *x, xprt_peer_t *p, int kind, uint64_t id, const void *addr,
+                  size_t addrlen, const void *body, size_t bodylen,
+                  const struct timespec *deadline);
+void xprt_sends_free(xprt_t *x);
+struct xprt_hdr {
+	int kind;
+	uint16_t addrlen;
+	uint32_t bodylen;
+	uint64_t id;
+};
+void xprt_put_hdr(void *buf, const struct xprt_hdr *h);
+/* Decode and bounds-check a received message of len bytes; -EPROTO if malformed. */
+int xprt_get_hdr(const void *buf, size_t len, struct xprt_hdr *h);
+
+/* xprt_serve.c */
+void xprt_enqueue_request(xprt_t *x, struct xprt_rbuf *b, const struct xprt_hdr *h);
+void xprt_rma_complete(struct xprt_rmaop *op, int err);
+void xprt_workers_stop(xprt_t *x);
+
+/* time helpers */
+void xprt_deadline(struct timespec *ts, int timeout_ms);
+bool xprt_past(const struct timespec *ts);
+
+#endif /* CHFS_XPRT_INTERNAL_H */

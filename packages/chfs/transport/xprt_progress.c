@@ -1,0 +1,255 @@
+/*
+ * xprt_progress.c — the progress thread: the only reader of the completion queue.
+ *
+ * libfabric 1.17's tcp and shm providers move data only while someone calls into them, so one
+ * thread per xprt_t reads the CQ for the xprt's whole life and routes each completion to the
+ * operation named by its context (a received request goes to the worker queue, a reply to the
+ * waiting call, a send frees its buffer, an RMA wakes its worker).
+ *
+ * Waiting when idle:
+ *  - tcp, verbs, sockets: fi_cq_sread on a FI_WAIT_UNSPEC CQ blocks in the kernel and still drives
+ *    progress; xprt_close interrupts it with fi_cq_signal.
+ *  - shm has no wait object (sread spins at 100% and ignores its timeout), so the thread polls
+ *    with fi_cq_read, spins for a short grace period after the last activity (back-to-back RPCs
+ *    stay fast), then sleeps on its futex doorbell. Whoever posts work for this process — a peer
+ *    sending to it, a local thread starting a send or an RMA — rings the bell; the sleep timeout
+ *    doubles from 1 ms to 100 ms as a safety net so an idle process wakes ~10 times a second.
+ */
+#include "xprt_internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/fi_errno.h>
+
+#define CQ_BATCH 16
+#define SHM_SPIN_NS 30000L
+#define SHM_SLEEP_MIN_US 1000L
+#define SHM_SLEEP_MAX_US 100000L
+
+void xprt_deadline(struct timespec *ts, int timeout_ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	if (timeout_ms <= 0) {
+		ts->tv_sec += 100L * 365 * 86400;
+		return;
+	}
+	ts->tv_sec += timeout_ms / 1000;
+	ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+bool xprt_past(const struct timespec *ts)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > ts->tv_sec || (now.tv_sec == ts->tv_sec && now.tv_nsec >= ts->tv_nsec);
+}
+
+static long now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+int xprt_post_recv(xprt_t *x, struct xprt_rbuf *b)
+{
+	for (int tries = 0;; tries++) {
+		ssize_t rc = fi_recv(x->ep, b->data, sizeof b->data, NULL, FI_ADDR_UNSPEC, &b->op);
+		if (rc == 0)
+			return 0;
+		if (rc != -FI_EAGAIN || tries > 1000)
+			return xprt_fi_err((int)rc);
+		usleep(100);
+	}
+}
+
+static void sendop_free(xprt_t *x, struct xprt_sendop *s)
+{
+	pthread_mutex_lock(&x->send_mu);
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		x->sends = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	pthread_mutex_unlock(&x->send_mu);
+	free(s);
+}
+
+static void repost(xprt_t *x, struct xprt_rbuf *b)
+{
+	if (atomic_load(&x->stopping))
+		return;
+	int rc = xprt_post_recv(x, b);
+	if (rc < 0)
+		fprintf(stderr, "xprt: cannot repost a receive buffer: %s\n", strerror(-rc));
+}
+
+static void handle_ok(xprt_t *x, const struct fi_cq_tagged_entry *e)
+{
+	struct xprt_op *op = e->op_context;
+	if (!op)
+		return;
+	switch (op->kind) {
+	case XPRT_OP_RECV: {
+		struct xprt_rbuf *b = (struct xprt_rbuf *)op;
+		struct xprt_hdr h;
+		if (xprt_get_hdr(b->data, e->len, &h) < 0) {
+			repost(x, b); /* malformed: dropped */
+		} else if (h.kind == XPRT_MSG_REPLY) {
+			xprt_call_deliver(x, h.id, b->data + XPRT_HDR_SIZE, h.bodylen, 0);
+			repost(x, b);
+		} else if (x->is_server) {
+			xprt_enqueue_request(x, b, &h);
+		} else {
+			repost(x, b); /* a request to a client: dropped */
+		}
+		break;
+	}
+	case XPRT_OP_SEND:
+		sendop_free(x, (struct xprt_sendop *)op);
+		break;
+	case XPRT_OP_RMA:
+		xprt_rma_complete((struct xprt_rmaop *)op, 0);
+		break;
+	}
+}
+
+static void handle_err(xprt_t *x)
+{
+	struct fi_cq_err_entry err;
+	memset(&err, 0, sizeof err);
+	if (fi_cq_readerr(x->cq, &err, 0) != 1)
+		return;
+	struct xprt_op *op = err.op_context;
+	if (!op)
+		return;
+	int e = xprt_fi_err(err.err);
+	switch (op->kind) {
+	case XPRT_OP_RECV:
+		/* FI_ETRUNC cannot happen with senders of this library (they respect XPRT_MAX_BODY);
+		 * anything else is dropped and the buffer goes back. */
+		if (err.err != FI_ECANCELED)
+			repost(x, (struct xprt_rbuf *)op);
+		break;
+	case XPRT_OP_SEND: {
+		struct xprt_sendop *s = (struct xprt_sendop *)op;
+		if (s->call_id)
+			xprt_call_deliver(x, s->call_id, NULL, 0, e);
+		sendop_free(x, s);
+		break;
+	}
+	case XPRT_OP_RMA:
+		xprt_rma_complete((struct xprt_rmaop *)op, e);
+		break;
+	}
+}
+
+/* Read one batch; returns the number of completions handled (errors count), 0 if none. */
+static int poll_cq(xprt_t *x, int timeout_ms)
+{
+	struct fi_cq_tagged_entry ents[CQ_BATCH];
+	ssize_t n = timeout_ms >= 0 ? fi_cq_sread(x->cq, ents, CQ_BATCH, NULL, timeout_ms)
+				    : fi_cq_read(x->cq, ents, CQ_BATCH);
+	if (n > 0) {
+		for (ssize_t i = 0; i < n; i++)
+			handle_ok(x, &ents[i]);
+		return (int)n;
+	}
+	if (n == -FI_EAVAIL) {
+		handle_err(x);
+		return 1;
+	}
+	return 0;
+}
+
+static void progress_blocking(xprt_t *x)
+{
+	while (!atomic_load(&x->stopping)) {
+		atomic_fetch_add(&x->st.wakeups, 1);
+		poll_cq(x, 200);
+	}
+}
+
+static void progress_shm(xprt_t *x)
+{
+	struct shm_doorbell *db = x->self_db;
+	long last = now_ns(), sleep_us = SHM_SLEEP_MIN_US;
+	while (!atomic_load(&x->stopping)) {
+		if (poll_cq(x, -1) > 0) {
+			last = now_ns();
+			sleep_us = SHM_SLEEP_MIN_US;
+			continue;
+		}
+		if (now_ns() - last < SHM_SPIN_NS)
+			continue;
+		uint32_t seq = atomic_load(&db->seq);
+		atomic_store(&db->sleeping, 1);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (poll_cq(x, -1) > 0 || atomic_load(&x->stopping)) {
+			atomic_store(&db->sleeping, 0);
+			last = now_ns();
+			continue;
+		}
+		shm_doorbell_wait(db, seq, sleep_us);
+		atomic_store(&db->sleeping, 0);
+		atomic_fetch_add(&x->st.wakeups, 1);
+		if (atomic_load(&db->seq) != seq) {
+			sleep_us = SHM_SLEEP_MIN_US;
+			last = now_ns();
+		} else if (sleep_us < SHM_SLEEP_MAX_US) {
+			sleep_us *= 2;
+		}
+	}
+}
+
+static void *progress_main(void *arg)
+{
+	xprt_t *x = arg;
+	if (x->kind == XPRT_SHM)
+		progress_shm(x);
+	else
+		progress_blocking(x);
+	return NULL;
+}
+
+int xprt_progress_start(xprt_t *x)
+{
+	int rc = pthread_create(&x->progress, NULL, progress_main, x);
+	if (rc)
+		return -rc;
+	x->progress_started = true;
+	return 0;
+}
+
+void xprt_progress_stop(xprt_t *x)
+{
+	if (!x->progress_started)
+		return;
+	atomic_store(&x->stopping, true);
+	if (x->kind == XPRT_SHM)
+		shm_doorbell_ring(x->self_db);
+	else
+		fi_cq_signal(x->cq);
+	pthread_join(x->progress, NULL);
+	x->progress_started = false;
+}
+
+void xprt_kick(xprt_t *x, xprt_peer_t *peer)
+{
+	if (x->kind != XPRT_SHM)
+		return;
+	if (peer && peer->db)
+		shm_doorbell_ring(peer->db);
+	shm_doorbell_ring(x->self_db);
+}
