@@ -1,0 +1,185 @@
+/*
+ * hook_bench.c — the I/O kernel of the hook benchmark (driven by bench/run-bench).
+ *
+ *   chfs-hook-bench io --api posix|native --dir DIR --size BYTES --block BYTES --procs N
+ *     File-per-process: N forked processes each write DIR/bench-<rank> (BYTES, in BLOCK-sized
+ *     writes, then fsync) and read it back; all start each phase together. Prints one line
+ *     "write_MiBps read_MiBps" of aggregate bandwidth (slowest process bounds the phase).
+ *     --api posix uses open/write/read (run it under chfs-run to go through the hook);
+ *     --api native uses chfs.h with DIR taken as a CHFS path.
+ *   chfs-hook-bench getpid N
+ *     ns per getpid syscall.
+ */
+#define _GNU_SOURCE
+#include <chfs.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void die(const char *what, const char *path)
+{
+  fprintf(stderr, "chfs-hook-bench: %s %s: %s\n", what, path, strerror(errno));
+  exit(1);
+}
+
+struct io_opts {
+  int native;
+  const char *dir;
+  long size, block;
+  int procs;
+};
+
+static double write_phase(const struct io_opts *o, const char *path, char *buf)
+{
+  double t0 = now();
+  int fd = o->native ? chfs_create(path, O_WRONLY, 0644) : open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  if (fd < 0)
+    die("create", path);
+  for (long off = 0; off < o->size; off += o->block) {
+    ssize_t w = o->native ? chfs_write(fd, buf, (size_t)o->block) : write(fd, buf, (size_t)o->block);
+    if (w != o->block)
+      die("write", path);
+  }
+  if ((o->native ? chfs_fsync(fd) : fsync(fd)) != 0)
+    die("fsync", path);
+  if ((o->native ? chfs_close(fd) : close(fd)) != 0)
+    die("close", path);
+  return now() - t0;
+}
+
+static double read_phase(const struct io_opts *o, const char *path, char *buf)
+{
+  double t0 = now();
+  int fd = o->native ? chfs_open(path, O_RDONLY) : open(path, O_RDONLY);
+  if (fd < 0)
+    die("open", path);
+  for (long off = 0; off < o->size; off += o->block) {
+    ssize_t r = o->native ? chfs_read(fd, buf, (size_t)o->block) : read(fd, buf, (size_t)o->block);
+    if (r != o->block)
+      die("read", path);
+  }
+  if ((o->native ? chfs_close(fd) : close(fd)) != 0)
+    die("close", path);
+  return now() - t0;
+}
+
+/* Child: wait for "go" on `go`, run a phase, report its seconds on `done`; twice. */
+static void child(const struct io_opts *o, int rank, int go, int done)
+{
+  char path[4096], c;
+  snprintf(path, sizeof path, "%s/bench-%d", o->dir, rank);
+  char *buf = aligned_alloc(4096, (size_t)o->block);
+  memset(buf, 'a' + rank % 26, (size_t)o->block);
+  if (o->native && chfs_init(NULL) != 0)
+    die("chfs_init", "");
+  double t[2];
+  if (read(go, &c, 1) != 1)
+    _exit(1);
+  t[0] = write_phase(o, path, buf);
+  if (write(done, &t[0], sizeof t[0]) != sizeof t[0] || read(go, &c, 1) != 1)
+    _exit(1);
+  t[1] = read_phase(o, path, buf);
+  if (write(done, &t[1], sizeof t[1]) != sizeof t[1])
+    _exit(1);
+  if (o->native)
+    chfs_unlink(path), chfs_term();
+  else
+    unlink(path);
+  _exit(0);
+}
+
+static int run_io(const struct io_opts *o)
+{
+  int go[2], done[2];
+  if (pipe(go) || pipe(done))
+    die("pipe", "");
+  for (int r = 0; r < o->procs; r++) {
+    pid_t p = fork();
+    if (p < 0)
+      die("fork", "");
+    if (p == 0)
+      child(o, r, go[0], done[1]);
+  }
+  double phase[2];
+  for (int ph = 0; ph < 2; ph++) {
+    char c[64] = {0};
+    if (write(go[1], c, (size_t)o->procs) != o->procs)
+      die("pipe", "");
+    phase[ph] = 0;
+    for (int r = 0; r < o->procs; r++) {
+      double t;
+      if (read(done[0], &t, sizeof t) != sizeof t) {
+        fprintf(stderr, "chfs-hook-bench: a process failed\n");
+        return 1;
+      }
+      if (t > phase[ph])
+        phase[ph] = t;
+    }
+  }
+  int st, bad = 0;
+  while (wait(&st) > 0)
+    bad |= !WIFEXITED(st) || WEXITSTATUS(st);
+  double mib = (double)o->size * o->procs / (1 << 20);
+  printf("%.1f %.1f\n", mib / phase[0], mib / phase[1]);
+  return bad;
+}
+
+static long parse_size(const char *s)
+{
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*end == 'K' || *end == 'k')
+    v <<= 10, end++;
+  else if (*end == 'M' || *end == 'm')
+    v <<= 20, end++;
+  else if (*end == 'G' || *end == 'g')
+    v <<= 30, end++;
+  return (*end || v <= 0) ? -1 : v;
+}
+
+int main(int argc, char **argv)
+{
+  if (argc == 3 && strcmp(argv[1], "getpid") == 0) {
+    long n = atol(argv[2]);
+    double t0 = now();
+    for (long i = 0; i < n; i++)
+      syscall(SYS_getpid);
+    printf("%.1f\n", (now() - t0) * 1e9 / n);
+    return 0;
+  }
+  if (argc >= 2 && strcmp(argv[1], "io") == 0) {
+    struct io_opts o = {0, NULL, 0, 0, 1};
+    for (int i = 2; i + 1 < argc; i += 2) {
+      if (!strcmp(argv[i], "--api"))
+        o.native = !strcmp(argv[i + 1], "native");
+      else if (!strcmp(argv[i], "--dir"))
+        o.dir = argv[i + 1];
+      else if (!strcmp(argv[i], "--size"))
+        o.size = parse_size(argv[i + 1]);
+      else if (!strcmp(argv[i], "--block"))
+        o.block = parse_size(argv[i + 1]);
+      else if (!strcmp(argv[i], "--procs"))
+        o.procs = atoi(argv[i + 1]);
+    }
+    if (o.dir && o.size > 0 && o.block > 0 && o.size % o.block == 0 && o.procs > 0 &&
+        o.procs <= 64)
+      return run_io(&o);
+  }
+  fprintf(stderr, "usage: chfs-hook-bench io --api posix|native --dir DIR --size BYTES "
+                  "--block BYTES (divides size) --procs N(<=64)\n"
+                  "       chfs-hook-bench getpid N\n");
+  return 2;
+}

@@ -1,0 +1,148 @@
+/*
+ * hook.h — private interface between the hook library's modules.
+ *
+ * The hook library (libchfs-hook.so) runs in its own link-map namespace: its libc, libchfs
+ * and libfabric make real syscalls, never re-entering the hook. Module map:
+ *   hook.c     init, the per-syscall filter (vector-register-free) and the dispatch switch
+ *   config.c   CHFS_HOOK_* environment, umask
+ *   paths.c    mount points, lexical normalisation, virtual cwd, path classification
+ *   fdtable.c  CHFS files behind reserved kernel descriptors (placeholders)
+ *   files.c    open/close/read/write/seek/dup/fcntl/copy on CHFS descriptors
+ *   meta.c     stat, access, mkdir, unlink, rename, symlink, truncate, chmod, statfs, xattr
+ *   dirs.c     getdents64, chdir/fchdir/getcwd
+ *   procs.c    fork, execve (environment and descriptor inheritance), exit
+ *   mmap.c     private mappings of CHFS files
+ * Handlers take the raw syscall arguments and return a result or -errno, like the kernel.
+ */
+#ifndef CHFS_HOOK_HOOK_H
+#define CHFS_HOOK_HOOK_H
+
+#include "gate.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+/* ---- raw syscalls (the namespace's own libc is not rewritten either, but this keeps errors
+ * in the kernel's -errno form) ---- */
+long hook_raw(long nr, long a1, long a2, long a3, long a4, long a5, long a6);
+#define RAW0(nr) hook_raw((nr), 0, 0, 0, 0, 0, 0)
+#define RAW1(nr, a) hook_raw((nr), (long)(a), 0, 0, 0, 0, 0)
+#define RAW2(nr, a, b) hook_raw((nr), (long)(a), (long)(b), 0, 0, 0, 0)
+#define RAW3(nr, a, b, c) hook_raw((nr), (long)(a), (long)(b), (long)(c), 0, 0, 0)
+#define RAW4(nr, a, b, c, d) hook_raw((nr), (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
+long hook_pass(const struct chfs_sysargs *s);
+
+/* ---- config.c ---- */
+#define HOOK_MAX_MOUNTS 16
+struct hook_mount {
+  char dir[PATH_MAX];  /* absolute, normalised, no trailing slash */
+  size_t dirlen;
+  char sub[PATH_MAX];  /* CHFS directory it shows ("" = the CHFS root) */
+};
+struct hook_config {
+  struct hook_mount mounts[HOOK_MAX_MOUNTS];
+  int nmounts;
+  int local_fast_path; /* CHFS_HOOK_LOCAL, default 1 */
+  const char *loader_path;
+};
+extern struct hook_config hook_cfg;
+extern _Atomic unsigned hook_umask;
+int hook_config_load(void); /* -1 after printing why */
+/* CHFS_* and CHFS_HOOK_* entries of the start-up environment, for execve. */
+extern char **hook_saved_env;
+
+/* ---- paths.c ---- */
+struct hook_target {
+  int chfs;              /* 1: CHFS path in `path`; 0: kernel path in `path` */
+  char path[PATH_MAX];   /* CHFS path, or the path to give the kernel */
+  char vpath[PATH_MAX];  /* normalised absolute virtual path (when chfs) */
+  int dir_only;          /* the name ended in "/" or "/.": it must be a directory */
+};
+/* Classifies (dirfd, path) as openat(2) would see it. -errno on error (ENAMETOOLONG). */
+int hook_resolve(int dirfd, const char *path, struct hook_target *t);
+/* The CHFS file a "/proc/self/fd/N" or "/dev/fd/N" name refers to, or NULL. */
+struct hook_file *hook_fd_path_file(const char *path);
+int hook_normalize(const char *in, char *out, size_t size); /* absolute in, -ENAMETOOLONG */
+int hook_vpath_to_chfs(const char *vpath, char *out, size_t size); /* 1 if under a mount */
+/* Virtual cwd (a directory under a mount point), or inactive. */
+extern atomic_int hook_vcwd_active;
+int hook_vcwd_get(char *buf, size_t size);
+void hook_vcwd_set(const char *vpath); /* NULL deactivates */
+
+/* ---- fdtable.c ---- */
+struct hook_dirlist;
+struct hook_file {
+  atomic_int refs;       /* kernel descriptors of this process sharing it */
+  int cfd;               /* libchfs descriptor */
+  int flags;             /* O_ACCMODE | O_APPEND | O_NONBLOCK of the open */
+  int is_dir;
+  int local;             /* the kernel descriptor is the server's backing file */
+  char *vpath;           /* absolute virtual path */
+  char *cpath;           /* CHFS path */
+  pthread_mutex_t lock;  /* dir listing */
+  struct hook_dirlist *dir;
+};
+extern struct hook_file **hook_fdtab;
+extern int hook_fdtab_size;
+extern atomic_int hook_nfiles; /* table entries in use */
+int hook_fdtable_init(void);
+static inline struct hook_file *hook_file_of(long fd)
+{
+  return (fd >= 0 && fd < hook_fdtab_size) ? hook_fdtab[fd] : NULL;
+}
+/* Install h at kernel descriptor fd (taking a reference). Drops a previous entry. */
+void hook_fd_install(int fd, struct hook_file *h);
+/* Remove fd's entry (the kernel descriptor is already closed or reused). */
+void hook_fd_forget(int fd);
+struct hook_file *hook_file_new(int cfd, int flags, int is_dir, const char *vpath,
+                                const char *cpath);
+void hook_file_unref(struct hook_file *h);
+/* Placeholder descriptor for a CHFS file: memfd recording (flags, vpath) for exec. */
+int hook_placeholder_open(int flags, const char *vpath, int cloexec);
+/* Re-attaches CHFS files to placeholders inherited through execve. */
+void hook_fdtable_adopt_inherited(void);
+void hook_fdtable_after_fork(void);
+void hook_fdtable_close_all(void);
+
+/* ---- CHFS client ---- */
+int hook_chfs_ready(void); /* lazily chfs_init(); 0 or -errno */
+extern atomic_int hook_chfs_inited; /* chfs_init() succeeded in this process */
+static inline int hook_chfs_used(void)
+{
+  return atomic_load_explicit(&hook_chfs_inited, memory_order_relaxed);
+}
+int hook_init_modules(void); /* config, tables, inherited descriptors; -1 after printing */
+
+/* ---- handlers (files.c, meta.c, dirs.c, procs.c, mmap.c) ---- */
+long hook_do_open(int dirfd, const char *path, int flags, mode_t mode, const struct chfs_sysargs *s);
+long hook_do_close(int fd);
+long hook_do_read(int fd, void *buf, size_t n, off_t off); /* off < 0: current offset */
+long hook_do_write(int fd, const void *buf, size_t n, off_t off);
+long hook_do_readv(int fd, const struct iovec *iov, int cnt, off_t off);
+long hook_do_writev(int fd, const struct iovec *iov, int cnt, off_t off);
+long hook_do_lseek(int fd, off_t off, int whence);
+long hook_do_dup(const struct chfs_sysargs *s);
+long hook_do_fcntl(int fd, int cmd, long arg);
+long hook_do_close_range(const struct chfs_sysargs *s);
+long hook_do_copy(const struct chfs_sysargs *s);
+long hook_do_fdop(const struct chfs_sysargs *s); /* fsync, ftruncate, fallocate, ... */
+
+long hook_do_meta(const struct chfs_sysargs *s);
+long hook_do_getdents64(int fd, void *buf, size_t count);
+void hook_dirlist_free(struct hook_dirlist *d);
+long hook_do_cwd(const struct chfs_sysargs *s);
+long hook_do_exec(const struct chfs_sysargs *s);
+void hook_after_fork(void);
+long hook_do_exit(const struct chfs_sysargs *s);
+long hook_do_mmap(const struct chfs_sysargs *s);
+
+int hook_stat_chfs(struct hook_file *h, struct stat *st);
+/* errno of a failed libchfs call on cpath as the kernel would report it: ENOENT becomes
+ * ENOTDIR when a leading component exists but is not a directory. */
+int hook_path_err(const char *cpath);
+#endif

@@ -1,0 +1,51 @@
+/*
+ * gate.h — what the rewritten `syscall` sites land in, shared by the loader's modules and the
+ * hook library (which is loaded into its own link-map namespace and never sees the loader's
+ * symbols: the two talk only through the structs below, exchanged once at start).
+ *
+ * Every rewritten site executes `call *%rax`; the trampoline at VA 0 forwards to
+ * chfs_gate_entry (entry.S), which packs the syscall registers into a chfs_sysargs on the stack
+ * and calls chfs_gate_dispatch (gate.c). The gate handles the process-control syscalls whose
+ * correctness depends on the stack (rt_sigreturn, clone with CLONE_VM, vfork, clone3) and hands
+ * every other syscall to the hook library's `syscall` function.
+ */
+#ifndef CHFS_HOOK_GATE_H
+#define CHFS_HOOK_GATE_H
+
+#include <stdint.h>
+
+/* Layout fixed by entry.S: nr, then rdi, rsi, rdx, r10, r8, r9. */
+struct chfs_sysargs {
+  long nr;
+  long a[6];
+};
+
+/* Provided by the loader to the hook library. */
+struct chfs_hook_host {
+  int version;
+  /* Issues the real system call (its `syscall` instruction is never rewritten). */
+  long (*raw_syscall)(long nr, long a1, long a2, long a3, long a4, long a5, long a6);
+  const char *loader_path; /* absolute path of the preloaded loader, for execve */
+};
+
+/* Filled in by the hook library's chfs_hook_init(). */
+struct chfs_hook_ops {
+  /* Handles one syscall; returns the kernel-style result (>= 0 or -errno). */
+  long (*syscall)(struct chfs_sysargs *s);
+  /* Runs in the child of fork/vfork/clone without CLONE_VM, right after the syscall. */
+  void (*after_fork)(void);
+};
+
+#define CHFS_HOOK_ABI_VERSION 1
+typedef int (*chfs_hook_init_fn)(const struct chfs_hook_host *host, struct chfs_hook_ops *ops);
+
+/* entry.S */
+void chfs_gate_entry(void);
+long chfs_raw_syscall(long nr, long a1, long a2, long a3, long a4, long a5, long a6);
+extern const char chfs_raw_syscall_site[], chfs_sigreturn_site[];
+
+/* gate.c */
+long chfs_gate_dispatch(struct chfs_sysargs *s, uintptr_t ret_addr);
+void chfs_gate_install(const struct chfs_hook_ops *ops);
+
+#endif
