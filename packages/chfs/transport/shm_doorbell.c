@@ -11,6 +11,7 @@
 #include <linux/futex.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,7 +41,20 @@ static struct shm_doorbell *db_map(const char *name, int flags)
 
 struct shm_doorbell *shm_doorbell_create(const char *name)
 {
-	return db_map(name, O_CREAT);
+	/* A fresh file (new inode) even if a dead predecessor left one: peers compare the identity
+	 * to notice the restart. The caller already owns the name (its endpoint is enabled). */
+	char path[256];
+	db_path(path, sizeof path, name);
+	unlink(path);
+	return db_map(name, O_CREAT | O_EXCL);
+}
+
+unsigned long shm_doorbell_ident(const char *name)
+{
+	char path[256];
+	struct stat st;
+	db_path(path, sizeof path, name);
+	return stat(path, &st) == 0 ? (unsigned long)st.st_ino : 0;
 }
 
 struct shm_doorbell *shm_doorbell_open(const char *name)

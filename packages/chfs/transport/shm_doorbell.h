@@ -21,6 +21,9 @@ struct shm_doorbell {
 /* Create (owner) or open (peer) the doorbell of endpoint `name`; NULL on failure. */
 struct shm_doorbell *shm_doorbell_create(const char *name);
 struct shm_doorbell *shm_doorbell_open(const char *name);
+/* Identity of the doorbell file now at `name` (its inode; 0 if absent): a restarted peer
+ * recreates the file, so a changed identity means the old mapping is stale. */
+unsigned long shm_doorbell_ident(const char *name);
 /* Owner at close: unmap and remove the file. */
 void shm_doorbell_destroy(struct shm_doorbell *db, const char *name);
 void shm_doorbell_unmap(struct shm_doorbell *db);

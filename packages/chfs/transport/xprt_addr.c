@@ -3,8 +3,9 @@
  *
  * Printable address = "<proto>://<rest>". For tcp, verbs and sockets the raw provider address is
  * a struct sockaddr_in and <rest> is "IPv4:port" (libfabric 1.17 cannot turn its own address
- * strings back into addresses, so we parse them). For shm the raw address is the NUL-terminated
- * string "fi_shm://<name>" and <rest> is <name>. Peers are cached by raw address, so a client
+ * strings back into addresses, so we parse them). For shm the raw address is the endpoint's
+ * NUL-terminated name (set with fi_setname, so no "fi_shm://" prefix and no ":uid:index" suffix)
+ * and <rest> is that name. Peers are cached by raw address, so a client
  * connected by string and the same client seen in a request share one entry and one fi_addr.
  */
 #include "xprt_internal.h"
@@ -64,9 +65,11 @@ int xprt_format_addr(enum xprt_kind k, const void *raw, size_t rawlen, char *buf
 		size_t pl = strlen(SHM_PREFIX);
 		const char *s = raw;
 		size_t sl = strnlen(s, rawlen);
-		if (sl == rawlen || sl <= pl || memcmp(s, SHM_PREFIX, pl) != 0)
+		if (sl == rawlen || sl == 0)
 			return -EINVAL;
-		n = snprintf(buf, size, "shm://%s", s + pl);
+		if (sl > pl && memcmp(s, SHM_PREFIX, pl) == 0)
+			s += pl;
+		n = snprintf(buf, size, "shm://%s", s);
 	} else {
 		struct sockaddr_in sin;
 		char ip[INET_ADDRSTRLEN];
@@ -88,7 +91,7 @@ static bool shm_name_ok(const char *s)
 		return false;
 	for (; *s; s++)
 		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-		      *s == '-' || *s == '_' || *s == '.' || *s == ':'))
+		      *s == '-' || *s == '_' || *s == '.'))
 			return false;
 	return true;
 }
@@ -121,6 +124,50 @@ static int parse_inet(const char *rest, struct sockaddr_in *sin)
 	sin->sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
 	freeaddrinfo(res);
 	return 0;
+}
+
+static void doorbell_name(const xprt_peer_t *p, char *name, size_t size)
+{
+	snprintf(name, size, "%s", p->addr + strlen("shm://"));
+}
+
+static void open_doorbell(xprt_peer_t *p)
+{
+	char name[XPRT_ADDR_MAX];
+	doorbell_name(p, name, sizeof name);
+	p->db_ident = shm_doorbell_ident(name);
+	p->db = shm_doorbell_open(name);
+}
+
+void xprt_peer_check(xprt_t *x, xprt_peer_t *p)
+{
+	if (x->kind != XPRT_SHM || atomic_load(&p->stale))
+		return;
+	char name[XPRT_ADDR_MAX];
+	doorbell_name(p, name, sizeof name);
+	/* Only a live new incarnation is worth re-inserting: re-inserting a name whose region is
+	 * gone leaves shm 1.17 with a half-mapped peer that crashes the next send. */
+	unsigned long now = shm_doorbell_ident(name);
+	if (now != 0 && now != p->db_ident)
+		atomic_store(&p->stale, true);
+}
+
+void xprt_peer_refresh(xprt_t *x, xprt_peer_t *p)
+{
+	/* libfabric 1.17's shm keeps its mapping of the dead peer's region; removing and
+	 * re-inserting the address maps the new incarnation. Calls racing with this use either
+	 * fi_addr; those on the old one fail or time out as they would have anyway. */
+	pthread_mutex_lock(&x->peer_mu);
+	if (atomic_load(&p->stale)) {
+		fi_addr_t fa;
+		fi_av_remove(x->av, &p->fi_addr, 1, 0);
+		if (fi_av_insert(x->av, p->raw, 1, &fa, 0, NULL) == 1)
+			p->fi_addr = fa;
+		shm_doorbell_unmap(p->db);
+		open_doorbell(p);
+		atomic_store(&p->stale, false);
+	}
+	pthread_mutex_unlock(&x->peer_mu);
 }
 
 static unsigned raw_hash(const void *raw, size_t len)
@@ -158,13 +205,8 @@ int xprt_peer_by_raw(xprt_t *x, const void *raw, size_t rawlen, xprt_peer_t **ou
 		rc = n < 0 ? xprt_fi_err(-n) : -EHOSTUNREACH;
 		goto out;
 	}
-	if (x->kind == XPRT_SHM) {
-		/* "shm://<name>[:rx:tx]": the doorbell is named after <name> alone */
-		char name[XPRT_ADDR_MAX];
-		snprintf(name, sizeof name, "%s", p->addr + strlen("shm://"));
-		name[strcspn(name, ":")] = 0;
-		p->db = shm_doorbell_open(name);
-	}
+	if (x->kind == XPRT_SHM)
+		open_doorbell(p);
 	p->next = x->peers[h];
 	x->peers[h] = p;
 	*out = p;
@@ -207,9 +249,7 @@ int xprt_connect(xprt_t *x, const char *addr, xprt_peer_t **out)
 	if (k == XPRT_SHM) {
 		if (!shm_name_ok(rest))
 			return -EINVAL;
-		char raw[XPRT_ADDR_MAX];
-		int n = snprintf(raw, sizeof raw, SHM_PREFIX "%s", rest);
-		return xprt_peer_by_raw(x, raw, (size_t)n + 1, out);
+		return xprt_peer_by_raw(x, rest, strlen(rest) + 1, out);
 	}
 	struct sockaddr_in sin;
 	if (parse_inet(rest, &sin) < 0)

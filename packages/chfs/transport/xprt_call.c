@@ -72,6 +72,8 @@ int xprt_send_msg(xprt_t *x, xprt_peer_t *p, int kind, uint64_t id, const void *
 {
 	if (bodylen > XPRT_MAX_BODY)
 		return -EMSGSIZE;
+	if (atomic_load(&p->stale))
+		xprt_peer_refresh(x, p);
 	size_t total = XPRT_HDR_SIZE + addrlen + bodylen;
 	struct xprt_sendop *s = NULL;
 	unsigned char small[4096];
@@ -231,6 +233,7 @@ static int call_begin(xprt_t *x, struct xprt_call *c, xprt_peer_t *p, const void
 	pthread_cond_init(&c->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	c->x = x;
+	c->peer = p;
 	c->rep = rep;
 	c->repcap = repcap;
 	c->timeout_ms = timeout_ms;
@@ -272,6 +275,8 @@ static int call_finish(struct xprt_call *c, size_t *replen)
 		}
 	}
 	pthread_mutex_unlock(&x->call_mu);
+	if (c->result == -ETIMEDOUT)
+		xprt_peer_check(x, c->peer);
 	atomic_fetch_sub(&x->calls_in_flight, 1);
 	if (replen)
 		*replen = c->replen;

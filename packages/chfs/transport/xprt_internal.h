@@ -81,6 +81,8 @@ struct xprt_peer {
 	unsigned char raw[XPRT_ADDR_MAX];
 	char addr[XPRT_ADDR_MAX + 16]; /* printable "<proto>://..." */
 	struct shm_doorbell *db;      /* shm: the peer's wake-up word, NULL if unavailable */
+	unsigned long db_ident;       /* shm: which incarnation of the peer db belongs to */
+	atomic_bool stale;            /* shm: the peer restarted; re-insert before the next send */
 };
 
 struct xprt_call {
@@ -94,6 +96,7 @@ struct xprt_call {
 	int timeout_ms;
 	struct timespec deadline;
 	xprt_t *x;
+	xprt_peer_t *peer;
 };
 
 struct xprt_req {
@@ -187,6 +190,10 @@ const char *xprt_kind_name(enum xprt_kind k);
 int xprt_format_addr(enum xprt_kind k, const void *raw, size_t rawlen, char *buf, size_t size);
 int xprt_peer_by_raw(xprt_t *x, const void *raw, size_t rawlen, xprt_peer_t **out);
 void xprt_peers_free(xprt_t *x);
+/* After a timeout: notice whether an shm peer was restarted (its mapping is then stale). */
+void xprt_peer_check(xprt_t *x, xprt_peer_t *p);
+/* Before a send: re-resolve a peer marked stale. */
+void xprt_peer_refresh(xprt_t *x, xprt_peer_t *p);
 
 /* xprt_call.c */
 int xprt_grow_bufs(xprt_t *x, int want);

@@ -154,6 +154,10 @@ static int open_endpoint(xprt_t *x)
 		rc = fi_av_open(x->domain, &ava, &x->av, NULL);
 	if (!rc)
 		rc = fi_endpoint(x->domain, fi, &x->ep, NULL);
+	/* shm names the endpoint "<src_addr>:<uid>:<per-process index>" unless given a bare name;
+	 * the bare name keeps the address stable across restarts (and fork children). */
+	if (!rc && x->kind == XPRT_SHM)
+		rc = fi_setname(&x->ep->fid, x->shm_name, strlen(x->shm_name) + 1);
 	if (!rc)
 		rc = fi_ep_bind(x->ep, &x->av->fid, 0);
 	if (!rc)
@@ -200,13 +204,13 @@ int xprt_open(const struct xprt_opts *o, xprt_t **out)
 	atomic_init(&x->next_key, 1);
 
 	rc = get_info(x, o, x->shm_name, sizeof x->shm_name);
+	if (!rc)
+		rc = open_endpoint(x);
 	if (!rc && x->kind == XPRT_SHM) {
 		x->self_db = shm_doorbell_create(x->shm_name);
 		if (!x->self_db)
 			rc = -errno;
 	}
-	if (!rc)
-		rc = open_endpoint(x);
 	x->nbufs_base = x->is_server ? XPRT_NBUFS_SERVER : XPRT_NBUFS_CLIENT;
 	if (!rc)
 		rc = xprt_grow_bufs(x, x->nbufs_base);

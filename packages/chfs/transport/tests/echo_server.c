@@ -85,7 +85,8 @@ static void handle(xprt_req_t *r, void *arg)
 	xprt_reply(r, "?", 1);
 }
 
-pid_t echo_server_start(const char *proto, unsigned nworkers, char *addr, size_t size)
+pid_t echo_server_start(const char *proto, const char *host, unsigned nworkers, char *addr,
+                        size_t size)
 {
 	int fds[2];
 	if (pipe(fds) != 0)
@@ -97,7 +98,7 @@ pid_t echo_server_start(const char *proto, unsigned nworkers, char *addr, size_t
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		close(fds[0]);
 		xprt_t *x;
-		struct xprt_opts o = {.proto = proto, .is_server = 1, .nworkers = nworkers};
+		struct xprt_opts o = {.proto = proto, .host = host, .is_server = 1, .nworkers = nworkers};
 		char a[256] = "";
 		int rc = xprt_open(&o, &x);
 		if (rc == 0)
@@ -132,6 +133,15 @@ pid_t echo_server_start(const char *proto, unsigned nworkers, char *addr, size_t
 	}
 	addr[n] = 0;
 	return pid;
+}
+
+void echo_server_remove_shm(const char *name)
+{
+	char path[256];
+	snprintf(path, sizeof path, "/dev/shm/%s", name);
+	unlink(path);
+	snprintf(path, sizeof path, "/dev/shm/chfs-xprt-db.%s", name);
+	unlink(path);
 }
 
 void echo_server_kill(pid_t pid)

@@ -117,7 +117,7 @@ int main(int argc, char **argv)
 	if (window < 1 || window > 64)
 		window = 4;
 	char addr[256];
-	pid_t pid = echo_server_start(proto, 4, addr, sizeof addr);
+	pid_t pid = echo_server_start(proto, NULL, 4, addr, sizeof addr);
 	if (pid < 0)
 		return 1;
 	struct xprt_opts o = {.proto = proto};

@@ -1,7 +1,7 @@
 /*
  * xprt_test.c — transport unit tests against a real server in a forked child.
  *
- * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr idle.
+ * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart idle.
  * Each run is bounded by alarm(); the server child is SIGKILLed at the end (and dies with us via
  * PR_SET_PDEATHSIG if we crash). Exit status 0 = every check passed.
  */
@@ -44,7 +44,7 @@ static double now_s(void)
 static int setup(void)
 {
 	char addr[256];
-	srv_pid = echo_server_start(proto, 4, addr, sizeof addr);
+	srv_pid = echo_server_start(proto, NULL, 4, addr, sizeof addr);
 	if (srv_pid < 0) {
 		fprintf(stderr, "cannot start %s server: %s\n", proto, strerror((int)-srv_pid));
 		return -1;
@@ -277,6 +277,20 @@ static void case_badaddr(void)
 		int rc = xprt_connect(cx, bad[i], &p);
 		CHECK(rc == -EINVAL, "connect(\"%s\") = %d, want -EINVAL", bad[i], rc);
 	}
+	/* a well-formed address nobody listens on fails in time, without crashing */
+	xprt_peer_t *nobody;
+	const char *none = strcmp(xprt_proto(cx), "shm") == 0 ? "shm://chfs-nobody-here"
+							      : "tcp://127.0.0.1:9";
+	int rc = xprt_connect(cx, none, &nobody);
+	if (rc == 0) {
+		char rep[4];
+		size_t got;
+		double t0 = now_s();
+		rc = xprt_call(cx, nobody, "E", 1, rep, sizeof rep, &got, 500);
+		CHECK(rc < 0 && now_s() - t0 < 1.5, "call to %s: rc %d after %.2f s", none, rc,
+		      now_s() - t0);
+	}
+	printf("%s call to %s: %s\n", proto, none, strerror(-rc));
 	/* the other protocol's address is refused too */
 	const char *other = strcmp(xprt_proto(cx), "shm") == 0 ? "tcp://127.0.0.1:5" : "shm://x";
 	xprt_peer_t *p;
@@ -292,6 +306,42 @@ static void case_badaddr(void)
 	      "connect(self) not cached");
 	CHECK(strcmp(xprt_peer_addr(a), self) == 0, "peer addr %s != %s", xprt_peer_addr(a), self);
 	echo(1);
+}
+
+/* A server restarted at the same address (same tcp port / shm name) is reachable again through
+ * the peer the client already holds. */
+static void case_restart(void)
+{
+	echo(10);
+	char host[128], addr[256];
+	const char *rest = strstr(xprt_peer_addr(srv), "://") + 3;
+	snprintf(host, sizeof host, "%s", rest);
+	for (int round = 0; round < 2; round++) {
+		echo_server_kill(srv_pid);
+		char req[] = "Ex", rep[8];
+		size_t got;
+		int rc = xprt_call(cx, srv, req, 2, rep, sizeof rep, &got, 300);
+		CHECK(rc < 0, "call to a killed server succeeded");
+		srv_pid = echo_server_start(proto, host, 4, addr, sizeof addr);
+		CHECK(srv_pid > 0, "restart on %s failed", host);
+		if (srv_pid <= 0)
+			return;
+		CHECK(strcmp(addr, xprt_peer_addr(srv)) == 0, "restarted at %s, not %s", addr,
+		      xprt_peer_addr(srv));
+		double t0 = now_s();
+		do
+			rc = xprt_call(cx, srv, req, 2, rep, sizeof rep, &got, 1000);
+		while (rc < 0 && now_s() - t0 < 5);
+		printf("%s after restart %d: %s after %.2f s\n", proto, round, rc ? strerror(-rc) : "ok",
+		       now_s() - t0);
+		CHECK(rc == 0, "restarted server unreachable: %s", strerror(-rc));
+		echo(70000);
+	}
+	if (strcmp(xprt_proto(cx), "shm") == 0) {
+		echo_server_kill(srv_pid);
+		srv_pid = -1;
+		echo_server_remove_shm(host);
+	}
 }
 
 static double proc_cpu_s(pid_t pid)
@@ -338,7 +388,7 @@ static void case_idle(void)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|idle\n",
+		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|idle\n",
 			argv[0]);
 		return 2;
 	}
@@ -359,6 +409,8 @@ int main(int argc, char **argv)
 		case_late();
 	else if (!strcmp(c, "badaddr"))
 		case_badaddr();
+	else if (!strcmp(c, "restart"))
+		case_restart();
 	else if (!strcmp(c, "idle"))
 		case_idle();
 	else {
