@@ -147,10 +147,36 @@ static int op_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_inf
 	return 0;
 }
 
+/* libchfs records an extending truncate in the metadata only (holes read as zeros through the
+ * pool), but with passthrough the kernel reads, writes and mmaps the backing file itself: its
+ * length must be the file's length, or reads stop short and mmap faults with SIGBUS. */
+static int truncate_backing(const char *path, off_t size, struct fuse_file_info *fi)
+{
+	if (!atomic_load(&chfuse_passthrough_active))
+		return 0;
+	if (fi) {
+		struct chfuse_file *f = file_of(fi);
+		if (f->bk && ftruncate(chfuse_backing_fd(f->bk), size) < 0)
+			return neg_errno();
+		return 0;
+	}
+	int fd = chfs_open(path, O_RDONLY);
+	if (fd < 0)
+		return 0; /* the truncate itself succeeded; nothing local to fix */
+	char backing[PATH_MAX];
+	int rc = 0;
+	if (chfs_local_backing_path(fd, backing, sizeof backing) == 0 && truncate(backing, size) < 0)
+		rc = neg_errno();
+	chfs_close(fd);
+	return rc;
+}
+
 static int op_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 {
 	int rc = fi ? chfs_ftruncate(file_of(fi)->fd, size) : chfs_truncate(path, size);
-	return rc < 0 ? neg_errno() : 0;
+	if (rc < 0)
+		return neg_errno();
+	return truncate_backing(path, size, fi);
 }
 
 static int op_utimens(const char *path, const struct timespec tv[2], struct fuse_file_info *fi)

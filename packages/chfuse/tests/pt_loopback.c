@@ -6,8 +6,9 @@
  * passthrough (the default) open and create register the file's descriptor with
  * fuse_passthrough_open() and reply with fi->backing_id set, so the kernel must send no READ or
  * WRITE request at all; with `--nopassthrough` every byte goes through the read/write handlers.
- * On unmount it writes its request counters as "read=N write=N open=N passthrough=N" to
- * STATSFILE, which the pytest suite compares.
+ * On unmount it writes its request counters as "name value" lines (read_requests,
+ * write_requests, open_requests, passthrough_opens; the format of chfuse -o stats) to STATSFILE,
+ * which the pytest suite compares.
  *
  * Usage: pt_loopback [--nopassthrough] [--debug] SRCDIR MOUNTPOINT STATSFILE   (runs in the
  * foreground, single-threaded; unmount with fusermount3 -u).
@@ -102,7 +103,8 @@ static void pt_destroy(void *userdata)
 	FILE *f = fopen(stats_path, "w");
 	if (!f)
 		return;
-	fprintf(f, "read=%ld write=%ld open=%ld passthrough=%ld\n", atomic_load(&n_read),
+	fprintf(f, "read_requests %ld\nwrite_requests %ld\nopen_requests %ld\npassthrough_opens %ld\n",
+	        atomic_load(&n_read),
 	        atomic_load(&n_write), atomic_load(&n_open), atomic_load(&n_passthrough));
 	fclose(f);
 }
