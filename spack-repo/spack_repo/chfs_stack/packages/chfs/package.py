@@ -34,8 +34,8 @@ class Chfs(cmake.CMakePackage, autotools.AutotoolsPackage):
 
     maintainers("chfs-stack")
 
-    license("LicenseRef-chfs-stack", when="implementation=chfs-stack")
-    license("LicenseRef-CHFS-Tatebe", when="implementation=upstream")
+    license("LicenseRef-chfs-stack", when="@develop")
+    license("LicenseRef-CHFS-Tatebe", when="@2.0.0:2.1.0,upstream-master")
 
     # Ours: the current tree of the chfs-stack repository.
     version("develop", branch="main")
@@ -58,7 +58,6 @@ class Chfs(cmake.CMakePackage, autotools.AutotoolsPackage):
         multi=True,
         description="libfabric providers the pool may use (tcp = tcp;ofi_rxm)",
     )
-    variant("tools", default=True, description="Install chfsctl and the ch* tools")
 
     build_system(
         conditional("cmake", when="implementation=chfs-stack"),
@@ -84,7 +83,6 @@ class Chfs(cmake.CMakePackage, autotools.AutotoolsPackage):
 
     with when("implementation=chfs-stack"):
         depends_on("cmake@3.20:", type="build")
-        depends_on("ninja", type="build")
 
     with when("implementation=upstream"):
         depends_on("mochi-margo")
@@ -100,15 +98,12 @@ class Chfs(cmake.CMakePackage, autotools.AutotoolsPackage):
 
 
 class CMakeBuilder(cmake.CMakeBuilder):
-    generator("ninja")
-
     def cmake_args(self):
         return [
             # Only the chfs component of the chfs-stack tree; the access paths are their own
             # packages (chfs-hook, chfuse, mpich-chfs).
             self.define("CHFS_STACK_COMPONENTS", "packages/chfs"),
             self.define("BUILD_TESTING", self.pkg.run_tests),
-            self.define_from_variant("CHFS_BUILD_TOOLS", "tools"),
         ]
 
 

@@ -10,9 +10,7 @@
 # A separate package name keeps the system/builtin libfuse (e.g. as a gfarm2fs dependency)
 # untouched: only what asks for libfuse-passthrough gets the patched library.
 
-from spack_repo.builtin.packages.libfuse.package import AutotoolsBuilder as _AutotoolsBuilder
 from spack_repo.builtin.packages.libfuse.package import Libfuse
-from spack_repo.builtin.packages.libfuse.package import MesonBuilder as _MesonBuilder
 
 from spack.package import *
 
@@ -21,6 +19,10 @@ class LibfusePassthrough(Libfuse):
     """libfuse 3 with the FUSE passthrough API (fuse_passthrough_open/close,
     fuse_file_info.backing_id, FUSE_CAP_PASSTHROUGH): natively from 3.17, by chfs-stack's patch
     for 3.14.0-3.16.2."""
+
+    maintainers("chfs-stack")
+    # libfuse's library is LGPL-2.1; its utilities (not built here by default) are GPL-2.0.
+    license("LGPL-2.1-only")
 
     # Detection of system installations stays with the builtin libfuse recipe.
     executables = []
@@ -37,11 +39,7 @@ class LibfusePassthrough(Libfuse):
     # chfuse needs only the library; fusermount3 comes from the system's fuse3 package.
     variant("utils", default=False, description="Build and install helper and example programs.")
 
-
-class MesonBuilder(_MesonBuilder):
+    # Builtin Libfuse (spack-packages v2025.11.0) is a plain MesonPackage whose meson_args() is
+    # a package method (no separate builder classes to derive from).
     def meson_args(self):
         return super().meson_args() + ["-Dtests=false"]
-
-
-class AutotoolsBuilder(_AutotoolsBuilder):
-    pass

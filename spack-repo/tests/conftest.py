@@ -1,0 +1,5 @@
+# Makes spack-repo/recipecheck importable for the recipe tests.
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,0 +1,62 @@
+"""Every recipe of spack-repo/ passes the static check against the pinned Spack snapshot, and
+every component chfs-stack ships has a recipe (a missing one fails here, by name)."""
+import os
+
+import pytest
+
+from recipecheck import checker, snapshot
+
+REPO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                    "spack_repo", "chfs_stack")
+
+# Components of issue 6: chfs (ours + upstream variant), the MPI-IO MPICH, the hook, FUSE (chfuse
+# + its libfuse), pwrake, gfarm with the cooperative cache, and the bundle.
+REQUIRED = ["chfs", "mpich-chfs", "chfs-hook", "chfuse", "libfuse-passthrough", "pwrake",
+            "gfarm", "chfs-stack"]
+
+
+@pytest.fixture(scope="module")
+def checked():
+    return checker.check_repo(REPO)
+
+
+def test_every_recipe_passes_the_static_check(checked):
+    recipes, problems, _ = checked
+    assert recipes, "no recipes found"
+    assert not problems, "recipe problems:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_component_has_a_recipe(checked, name):
+    recipes, _, _ = checked
+    assert name in recipes, f"no recipe for {name} in {REPO}/packages/{name.replace('-', '_')}"
+
+
+def test_bundle_pulls_in_every_component_and_the_builtin_workload(checked):
+    recipes, _, _ = checked
+    if "chfs-stack" not in recipes:
+        pytest.fail("no chfs-stack bundle recipe")
+    deps = {d.args[0].split()[0].split("@")[0].split("+")[0]
+            for d in recipes["chfs-stack"].directives("depends_on")}
+    for name in ["chfs", "mpich-chfs", "chfs-hook", "chfuse", "pwrake", "gfarm", "hdf5", "ior",
+                 "montage"]:
+        assert name in deps, f"chfs-stack does not depend on {name}"
+
+
+def test_chfs_default_is_ours_and_upstream_is_a_variant(checked):
+    recipes, _, _ = checked
+    v = recipes["chfs"].variants()["implementation"]
+    assert v.kwargs["default"] == "chfs-stack"
+    assert "upstream" in v.kwargs["values"]
+    upstream_deps = {d.args[0].split()[0].split("~")[0] for d in recipes["chfs"].directives("depends_on")
+                     if "implementation=upstream" in d.context_when}
+    assert {"mochi-margo", "mercury", "argobots"} <= upstream_deps
+
+
+def test_snapshot_names_its_spack_versions():
+    snap = snapshot.load()
+    assert snap["spack"] == "v1.1.0" and snap["spack_packages"] == "v2025.11.0"
+    for name in ["mpich", "libfabric", "mochi-margo", "mercury", "argobots", "hdf5", "ior",
+                 "montage"]:
+        assert name in snap["packages"], name
+    assert {"mpi", "pkgconfig", "c"} <= set(snap["virtuals"])
