@@ -69,7 +69,7 @@ struct xprt_rmaop { /* an RMA a worker waits for; two references (worker, comple
 	atomic_int refs;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	bool done;
+	atomic_bool done;
 	int err;
 	struct fid_mr *local_mr; /* only with FI_MR_LOCAL */
 };
@@ -89,7 +89,8 @@ struct xprt_call {
 	struct xprt_call *next; /* hash chain in x->calls */
 	uint64_t id;
 	pthread_cond_t cv;
-	bool done, heap;
+	atomic_bool done;
+	bool heap;
 	int result;
 	void *rep;
 	size_t repcap, replen;
@@ -182,6 +183,10 @@ void xprt_progress_stop(xprt_t *x);
 /* Wake this process's progress thread (shm), so a just-posted operation gets progressed. */
 void xprt_kick(xprt_t *x, xprt_peer_t *peer);
 int xprt_post_recv(xprt_t *x, struct xprt_rbuf *b);
+/* shm: a thread about to wait for *flag polls the CQ itself for a short while first (any thread
+ * may dispatch completions), saving the two thread wake-ups of a hand-off through the progress
+ * thread. Returns when *flag is set or the spin budget is spent. No-op on other providers. */
+void xprt_spin_wait(xprt_t *x, atomic_bool *flag);
 int xprt_fi_err(int fi_err);
 
 /* xprt_addr.c */

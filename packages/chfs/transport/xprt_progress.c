@@ -29,6 +29,9 @@
 
 #define CQ_BATCH 16
 #define SHM_SPIN_NS 30000L
+/* Short: enough to pick up completions that are already queued (a CMA RMA completes inside
+ * fi_read), too short to steal a core from the peer on this 2-core class of machine. */
+#define SHM_WAITER_SPIN_NS 10000L
 #define SHM_SLEEP_MIN_US 1000L
 #define SHM_SLEEP_MAX_US 100000L
 
@@ -171,6 +174,16 @@ static int poll_cq(xprt_t *x, int timeout_ms)
 		return 1;
 	}
 	return 0;
+}
+
+void xprt_spin_wait(xprt_t *x, atomic_bool *flag)
+{
+	if (x->kind != XPRT_SHM)
+		return;
+	long start = now_ns();
+	while (!atomic_load(flag) && now_ns() - start < SHM_WAITER_SPIN_NS)
+		if (poll_cq(x, -1) == 0)
+			sched_yield();
 }
 
 static void progress_blocking(xprt_t *x)

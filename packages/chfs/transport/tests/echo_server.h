@@ -4,8 +4,9 @@
  * The child opens a server xprt_t, writes its address to a pipe and serves a tiny protocol
  * (first body byte = operation) until killed:
  *   'E' echo the rest of the body            'S' sleep <u32 ms>, then echo
- *   'R' RMA-read <desc,len> from the caller, reply with the FNV-1a hash of the bytes
- *   'W' RMA-write <len> bytes of pattern(seed) into the caller's <desc>, reply "ok"
+ *   'R' RMA-read <desc,len> from the caller, reply {rc, FNV-1a hash of the bytes}
+ *   'W' RMA-write <len> bytes of pattern(seed) into the caller's <desc>, reply {rc, 0}
+ *   (seed 0: no hashing / pattern — pure transfer, for xprt-bench)
  *   'Z' reply with <u32 n> bytes of pattern
  * The parent gets the address and the child's pid; echo_server_kill() ends it.
  */

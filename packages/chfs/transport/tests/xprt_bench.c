@@ -41,7 +41,7 @@ static void *run(void *arg)
 	xprt_mem_t *mr = NULL;
 	unsigned char req[256];
 	size_t reqlen;
-	struct echo_rma_req q = {.len = j->len, .seed = 1};
+	struct echo_rma_req q = {.len = j->len, .seed = 0};
 	if (j->op == 'R' || j->op == 'W') {
 		if (xprt_mem_register(cx, buf, j->len, XPRT_MEM_REMOTE_READ | XPRT_MEM_REMOTE_WRITE, &mr,
 				      &q.desc) < 0) {
