@@ -217,6 +217,8 @@ def check_recipe(r, uni, problems):
         nodes = _safe_parse(d.args[0])
         if nodes and nodes[0].name is None:
             say(f"{n}: depends_on({d.args[0]!r}): a dependency must name a package")
+        if nodes and any(x.edge == "^" for x in nodes):
+            say(f"{n}: depends_on({d.args[0]!r}): Spack 1.x rejects the '^' sigil in depends_on")
         if nodes and nodes[0].name == n:
             say(f"{n}: depends_on itself")
         problems += uni.check_spec(d.args[0], n, f"depends_on({d.args[0]!r})")

@@ -35,6 +35,7 @@ CASES = {
     "spec syntax error": ('conflicts("%%%!!")', "cannot parse spec"),
     "missing local patch": ('patch("nothere.patch")', "does not exist"),
     "url patch without sha256": ('patch("https://example.org/p.patch")', "needs sha256"),
+    "caret in depends_on": ('depends_on("hdf5+mpi ^mpich")', "'^' sigil"),
     "typo in a helper": ('def install(self, spec, prefix):\n        whcih("make")()', "whcih"),
 }
 

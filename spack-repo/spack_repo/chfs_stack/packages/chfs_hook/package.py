@@ -1,0 +1,46 @@
+# chfs-hook — the syscall-hook access path: unmodified dynamically or statically linked
+# programs reach CHFS through a zpoline-style hook (chfs-run launcher, LD_PRELOAD loader that
+# rewrites syscall instructions, hook library routing the CHFS mount points to libchfs).
+#
+# Design: builds the chfs-hook directory of the chfs-stack checkout (the root CMake project with
+# CHFS_STACK_COMPONENTS=chfs-hook) against an installed chfs found by find_package(chfs); any
+# chfs implementation works, since the hook uses only chfs.h. capstone disassembles the code
+# to rewrite. Running needs `sysctl vm.mmap_min_addr=0` (the trampoline lives at address 0),
+# which Spack cannot set: see the README's "Choosing an access path".
+import os
+
+from spack_repo.builtin.build_systems import cmake
+
+from spack.package import *
+
+# The chfs-stack checkout that contains this recipe.
+CHFS_STACK_CHECKOUT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 5))
+
+
+class ChfsHook(cmake.CMakePackage):
+    """zpoline-style system-call hook that lets unmodified programs use CHFS paths (chfs-run
+    PROGRAM ...), built on the chfs.h client API."""
+
+    homepage = "https://github.com/otatebe/chfs"
+    git = "file://" + CHFS_STACK_CHECKOUT
+
+    maintainers("chfs-stack")
+    license("LicenseRef-chfs-stack")
+
+    version("develop", branch="main")
+
+    depends_on("c", type="build")
+    depends_on("cmake@3.20:", type="build")
+    depends_on("pkgconfig", type="build")
+    depends_on("chfs")
+    depends_on("capstone")
+
+    # Rewrites x86-64 syscall instructions and maps its trampoline at virtual address 0.
+    requires("platform=linux", msg="chfs-hook uses Linux system calls and mmap at address 0")
+    requires("target=x86_64:", msg="chfs-hook rewrites x86-64 syscall instructions")
+
+    def cmake_args(self):
+        return [
+            self.define("CHFS_STACK_COMPONENTS", "chfs-hook"),
+            self.define("BUILD_TESTING", False),
+        ]
