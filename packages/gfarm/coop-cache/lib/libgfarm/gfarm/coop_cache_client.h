@@ -1,0 +1,37 @@
+/*
+ * coop_cache_client.h - libgfarm's side of the gfccd wire protocol
+ * (chfs-stack cooperative cache): talk to this node's cache daemon over
+ * its UNIX socket and to a peer's daemon over TCP, every call bounded by
+ * the configured timeout.  Functions return 0 or -errno.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+struct coop_cache_config {
+	const char *socket_path;	/* GFARM_COOP_CACHE_SOCKET */
+	int timeout_ms;			/* GFARM_COOP_CACHE_TIMEOUT_MS */
+};
+
+/* NULL when the cooperative cache is off or misconfigured */
+const struct coop_cache_config *coop_cache_config(void);
+
+/* this node's cache endpoint and the cluster's cache secret */
+int coop_cache_hello(char *endpoint, size_t size, unsigned char *secret);
+
+/* longest cached prefix of [off, off+len) from the local daemon */
+int coop_cache_local_get(uint64_t ino, uint64_t gen, uint64_t off,
+	char *buf, size_t len, size_t *gotp);
+int coop_cache_local_put(uint64_t ino, uint64_t gen, uint64_t off,
+	const char *buf, size_t len, int eof);
+int coop_cache_local_inval(uint64_t ino);
+int coop_cache_local_retag(uint64_t ino, uint64_t gen, uint64_t size);
+int coop_cache_local_stat_add(uint64_t peer_requested,
+	uint64_t peer_transferred, uint64_t gfsd_pages);
+
+/* longest prefix a peer's daemon has cached */
+int coop_cache_peer_get(const char *endpoint, const unsigned char *secret,
+	uint64_t ino, uint64_t gen, uint64_t off, char *buf, size_t len,
+	size_t *gotp);
+
+/* pages of COOP_PAGE_SIZE touched by [off, off+len) */
+uint64_t coop_cache_pages(uint64_t off, uint64_t len);

@@ -1,0 +1,60 @@
+/*
+ * coop_cache_wire.h - wire format between libgfarm and the node cache
+ * daemon gfccd (chfs-stack cooperative cache for Gfarm).
+ *
+ * Every request is one fixed header, optionally followed by `len' payload
+ * bytes (PUT, AUTH, STAT_ADD); every reply is one fixed header followed by
+ * `len' payload bytes.  Integers travel in network byte order.  The same
+ * protocol serves two sockets: the node-local UNIX socket (the processes of
+ * this node: full access) and the TCP endpoint that peers on other nodes
+ * use (only AUTH, then GET).  Data are kept in pages of COOP_PAGE_SIZE bytes
+ * keyed by (inode, generation, page index); a page is full unless it is the
+ * last page of the file at that generation.
+ */
+#ifndef COOP_CACHE_WIRE_H
+#define COOP_CACHE_WIRE_H
+
+#include <stdint.h>
+
+#define COOP_WIRE_MAGIC		0x47464343u	/* "GFCC" */
+#define COOP_PAGE_SIZE		4096
+#define COOP_MAX_IO		(8 * 1024 * 1024)
+#define COOP_SECRET_LEN		32
+#define COOP_ENDPOINT_MAX	64
+/* generation under which a writer stages its data until close tells it
+ * the file's new generation */
+#define COOP_GEN_STAGING	UINT64_MAX
+
+enum coop_op {
+	COOP_OP_HELLO = 1,	/* local: reply "endpoint\0secret" */
+	COOP_OP_AUTH = 2,	/* peer: payload = secret */
+	COOP_OP_GET = 3,	/* longest cached prefix of [off, off+len) */
+	COOP_OP_PUT = 4,	/* local: store payload at off; aux=COOP_PUT_EOF */
+	COOP_OP_INVAL = 5,	/* local: drop every page of ino */
+	COOP_OP_RETAG = 6,	/* local: staged pages of ino -> gen, off=size */
+	COOP_OP_STAT_ADD = 7,	/* local: payload = struct coop_stat_add */
+	COOP_OP_STAT = 8,	/* local: reply text "key value\n"... */
+	COOP_OP_DROP = 9,	/* local: evict everything (tests) */
+};
+
+#define COOP_PUT_EOF		1	/* data end at the end of the file */
+
+struct coop_req {
+	uint32_t magic, op;
+	uint64_t ino, gen, off;
+	uint32_t len, aux;
+};
+
+struct coop_rep {
+	int32_t status;		/* 0 or -errno */
+	uint32_t len;
+};
+
+/* counters a client process adds to its node's totals */
+struct coop_stat_add {
+	uint64_t peer_requested;	/* pages asked of peers */
+	uint64_t peer_transferred;	/* pages peers delivered */
+	uint64_t gfsd_pages;		/* pages read from gfsd */
+};
+
+#endif /* COOP_CACHE_WIRE_H */

@@ -1,0 +1,337 @@
+/*
+ * gfs_pio_coop.c - the cooperative cache in libgfarm's read/write path
+ * (chfs-stack patch against Gfarm 2.7.20).
+ *
+ * Read (gfs_pio_coop_pread, called for every storage read of a file opened
+ * read-only):
+ *   1. this node's cache daemon (gfccd) - any cached prefix is returned;
+ *   2. on a miss, gfmd names the best peer that may cache (ino, gen)
+ *      (GFM_PROTO_COOP_CACHE_LOOKUP); we ask that peer's daemon for the
+ *      range, store what it had locally, and report (requested,
+ *      transferred) pages to gfmd (GFM_PROTO_COOP_CACHE_REPORT) and to
+ *      our daemon's counters;
+ *   3. what no peer had comes from gfsd as in stock Gfarm, and is stored.
+ * The first read through a descriptor registers this client as a possible
+ * holder of (ino, gen) with gfmd (GFM_PROTO_COOP_CACHE_REGISTER).
+ * A page is stored partial only when it is the end of the file, so a short
+ * cached page always means EOF; a gfsd read ending inside a page is
+ * confirmed as EOF by a one-byte probe before its tail page is stored.
+ * gfs_pio_recvfile (gfexport) and gfs_pio_sendfile (gfreg) are routed
+ * through these read and write paths while the cache is on, since their
+ * stock versions move data without passing through libgfarm's buffers.
+ *
+ * Write: the first write through a descriptor drops this node's pages of
+ * the inode (writes invalidate), and written data are staged under
+ * COOP_GEN_STAGING.  At close, gfmd returns the file's new generation; if
+ * the file was opened with O_TRUNC (so the written extent is the file) the
+ * staged pages become that generation's and the writer registers as a
+ * holder, otherwise they are dropped.  Files open for writing bypass the
+ * cache on reads.  Any cache failure only costs the fallback to gfsd.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdarg.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <gfarm/gfarm.h>
+#include "gfutil.h"
+#include "queue.h"
+#include "msgdigest.h"
+#include "gfp_xdr.h"
+#include "gfm_proto.h"
+#include "gfm_client.h"
+#define GFARM_USE_GFS_PIO_INTERNAL_CKSUM_INFO
+#include "gfs_io.h"
+#include "gfs_proto.h"
+#include "gfs_pio.h"
+#include "gfs_pio_impl.h"
+#include "coop_cache_wire.h"
+#include "coop_cache_client.h"
+#include "gfs_pio_coop.h"
+
+#define COOP_STATE_REGISTERED	1
+#define COOP_STATE_STAGED	2	/* wrote: local pages invalidated */
+#define COOP_STATE_NO_RETAG	4	/* truncated: extent unknown */
+
+static pthread_mutex_t self_mutex = PTHREAD_MUTEX_INITIALIZER;
+static char self_endpoint[COOP_ENDPOINT_MAX];
+static unsigned char self_secret[COOP_SECRET_LEN];
+static int self_known;
+
+/* our node's endpoint and secret; 0 once the local daemon answered */
+static int
+coop_self(char *ep, unsigned char *secret)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&self_mutex);
+	if (!self_known) {
+		r = coop_cache_hello(self_endpoint, sizeof(self_endpoint),
+		    self_secret);
+		self_known = r == 0;
+	}
+	if (r == 0) {
+		memcpy(ep, self_endpoint, sizeof(self_endpoint));
+		memcpy(secret, self_secret, sizeof(self_secret));
+	}
+	pthread_mutex_unlock(&self_mutex);
+	return (r);
+}
+
+static void
+coop_register(GFS_File gf, gfarm_uint64_t gen, const char *ep)
+{
+	gfarm_error_t e = gfm_client_rpc(gf->gfm_server, 0,
+	    GFM_PROTO_COOP_CACHE_REGISTER, "lls/", (gfarm_uint64_t)gf->ino,
+	    gen, ep);
+
+	if (e != GFARM_ERR_NO_ERROR)
+		gflog_debug(GFARM_MSG_UNFIXED, "coop cache register %llu: %s",
+		    (unsigned long long)gf->ino, gfarm_error_string(e));
+}
+
+/* ask the best peer; returns bytes it delivered (0: none) */
+static size_t
+coop_from_peer(GFS_File gf, const char *self, const unsigned char *secret,
+	char *buf, size_t size, gfarm_off_t off)
+{
+	char *peer = NULL;
+	size_t got = 0;
+	gfarm_uint64_t requested, transferred;
+	gfarm_error_t e;
+	int r;
+
+	e = gfm_client_rpc(gf->gfm_server, 0, GFM_PROTO_COOP_CACHE_LOOKUP,
+	    "lls/s", (gfarm_uint64_t)gf->ino, gf->gen, self, &peer);
+	if (e != GFARM_ERR_NO_ERROR || peer == NULL || peer[0] == '\0') {
+		free(peer);
+		return (0);
+	}
+	r = coop_cache_peer_get(peer, secret, gf->ino, gf->gen, off, buf,
+	    size, &got);
+	if (r < 0) {
+		gflog_debug(GFARM_MSG_UNFIXED, "coop cache peer %s: %s",
+		    peer, strerror(-r));
+		got = 0;
+	}
+	requested = coop_cache_pages(off, size);
+	transferred = coop_cache_pages(off, got);
+	(void)gfm_client_rpc(gf->gfm_server, 0, GFM_PROTO_COOP_CACHE_REPORT,
+	    "llsll/", (gfarm_uint64_t)gf->ino, gf->gen, peer, requested,
+	    transferred);
+	(void)coop_cache_local_stat_add(requested, transferred, 0);
+	free(peer);
+	return (got);
+}
+
+int
+gfs_pio_coop_caches_writes(void)
+{
+	return (coop_cache_config() != NULL);
+}
+
+int
+gfs_pio_coop_active(GFS_File gf)
+{
+	return (coop_cache_config() != NULL &&
+	    (gf->mode & GFS_FILE_MODE_WRITE) == 0);
+}
+
+gfarm_error_t
+gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
+	char *buf, size_t size, gfarm_off_t off, size_t *lenp)
+{
+	char self[COOP_ENDPOINT_MAX], probe;
+	unsigned char secret[COOP_SECRET_LEN];
+	size_t got = 0, n;
+	gfarm_error_t e;
+	int eof;
+
+	if (!gfs_pio_coop_active(gf) || size == 0 || off < 0 ||
+	    coop_self(self, secret) < 0)
+		return ((*storage_pread)(gf, buf, size, off, lenp));
+	if (size > COOP_MAX_IO)
+		size = COOP_MAX_IO;
+	if ((gf->coop_state & COOP_STATE_REGISTERED) == 0) {
+		gf->coop_state |= COOP_STATE_REGISTERED;
+		coop_register(gf, gf->gen, self);
+	}
+	if (coop_cache_local_get(gf->ino, gf->gen, off, buf, size, &got) == 0
+	    && got > 0) {
+		*lenp = got;
+		return (GFARM_ERR_NO_ERROR);
+	}
+	if ((got = coop_from_peer(gf, self, secret, buf, size, off)) > 0) {
+		/* a short page from a peer is that file's last page */
+		(void)coop_cache_local_put(gf->ino, gf->gen, off, buf, got, 1);
+		*lenp = got;
+		return (GFARM_ERR_NO_ERROR);
+	}
+	e = (*storage_pread)(gf, buf, size, off, lenp);
+	if (e != GFARM_ERR_NO_ERROR || *lenp == 0)
+		return (e);
+	eof = 0;
+	if ((off + *lenp) % COOP_PAGE_SIZE != 0)
+		eof = (*storage_pread)(gf, &probe, 1, off + *lenp, &n) ==
+		    GFARM_ERR_NO_ERROR && n == 0;
+	(void)coop_cache_local_put(gf->ino, gf->gen, off, buf, *lenp, eof);
+	(void)coop_cache_local_stat_add(0, 0, coop_cache_pages(off, *lenp));
+	return (GFARM_ERR_NO_ERROR);
+}
+
+static int
+write_all(int fd, const char *p, size_t n, gfarm_off_t *w_off, int *seekable)
+{
+	while (n > 0) {
+		ssize_t rv = *seekable ? pwrite(fd, p, n, *w_off) :
+		    write(fd, p, n);
+
+		if (rv < 0 && errno == ESPIPE && *seekable) {
+			*seekable = 0;	/* a pipe, e.g. gfexport | ... */
+			continue;
+		}
+		if (rv < 0 && errno == EINTR)
+			continue;
+		if (rv <= 0)
+			return (rv < 0 ? errno : ENOSPC);
+		p += rv;
+		n -= rv;
+		*w_off += rv;
+	}
+	return (0);
+}
+
+gfarm_error_t
+gfs_pio_coop_recvfile(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
+	gfarm_off_t r_off, int w_fd, gfarm_off_t w_off, gfarm_off_t len,
+	EVP_MD_CTX *md_ctx, gfarm_off_t *recvp)
+{
+	size_t chunk = GFS_PROTO_MAX_IOSIZE, n;
+	char *buf = malloc(chunk);
+	gfarm_error_t e = GFARM_ERR_NO_ERROR;
+	int seekable = 1, err;
+
+	*recvp = 0;
+	if (buf == NULL)
+		return (GFARM_ERR_NO_MEMORY);
+	while (len < 0 || *recvp < len) {
+		size_t want = len >= 0 && len - *recvp < (gfarm_off_t)chunk ?
+		    (size_t)(len - *recvp) : chunk;
+
+		e = gfs_pio_coop_pread(gf, storage_pread, buf, want,
+		    r_off + *recvp, &n);
+		if (e != GFARM_ERR_NO_ERROR || n == 0)
+			break;
+		if ((err = write_all(w_fd, buf, n, &w_off, &seekable)) != 0) {
+			e = gfarm_errno_to_error(err);
+			break;
+		}
+		if (md_ctx != NULL)
+			EVP_DigestUpdate(md_ctx, buf, n);
+		*recvp += n;
+	}
+	free(buf);
+	return (e);
+}
+
+gfarm_error_t
+gfs_pio_coop_sendfile(GFS_File gf, gfs_pio_coop_pwrite_fn view_pwrite,
+	gfarm_off_t w_off, int r_fd, gfarm_off_t r_off, gfarm_off_t len,
+	gfarm_off_t *sentp)
+{
+	size_t chunk = GFS_PROTO_MAX_IOSIZE, done, n;
+	char *buf = malloc(chunk);
+	gfarm_error_t e = GFARM_ERR_NO_ERROR;
+	int seekable = r_off >= 0;
+	ssize_t rv;
+
+	*sentp = 0;
+	if (buf == NULL)
+		return (GFARM_ERR_NO_MEMORY);
+	while (len < 0 || *sentp < len) {
+		size_t want = len >= 0 && len - *sentp < (gfarm_off_t)chunk ?
+		    (size_t)(len - *sentp) : chunk;
+
+		rv = seekable ? pread(r_fd, buf, want, r_off + *sentp) :
+		    read(r_fd, buf, want);
+		if (rv < 0 && errno == ESPIPE && seekable && r_off == 0) {
+			seekable = 0;	/* stdin is a pipe */
+			continue;
+		}
+		if (rv < 0 && errno == EINTR)
+			continue;
+		if (rv < 0) {
+			e = gfarm_errno_to_error(errno);
+			break;
+		}
+		if (rv == 0)
+			break;
+		for (done = 0; done < (size_t)rv; done += n) {
+			e = (*view_pwrite)(gf, buf + done, rv - done,
+			    w_off + *sentp + done, &n);
+			if (e != GFARM_ERR_NO_ERROR)
+				break;
+		}
+		*sentp += done;
+		if (e != GFARM_ERR_NO_ERROR)
+			break;
+	}
+	free(buf);
+	return (e);
+}
+
+void
+gfs_pio_coop_written(GFS_File gf, const char *buf, gfarm_off_t off,
+	size_t len)
+{
+	if (coop_cache_config() == NULL || len == 0 || off < 0)
+		return;
+	if ((gf->coop_state & COOP_STATE_STAGED) == 0) {
+		gf->coop_state |= COOP_STATE_STAGED;
+		(void)coop_cache_local_inval(gf->ino);
+	}
+	if ((gf->coop_state & COOP_STATE_NO_RETAG) != 0)
+		return;
+	/* a staged partial page is kept at close only if it ends the file */
+	(void)coop_cache_local_put(gf->ino, COOP_GEN_STAGING, off, buf, len,
+	    1);
+	if (gf->coop_hi < off + (gfarm_off_t)len)
+		gf->coop_hi = off + len;
+}
+
+void
+gfs_pio_coop_truncated(GFS_File gf)
+{
+	if (coop_cache_config() == NULL)
+		return;
+	gf->coop_state |= COOP_STATE_STAGED | COOP_STATE_NO_RETAG;
+	(void)coop_cache_local_inval(gf->ino);
+}
+
+int
+gfs_pio_coop_needs_gen(GFS_File gf)
+{
+	return (coop_cache_config() != NULL &&
+	    (gf->coop_state & COOP_STATE_STAGED) != 0);
+}
+
+void
+gfs_pio_coop_closed(GFS_File gf, const gfarm_uint64_t *genp)
+{
+	char self[COOP_ENDPOINT_MAX];
+	unsigned char secret[COOP_SECRET_LEN];
+
+	if (!gfs_pio_coop_needs_gen(gf))
+		return;
+	if (genp == NULL || (gf->coop_state & COOP_STATE_NO_RETAG) != 0 ||
+	    (gf->open_flags & GFARM_FILE_TRUNC) == 0 ||
+	    coop_self(self, secret) < 0) {
+		(void)coop_cache_local_inval(gf->ino);
+		return;
+	}
+	if (coop_cache_local_retag(gf->ino, *genp, gf->coop_hi) == 0)
+		coop_register(gf, *genp, self);
+}
