@@ -147,28 +147,37 @@ static int op_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_inf
 	return 0;
 }
 
-/* libchfs records an extending truncate in the metadata only (holes read as zeros through the
- * pool), but with passthrough the kernel reads, writes and mmaps the backing file itself: its
- * length must be the file's length, or reads stop short and mmap faults with SIGBUS. */
-static int truncate_backing(const char *path, off_t size, struct fuse_file_info *fi)
+/* Runs fn on the node-local backing file of `path` (fi's, if open with passthrough), if it
+ * has one; returns fn's result, or 0 if the file is not node-local. */
+static int on_backing(const char *path, struct fuse_file_info *fi,
+                      int (*fn)(int fd, const void *arg), const void *arg)
 {
-	if (!atomic_load(&chfuse_passthrough_active))
-		return 0;
-	if (fi) {
-		struct chfuse_file *f = file_of(fi);
-		if (f->bk && ftruncate(chfuse_backing_fd(f->bk), size) < 0)
-			return neg_errno();
-		return 0;
-	}
-	int fd = chfs_open(path, O_RDONLY);
+	if (fi && file_of(fi)->bk)
+		return fn(chfuse_backing_fd(file_of(fi)->bk), arg);
+	int fd = fi ? file_of(fi)->fd : chfs_open(path, O_RDONLY);
 	if (fd < 0)
-		return 0; /* the truncate itself succeeded; nothing local to fix */
+		return 0; /* the CHFS call itself succeeded; nothing local to fix */
 	char backing[PATH_MAX];
 	int rc = 0;
-	if (chfs_local_backing_path(fd, backing, sizeof backing) == 0 && truncate(backing, size) < 0)
-		rc = neg_errno();
-	chfs_close(fd);
+	if (chfs_local_backing_path(fd, backing, sizeof backing) == 0) {
+		int bfd = open(backing, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+		rc = bfd < 0 ? neg_errno() : fn(bfd, arg);
+		if (bfd >= 0)
+			close(bfd);
+	}
+	if (!fi)
+		chfs_close(fd);
 	return rc;
+}
+
+static int truncate_fd(int fd, const void *arg)
+{
+	return ftruncate(fd, *(const off_t *)arg) < 0 ? neg_errno() : 0;
+}
+
+static int utimens_fd(int fd, const void *arg)
+{
+	return futimens(fd, arg) < 0 ? neg_errno() : 0;
 }
 
 static int op_truncate(const char *path, off_t size, struct fuse_file_info *fi)
@@ -176,12 +185,18 @@ static int op_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	int rc = fi ? chfs_ftruncate(file_of(fi)->fd, size) : chfs_truncate(path, size);
 	if (rc < 0)
 		return neg_errno();
-	return truncate_backing(path, size, fi);
+	/* libchfs records an extending truncate in the metadata only (holes read as zeros through
+	 * the pool), but the kernel reads, writes and mmaps a passthrough file's backing file
+	 * itself: its length must be the file's, or reads stop short and mmap faults (SIGBUS). */
+	return on_backing(path, fi, truncate_fd, &size);
 }
 
 static int op_utimens(const char *path, const struct timespec tv[2], struct fuse_file_info *fi)
 {
-	return chfs_utimens(path, tv) < 0 ? neg_errno() : 0;
+	if (chfs_utimens(path, tv) < 0)
+		return neg_errno();
+	/* The server derives a node-local file's times from its backing file: set them there. */
+	return on_backing(path, fi, utimens_fd, tv);
 }
 
 /* Decides passthrough for a freshly opened CHFS descriptor and fills fi. */

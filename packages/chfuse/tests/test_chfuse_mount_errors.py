@@ -1,0 +1,81 @@
+"""Mount-time and unmount-time errors: one clear line, a non-zero exit, nothing left mounted."""
+import os
+import socket
+import subprocess
+import time
+
+from chfuse_util import is_mounted, tool
+
+
+def run_chfuse(env, *args, timeout=60):
+    return subprocess.run([tool("chfuse"), "--foreground", *args], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def free_tcp_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_help_and_bad_usage(chfs_pool):
+    r = subprocess.run([tool("chfuse"), "--help"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "nopassthrough" in r.stdout and "MOUNTPOINT" in r.stdout
+    r = run_chfuse(chfs_pool.env)
+    assert r.returncode == 2 and "missing MOUNTPOINT" in r.stderr
+
+
+def test_missing_mount_point(chfs_pool, tmp_path):
+    missing = str(tmp_path / "nope")
+    r = run_chfuse(chfs_pool.env, missing)
+    assert r.returncode == 1
+    assert r.stderr.strip() == f"chfuse: mount point {missing}: No such file or directory"
+    assert not is_mounted(missing)
+
+
+def test_mount_point_is_a_file(chfs_pool, tmp_path):
+    f = tmp_path / "file"
+    f.write_text("")
+    r = run_chfuse(chfs_pool.env, str(f))
+    assert r.returncode == 1 and "Not a directory" in r.stderr
+
+
+def test_unreachable_pool(chfs_pool, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    env = dict(chfs_pool.env, CHFS_SERVER=f"tcp://127.0.0.1:{free_tcp_port()}",
+               CHFS_RPC_TIMEOUT_MSEC="2000")
+    t0 = time.monotonic()
+    r = run_chfuse(env, str(mnt))
+    assert r.returncode == 1
+    assert "chfuse: cannot join the CHFS pool at tcp://127.0.0.1:" in r.stderr, r.stderr
+    assert time.monotonic() - t0 < 30
+    assert not is_mounted(str(mnt))
+    env.pop("CHFS_SERVER")
+    r = run_chfuse(env, str(mnt))
+    assert r.returncode == 1 and "CHFS_SERVER is not set" in r.stderr
+
+
+def test_unknown_fuse_option(chfs_pool, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = run_chfuse(chfs_pool.env, "-o", "no_such_option", str(mnt))
+    assert r.returncode != 0 and "no_such_option" in r.stderr
+    assert not is_mounted(str(mnt))
+
+
+def test_busy_mount_is_refused_then_unmounts(chfs_pool, chfuse_mount):
+    m = chfuse_mount(chfs_pool.env)
+    os.mkdir(f"{m.path}/d")
+    holder = subprocess.Popen(["sleep", "60"], cwd=f"{m.path}/d")
+    try:
+        r = subprocess.run(["fusermount3", "-u", m.path], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode != 0
+        assert "Device or resource busy" in r.stderr, r.stderr
+        assert is_mounted(m.path)
+        assert os.listdir(m.path) == ["d"]  # still serving
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+    m.unmount()
