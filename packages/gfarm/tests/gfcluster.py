@@ -1,0 +1,63 @@
+"""Python handle on packages/gfarm/gfarm-cluster (used by the tests and the benchmark).
+
+GfarmCluster(clients=K, cluster_id=N, state_dir=D) starts gfmd, one gfsd and K client nodes
+in network namespaces; .run(node, argv) runs a command on a node (with the cooperative cache
+unless coop=False), .stat(node) parses that node's `gfccd stat` counters, .close() removes
+everything (daemons, namespaces, bridge, state) and is safe to call twice.
+"""
+import os
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(os.path.dirname(HERE), "gfarm-cluster")
+PAGE = 4096
+
+
+def pages(size):
+    return (size + PAGE - 1) // PAGE
+
+
+class GfarmCluster:
+    def __init__(self, clients=3, cluster_id=78, state_dir=None, cache_size=256 << 20):
+        self.clients = clients
+        self.env = dict(os.environ, GFARM_CLUSTER_ID=str(cluster_id))
+        if state_dir:
+            self.env["GFARM_CLUSTER_DIR"] = state_dir
+        self.dir = state_dir or os.path.join(
+            os.environ.get("CHFS_STACK_CACHE", os.path.expanduser("~/.cache/chfs-stack")),
+            "gfarm", f"cluster-{cluster_id}")
+        self._script("clean")  # leftovers of an interrupted earlier run
+        self._script("start", "--clients", str(clients), "--cache-size", str(cache_size))
+
+    def _script(self, *args, timeout=120):
+        return subprocess.run([SCRIPT, *args], env=self.env, check=True, timeout=timeout,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def run(self, node, argv, coop=True, timeout=120, check=True, **kw):
+        cmd = [SCRIPT, "exec"] + ([] if coop else ["--no-coop"]) + [node, "--", *argv]
+        return subprocess.run(cmd, env=self.env, timeout=timeout, check=check, **kw)
+
+    def put(self, node, local_path, gfarm_path, coop=True):
+        self.run(node, ["gfreg", local_path, gfarm_path], coop=coop)
+
+    def get(self, node, gfarm_path, coop=True, env=(), timeout=120):
+        argv = ["env", *env, "gfexport", gfarm_path] if env else ["gfexport", gfarm_path]
+        return self.run(node, argv, coop=coop, timeout=timeout,
+                        stdout=subprocess.PIPE).stdout
+
+    def socket(self, node):
+        return os.path.join(self.dir, node, "ccd.sock")
+
+    def stat(self, node):
+        out = self.run(node, ["gfccd", "stat", "--socket", self.socket(node)],
+                       stdout=subprocess.PIPE, text=True).stdout
+        kv = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+        return {k: (v if k == "endpoint" else float(v) if "." in v else int(v))
+                for k, v in kv.items()}
+
+    def daemon_pid(self, node):
+        with open(os.path.join(self.dir, "run", f"gfccd-{node}.pid")) as f:
+            return int(f.read())
+
+    def close(self):
+        self._script("clean")

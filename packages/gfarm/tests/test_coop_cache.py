@@ -1,0 +1,152 @@
+"""Cooperative cache of the patched Gfarm, on a real cluster in network namespaces.
+
+One gfmd (none backend), one gfsd and three client nodes, each with its gfccd node cache
+(packages/gfarm/gfarm-cluster). Files are written with gfreg and read with gfexport, the
+stock Gfarm tools, through the patched libgfarm. Counters come from `gfccd stat`.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gfcluster import GfarmCluster, pages
+
+pytestmark = [pytest.mark.netns, pytest.mark.timeout(300)]
+
+SIZE = 3 * 1024 * 1024 + 12345  # not a whole number of pages: exercises the EOF page
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    c = GfarmCluster(clients=3, cluster_id=78, state_dir=str(tmp_path_factory.mktemp("gfc")))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def random_file(tmp_path, name, size=SIZE):
+    path = tmp_path / name
+    data = os.urandom(size)
+    path.write_bytes(data)
+    return str(path), data
+
+
+def delta(after, before, key):
+    return after[key] - before[key]
+
+
+def test_peer_read_is_byte_identical_to_the_file(cluster, tmp_path):
+    local, data = random_file(tmp_path, "w1")
+    cluster.put("c1", local, "/peer1")  # c1 keeps what it wrote, as generation g
+    b1, b2 = cluster.stat("c1"), cluster.stat("c2")
+    got = cluster.get("c2", "/peer1")
+    a1, a2 = cluster.stat("c1"), cluster.stat("c2")
+    assert got == data
+    assert delta(a2, b2, "peer_transferred") == pages(SIZE)  # all of it came from c1
+    assert delta(a2, b2, "gfsd_pages") == 0
+    assert delta(a1, b1, "served_pages") == pages(SIZE)
+
+
+def test_counters_a_then_b_shows_peer_transfer_for_b(cluster, tmp_path):
+    local, data = random_file(tmp_path, "w2")
+    cluster.put("c3", local, "/ab", coop=False)  # written without the cache: no holder yet
+    b1, b2 = cluster.stat("c1"), cluster.stat("c2")
+    assert cluster.get("c1", "/ab") == data  # A: nobody has it, gfsd serves
+    a1 = cluster.stat("c1")
+    assert delta(a1, b1, "gfsd_pages") == pages(SIZE)
+    assert delta(a1, b1, "peer_transferred") == 0
+    assert cluster.get("c2", "/ab") == data  # B: gfmd names A, A serves every page
+    a1b, a2 = cluster.stat("c1"), cluster.stat("c2")
+    assert delta(a2, b2, "peer_requested") == pages(SIZE)
+    assert delta(a2, b2, "peer_transferred") == pages(SIZE)
+    assert delta(a2, b2, "gfsd_pages") == 0
+    assert delta(a1b, a1, "served_pages") == pages(SIZE)
+    assert a2["peer_hit_rate"] > 0
+
+
+def test_rewrite_new_generation_serves_no_stale_data(cluster, tmp_path):
+    old_local, old = random_file(tmp_path, "old")
+    new_local, new = random_file(tmp_path, "new")  # same size: only the generation differs
+    cluster.put("c1", old_local, "/rw")
+    assert cluster.get("c2", "/rw") == old  # c1 and c2 now both cache the old generation
+    assert cluster.get("c2", "/rw") == old
+    cluster.put("c3", new_local, "/rw", coop=False)  # rewritten behind every cache's back
+    assert cluster.get("c2", "/rw") == new
+    assert cluster.get("c1", "/rw") == new
+    cluster.put("c1", old_local, "/rw")  # and rewritten again by a caching client
+    assert cluster.get("c3", "/rw") == old
+    assert cluster.get("c2", "/rw") == old
+
+
+def test_evicted_peer_falls_back_to_gfsd(cluster, tmp_path):
+    local, data = random_file(tmp_path, "ev")
+    cluster.put("c1", local, "/evicted")
+    cluster.run("c1", ["gfccd", "drop", "--socket", cluster.socket("c1")])
+    b2 = cluster.stat("c2")
+    assert cluster.get("c2", "/evicted") == data
+    a2 = cluster.stat("c2")
+    assert delta(a2, b2, "peer_transferred") == 0
+    assert delta(a2, b2, "peer_requested") > 0  # c1 was asked and had nothing
+    assert delta(a2, b2, "gfsd_pages") == pages(SIZE)
+
+
+def test_hung_or_dead_peer_read_succeeds_from_gfsd_within_timeout(cluster, tmp_path):
+    local, data = random_file(tmp_path, "dead")
+    cluster.put("c3", local, "/dead")
+    pid = cluster.daemon_pid("c3")
+    timeout_ms = 500
+    chunks = -(-SIZE // (1024 * 1024))  # gfexport reads 1 MiB at a time
+    os.kill(pid, signal.SIGSTOP)  # hung: accepts connections, never answers
+    try:
+        t0 = time.monotonic()
+        got = cluster.get("c2", "/dead", env=[f"GFARM_COOP_CACHE_TIMEOUT_MS={timeout_ms}"],
+                          timeout=60)
+        elapsed = time.monotonic() - t0
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert got == data
+    assert elapsed < chunks * timeout_ms / 1000 * 2 + 5, elapsed
+    cluster.run("c2", ["gfccd", "drop", "--socket", cluster.socket("c2")])
+    os.kill(pid, signal.SIGKILL)  # dead: connection refused
+    t0 = time.monotonic()
+    assert cluster.get("c2", "/dead", timeout=60) == data
+    assert time.monotonic() - t0 < 10
+
+
+PEER_PROBE = r"""
+import socket, struct, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=5)
+hdr = struct.Struct("!IIQQQII")
+s.sendall(hdr.pack(0x47464343, 2, 0, 0, 0, 32, 0) + b"x" * 32)   # AUTH with a wrong secret
+s.sendall(hdr.pack(0x47464343, 3, int(sys.argv[2]), int(sys.argv[3]), 0, 4096, 0))  # GET
+data = b""
+try:
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+except OSError:
+    pass
+print(len(data))
+"""
+
+
+def test_peer_without_the_cache_secret_gets_no_data(cluster, tmp_path):
+    local, _ = random_file(tmp_path, "sec")
+    cluster.put("c1", local, "/secret")
+    st = cluster.run("c1", ["gfstat", "/secret"], stdout=subprocess.PIPE, text=True).stdout
+    ino = int(st.split("Inode:")[1].split()[0])
+    gen = int(st.split("Gen:")[1].split()[0])
+    ep = cluster.stat("c1")["endpoint"]
+    out = cluster.run("c2", [sys.executable, "-c", PEER_PROBE, ep, str(ino), str(gen)],
+                      stdout=subprocess.PIPE, text=True).stdout
+    # at most the 8-byte EACCES reply to AUTH, never file data
+    assert int(out.strip()) <= 8
