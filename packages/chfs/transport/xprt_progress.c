@@ -10,8 +10,8 @@
  *  - tcp, verbs, sockets: fi_cq_sread on a FI_WAIT_UNSPEC CQ blocks in the kernel and still drives
  *    progress; xprt_close interrupts it with fi_cq_signal.
  *  - shm has no wait object (sread spins at 100% and ignores its timeout), so the thread polls
- *    with fi_cq_read, spins for a short grace period after the last activity (back-to-back RPCs
- *    stay fast), then sleeps on its futex doorbell. Whoever posts work for this process — a peer
+ *    with fi_cq_read, yields for a few empty polls after the last activity, then sleeps on its
+ *    futex doorbell. Whoever posts work for this process — a peer
  *    sending to it, a local thread starting a send or an RMA — rings the bell; the sleep timeout
  *    doubles from 1 ms to 100 ms as a safety net so an idle process wakes ~10 times a second.
  */
@@ -28,10 +28,13 @@
 #include <rdma/fi_errno.h>
 
 #define CQ_BATCH 16
-#define SHM_SPIN_NS 30000L
-/* Short: enough to pick up completions that are already queued (a CMA RMA completes inside
- * fi_read), too short to steal a core from the peer on this 2-core class of machine. */
-#define SHM_WAITER_SPIN_NS 10000L
+/* Empty polls (each followed by sched_yield) before the progress thread sleeps on its doorbell.
+ * Every party that posts work rings the bell, so spinning buys little and costs a core that
+ * the peer process needs: profiles showed half the CPU in clock/lock calls of idle polls. */
+#define SHM_IDLE_POLLS 4
+/* Polls a waiting thread makes itself: enough to pick up a completion that is already queued
+ * (a CMA RMA completes inside fi_read) without a hand-off through the progress thread. */
+#define SHM_WAITER_POLLS 2
 #define SHM_SLEEP_MIN_US 1000L
 #define SHM_SLEEP_MAX_US 100000L
 
@@ -55,13 +58,6 @@ bool xprt_past(const struct timespec *ts)
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return now.tv_sec > ts->tv_sec || (now.tv_sec == ts->tv_sec && now.tv_nsec >= ts->tv_nsec);
-}
-
-static long now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000000000L + t.tv_nsec;
 }
 
 int xprt_post_recv(xprt_t *x, struct xprt_rbuf *b)
@@ -180,10 +176,8 @@ void xprt_spin_wait(xprt_t *x, atomic_bool *flag)
 {
 	if (x->kind != XPRT_SHM)
 		return;
-	long start = now_ns();
-	while (!atomic_load(flag) && now_ns() - start < SHM_WAITER_SPIN_NS)
-		if (poll_cq(x, -1) == 0)
-			sched_yield();
+	for (int i = 0; i < SHM_WAITER_POLLS && !atomic_load(flag); i++)
+		poll_cq(x, -1);
 }
 
 static void progress_blocking(xprt_t *x)
@@ -197,21 +191,24 @@ static void progress_blocking(xprt_t *x)
 static void progress_shm(xprt_t *x)
 {
 	struct shm_doorbell *db = x->self_db;
-	long last = now_ns(), sleep_us = SHM_SLEEP_MIN_US;
+	long sleep_us = SHM_SLEEP_MIN_US;
+	int idle = 0;
 	while (!atomic_load(&x->stopping)) {
 		if (poll_cq(x, -1) > 0) {
-			last = now_ns();
+			idle = 0;
 			sleep_us = SHM_SLEEP_MIN_US;
 			continue;
 		}
-		if (now_ns() - last < SHM_SPIN_NS)
+		if (++idle < SHM_IDLE_POLLS) {
+			sched_yield();
 			continue;
+		}
+		idle = 0;
 		uint32_t seq = atomic_load(&db->seq);
 		atomic_store(&db->sleeping, 1);
 		atomic_thread_fence(memory_order_seq_cst);
 		if (poll_cq(x, -1) > 0 || atomic_load(&x->stopping)) {
 			atomic_store(&db->sleeping, 0);
-			last = now_ns();
 			continue;
 		}
 		shm_doorbell_wait(db, seq, sleep_us);
@@ -219,7 +216,6 @@ static void progress_shm(xprt_t *x)
 		atomic_fetch_add(&x->st.wakeups, 1);
 		if (atomic_load(&db->seq) != seq) {
 			sleep_us = SHM_SLEEP_MIN_US;
-			last = now_ns();
 		} else if (sleep_us < SHM_SLEEP_MAX_US) {
 			sleep_us *= 2;
 		}
