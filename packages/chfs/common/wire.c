@@ -435,8 +435,7 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 	default:
 		return -EBADMSG;
 	}
-	rc = wdec_finish(&d);
-	if (rc)
-		return rc;
-	return bad;
+	if (bad && !d.err)
+		return bad; /* a field was well-formed but invalid (decoding may have stopped there) */
+	return wdec_finish(&d);
 }

@@ -180,6 +180,26 @@ static int finish_read(struct ioreq *q, uint8_t *buf, int *shortread, uint64_t *
 	return 0;
 }
 
+/* The size this descriptor may read up to: the size known at open (or last refresh), this
+ * process's own writes, and — if end lies beyond both — a fresh size from the owner. */
+static uint64_t read_limit(struct srvlist *s, struct chfs_file *f, uint64_t end)
+{
+	pthread_mutex_lock(&f->lock);
+	uint64_t limit = f->md.size > f->written_end ? f->md.size : f->written_end;
+	pthread_mutex_unlock(&f->lock);
+	if (end <= limit)
+		return limit;
+	struct chfs_md md;
+	if (ns_lookup(s, f->path, &md) == 0 && md.fileid == f->md.fileid) {
+		pthread_mutex_lock(&f->lock);
+		f->md.size = md.size;
+		if (md.size > limit)
+			limit = md.size;
+		pthread_mutex_unlock(&f->lock);
+	}
+	return limit;
+}
+
 ssize_t io_transfer(struct chfs_file *f, int is_write, void *vbuf, size_t size, uint64_t off)
 {
 	struct srvlist *s;
@@ -195,6 +215,15 @@ ssize_t io_transfer(struct chfs_file *f, int is_write, void *vbuf, size_t size, 
 	struct xprt_rma_desc desc = {0};
 	if (rc)
 		return rc;
+	if (!is_write) {
+		/* Clamp reads to the file size (refreshed only when the read goes beyond what we knew),
+		 * so reading a small file with a big buffer does not touch every server. */
+		uint64_t limit = read_limit(s, f, off + size);
+		if (limit <= off)
+			return 0;
+		if (off + size > limit)
+			size = (size_t)(limit - off);
+	}
 	struct piece *p = NULL;
 	size_t np = 0;
 	if ((rc = make_pieces(s, &f->md, size, off, &p, &np)) < 0)

@@ -673,6 +673,7 @@ static void clamp_fd(struct chfs_file *f, void *arg)
 	pthread_mutex_lock(&f->lock);
 	if (f->written_end > len)
 		f->written_end = len;
+	f->md.size = len;
 	pthread_mutex_unlock(&f->lock);
 }
 

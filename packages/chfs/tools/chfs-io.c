@@ -28,6 +28,8 @@ static void usage(FILE *f)
 	        "  truncate PATH LEN | unlink PATH | rename FROM TO | mkdir PATH | rmdir PATH\n"
 	        "  symlink TARGET PATH | readlink PATH | chmod PATH MODE | access PATH MODE\n"
 	        "  ls PATH                       entry names, one per line\n"
+	        "  mkfiles DIR N                 create N empty files DIR/f000000...\n"
+	        "  stagein PATH                  chfs_stagein (no backend yet: ENOTSUP)\n"
 	        "  localpath PATH                backing file of a local-placement file\n"
 	        "  writeloop PATH SECONDS        rewrite 1 MiB blocks until SECONDS pass or an error\n"
 	        "  size                          number of servers\n");
@@ -156,6 +158,20 @@ int main(int argc, char **argv)
 		if (fd < 0 || chfs_local_backing_path(fd, p, sizeof p) < 0)
 			return fail();
 		printf("%s\n", p);
+	} else if (!strcmp(op, "mkfiles") && argc >= 4) {
+		long n = atol(argv[3]);
+		for (long i = 0; i < n; i++) {
+			char p[4096];
+			snprintf(p, sizeof p, "%s/f%06ld", argv[2], i);
+			int fd = chfs_create(p, O_WRONLY, 0644);
+			if (fd < 0 || chfs_close(fd) < 0) {
+				arg1 = p;
+				return fail();
+			}
+		}
+	} else if (!strcmp(op, "stagein") && argc >= 3) {
+		if (chfs_stagein(argv[2]) < 0)
+			rc = fail();
 	} else if (!strcmp(op, "writeloop") && argc >= 4) {
 		int fd = chfs_create(argv[2], O_WRONLY, 0644);
 		if (fd < 0)

@@ -1,0 +1,1 @@
+"""Shared pytest helpers of chfs-stack (see chfs_pool.py and netns.py)."""

@@ -1,0 +1,69 @@
+"""Helpers for the CHFS core integration tests: run chfs-io against a pool, and the placement
+function (FNV-1a 64 + splitmix64 finaliser, common/placement.c) to predict which server owns a
+path — so failure tests can assert exactly which files survive a dead server."""
+import hashlib
+import os
+import subprocess
+
+MASK = (1 << 64) - 1
+
+
+def chfs_hash(data: bytes) -> int:
+    h = 0xcbf29ce484222325
+    for b in data:
+        h ^= b
+        h = (h * 0x100000001b3) & MASK
+    h ^= h >> 30
+    h = (h * 0xbf58476d1ce4e5b9) & MASK
+    h ^= h >> 27
+    h = (h * 0x94d049bb133111eb) & MASK
+    h ^= h >> 31
+    return h
+
+
+def pool_order(addrs):
+    return sorted(addrs, key=lambda a: (chfs_hash(a.encode()), a))
+
+
+def owner(path: str, addrs):
+    """Address of the server holding the namespace entry (and chunk 0) of canonical path."""
+    order = pool_order(addrs)
+    return order[chfs_hash(path.strip("/").encode()) % len(order)]
+
+
+def io(pool, *args, input=None, check=True, env=None, timeout=120):
+    r = subprocess.run(["chfs-io", *map(str, args)], input=input, capture_output=True,
+                       env=env or pool.env, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"chfs-io {' '.join(map(str, args))} failed: {r.stderr.decode()}")
+    return r
+
+
+def err_name(r):
+    """ERRNAME from a failed chfs-io run ("chfs-io: OP PATH: ENOENT (...)")."""
+    assert r.returncode != 0, "expected a failure"
+    line = r.stderr.decode().strip().splitlines()[-1]
+    return line.split(": ")[-1].split(" ")[0]
+
+
+def put(pool, path, data, off=0, create=True):
+    return io(pool, "put", path, off, *(["create"] if create else []), input=data)
+
+
+def get(pool, path, off=None, length=None):
+    args = ["get", path] + ([off] if off is not None else []) + ([length] if length is not None else [])
+    return io(pool, *args).stdout
+
+
+def stat(pool, path):
+    mode, size, nlink, mtime = io(pool, "stat", path).stdout.split()
+    return int(mode, 8), int(size)
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def rand(n, seed):
+    import random
+    return random.Random(seed).randbytes(n)

@@ -1,0 +1,41 @@
+/*
+ * fuzz_decode.c — libFuzzer target for the request decoder that every chfsd worker runs on
+ * untrusted bytes: wire_decode_req() must reject or accept any input without reading out of
+ * bounds, and what it accepts must satisfy the invariants handlers rely on (canonical paths,
+ * segment totals, RMA ranges inside the descriptor). Built by run-fuzz with clang
+ * -fsanitize=fuzzer,address,undefined.
+ */
+#include "path.h"
+#include "wire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static struct wire_req req;
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (wire_decode_req(data, size, &req) != 0)
+		return 0;
+	unsigned op = req.h.op;
+	if (op == WOP_STAT || op == WOP_CREATE || op == WOP_UNLINK || op == WOP_RENAME ||
+	    op == WOP_MKDIR || op == WOP_READDIR || op == WOP_SETATTR) {
+		if (path_check_canonical(req.path, strlen(req.path), 1) != 0)
+			abort();
+	}
+	if (op == WOP_WRITE || op == WOP_READ) {
+		uint64_t total = 0;
+		for (uint32_t i = 0; i < req.nseg; i++) {
+			total += req.seg[i].len;
+			if (req.has_rma && req.seg[i].bufoff + req.seg[i].len > req.rma.len)
+				abort();
+		}
+		if (total != req.seg_total || req.nseg == 0 || req.nseg > WIRE_MAX_SEGS)
+			abort();
+		if (op == WOP_WRITE && !req.has_rma && req.data_len != total)
+			abort();
+		if (req.data && (req.data < data || req.data + req.data_len > data + size))
+			abort();
+	}
+	return 0;
+}

@@ -1,0 +1,154 @@
+/*
+ * test_storage.c — chfsd's storage layer on a temporary directory: namespace entries, implicit
+ * parents, readdir paging and ownership, rename, setattr, backing files, and that a symlink
+ * planted in the tree is never followed.
+ */
+#define _GNU_SOURCE
+#include "check.h"
+#include "storage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static struct chfs_md file_md(uint64_t id)
+{
+	struct chfs_md m;
+	memset(&m, 0, sizeof m);
+	m.mode = S_IFREG | 0644;
+	m.chunk_size = 65536;
+	m.fileid = id;
+	return m;
+}
+
+struct names {
+	int n;
+	char last[300];
+	int limit;
+};
+
+static int collect(void *arg, const char *name, const struct chfs_md *md)
+{
+	struct names *c = arg;
+	if (c->limit && c->n == c->limit)
+		return 1;
+	c->n++;
+	snprintf(c->last, sizeof c->last, "%s", name);
+	return 0;
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/chfs-test-storage-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	struct storage *st;
+	CHECK_EQ(st_open(dir, &st), 0);
+	struct chfs_md in = file_md(0), out, old;
+	int existed = -1, replaced = -1, eof = 0;
+
+	/* create / lookup / create again (truncates) / exclusive create */
+	in.size = 0;
+	CHECK_EQ(st_create(st, "a/b/file", &in, 0, &out, &existed), 0);
+	CHECK(existed == 0 && out.fileid != 0);
+	uint64_t id = out.fileid;
+	CHECK_EQ(st_setattr(st, "a/b/file", id, WIRE_SET_SIZE_MAX, 0, 0, 0, 5000, &out), 0);
+	CHECK_EQ(st_setattr(st, "a/b/file", id, WIRE_SET_SIZE_MAX, 0, 0, 0, 100, &out), 0);
+	CHECK_EQ(out.size, 5000u);
+	CHECK_EQ(st_setattr(st, "a/b/file", id + 1, WIRE_SET_SIZE_MAX, 0, 0, 0, 1, &out), -ESTALE);
+	CHECK_EQ(st_lookup(st, "a/b/file", &out), 0);
+	CHECK(out.fileid == id && out.size == 5000);
+	CHECK_EQ(st_create(st, "a/b/file", &in, 0, &out, &existed), 0);
+	CHECK(existed == 1 && out.size == 0 && out.fileid == id);
+	CHECK_EQ(st_create(st, "a/b/file", &in, 1, &out, &existed), -EEXIST);
+
+	/* "a" and "a/b" exist only implicitly here: not entries, not listed. */
+	CHECK_EQ(st_lookup(st, "a", &out), -ENOENT);
+	CHECK_EQ(st_lookup(st, "a/b/file/x", &out), -ENOENT);
+	CHECK_EQ(st_dir_has_entries(st, "a"), 1);
+	struct names c = {0};
+	CHECK_EQ(st_readdir(st, "a", "", collect, &c, &eof), 0);
+	CHECK(c.n == 0 && eof == 1);
+
+	/* mkdir over an implicit directory makes it real; rmdir turns it implicit again. */
+	struct chfs_md dmd;
+	memset(&dmd, 0, sizeof dmd);
+	dmd.mode = S_IFDIR | 0755;
+	dmd.chunk_size = 65536;
+	CHECK_EQ(st_mkdir(st, "a/b", &dmd), 0);
+	CHECK_EQ(st_mkdir(st, "a/b", &dmd), -EEXIST);
+	CHECK_EQ(st_mkdir(st, "a/b/file", &dmd), -EEXIST);
+	CHECK_EQ(st_lookup(st, "a/b", &out), 0);
+	CHECK(S_ISDIR(out.mode));
+	CHECK_EQ(st_unlink(st, "a/b", &old), -EISDIR);
+	CHECK_EQ(st_rmdir(st, "a/b"), 0);
+	CHECK_EQ(st_lookup(st, "a/b", &out), -ENOENT);
+	CHECK_EQ(st_rmdir(st, "a/b/file"), -ENOTDIR);
+	CHECK_EQ(st_lookup(st, "", &out), 0);
+	CHECK(S_ISDIR(out.mode));
+
+	/* readdir: order, cursor paging, stop early */
+	CHECK_EQ(st_mkdir(st, "d", &dmd), 0);
+	char p[64];
+	for (int i = 0; i < 50; i++) {
+		snprintf(p, sizeof p, "d/f%02d", i);
+		CHECK_EQ(st_create(st, p, &in, 1, &out, &existed), 0);
+	}
+	memset(&c, 0, sizeof c);
+	c.limit = 20;
+	CHECK_EQ(st_readdir(st, "d", "", collect, &c, &eof), 0);
+	CHECK(c.n == 20 && eof == 0 && strcmp(c.last, "f19") == 0);
+	struct names c2 = {0};
+	CHECK_EQ(st_readdir(st, "d", c.last, collect, &c2, &eof), 0);
+	CHECK(c2.n == 30 && eof == 1 && strcmp(c2.last, "f49") == 0);
+
+	/* rename: replace, cross-directory, atomic insert / remove_if */
+	CHECK_EQ(st_rename(st, "d/f00", "d/f01", &old, &replaced), 0);
+	CHECK_EQ(replaced, 1);
+	CHECK_EQ(st_lookup(st, "d/f00", &out), -ENOENT);
+	CHECK_EQ(st_rename(st, "d/f01", "e/g/h", &old, &replaced), 0);
+	CHECK_EQ(replaced, 0);
+	CHECK_EQ(st_lookup(st, "e/g/h", &out), 0);
+	struct chfs_md ins = file_md(4242);
+	CHECK_EQ(st_insert(st, "x/y", &ins, 0, &old, &replaced), 0);
+	CHECK_EQ(st_insert(st, "x/y", &ins, 1, &old, &replaced), -EEXIST);
+	CHECK_EQ(st_remove_if(st, "x/y", 1), -ESTALE);
+	CHECK_EQ(st_remove_if(st, "x/y", 4242), 0);
+	CHECK_EQ(st_lookup(st, "x/y", &out), -ENOENT);
+
+	/* Backing files: sparse writes at logical offsets, truncate only shrinks, remove. */
+	int fd = st_data_open(st, 77, 1);
+	CHECK(fd >= 0);
+	CHECK(pwrite(fd, "z", 1, 1 << 20) == 1);
+	close(fd);
+	uint64_t size;
+	int64_t mt;
+	CHECK(st_data_stat(st, 77, &size, &mt) == 0 && size == (1 << 20) + 1);
+	CHECK_EQ(st_data_truncate(st, 77, 10), 0);
+	CHECK_EQ(st_data_truncate(st, 77, 1000), 0);
+	CHECK(st_data_stat(st, 77, &size, &mt) == 0 && size == 10);
+	char path[4200];
+	CHECK_EQ(st_data_path(st, 77, path, sizeof path), 0);
+	CHECK(strncmp(path, st_root(st), strlen(st_root(st))) == 0 && strstr(path, "/data/000000000000004d"));
+	CHECK_EQ(st_data_remove(st, 77), 0);
+	CHECK(st_data_stat(st, 77, &size, &mt) == 0 && size == 0);
+	CHECK_EQ(st_data_open(st, 0, 1), -EINVAL);
+
+	/* A symlink planted in the namespace tree is never followed. */
+	char link[300];
+	snprintf(link, sizeof link, "%s/ns/_evil", dir);
+	CHECK(symlink("/etc", link) == 0);
+	CHECK(st_lookup(st, "evil/passwd", &out) != 0);
+	CHECK(st_lookup(st, "evil", &out) != 0);
+	CHECK(st_create(st, "evil/new", &in, 0, &out, &existed) != 0);
+	CHECK(access("/etc/_new", F_OK) != 0);
+
+	st_close(st);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+	return check_result("test_storage");
+}

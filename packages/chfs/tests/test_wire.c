@@ -1,0 +1,201 @@
+/*
+ * test_wire.c — encode/decode of requests, and rejection of malformed input: every truncation,
+ * bad header fields, trailing bytes, invalid paths, strings with NUL, bad segment lists and RMA
+ * ranges.
+ */
+#include "check.h"
+#include "wire.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct wire_req req; /* large: keep off the stack */
+
+static size_t finish(struct wenc *e, unsigned op)
+{
+	struct wire_hdr h = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .op = (uint16_t)op,
+	                     .reqid = 7, .body_len = (uint32_t)(e->len - WIRE_HDR_LEN)};
+	memset(h.secret, 0xab, sizeof h.secret);
+	wire_hdr_put(e->p, &h);
+	return e->len;
+}
+
+static void begin(struct wenc *e, uint8_t *buf, size_t cap)
+{
+	wenc_init(e, buf, cap);
+	wenc_reserve(e, WIRE_HDR_LEN);
+}
+
+static size_t make_write(uint8_t *buf, size_t cap, int rma, uint64_t seglen, const char *data)
+{
+	struct wenc e;
+	begin(&e, buf, cap);
+	wenc_u64(&e, 0x1234);
+	wenc_u32(&e, 2);
+	wenc_u64(&e, 0);
+	wenc_u64(&e, seglen);
+	wenc_u64(&e, 0);
+	wenc_u64(&e, 65536);
+	wenc_u64(&e, seglen);
+	wenc_u64(&e, seglen);
+	wenc_u32(&e, (uint32_t)rma);
+	if (rma) {
+		wenc_u64(&e, 0);
+		wenc_u64(&e, 99);
+		wenc_u64(&e, 2 * seglen);
+		wenc_u32(&e, 0);
+	} else {
+		wenc_bytes(&e, data, strlen(data));
+	}
+	return finish(&e, WOP_WRITE);
+}
+
+static size_t make_path_op(uint8_t *buf, size_t cap, unsigned op, const char *p, size_t plen)
+{
+	struct wenc e;
+	begin(&e, buf, cap);
+	wenc_bytes(&e, p, plen);
+	return finish(&e, op);
+}
+
+int main(void)
+{
+	uint8_t buf[16384], copy[16384];
+	struct wenc e;
+	size_t n;
+
+	/* A valid CREATE round-trips every metadata field. */
+	struct chfs_md md = {.mode = 0100644, .uid = 1, .gid = 2, .flags = MD_LOCAL, .chunk_size = 4096,
+	                     .first = 3, .size = 10, .fileid = 99, .atime_ns = -5, .mtime_ns = 6,
+	                     .ctime_ns = 7};
+	strcpy(md.home, "tcp://127.0.0.1:5");
+	strcpy(md.link, "some/target");
+	begin(&e, buf, sizeof buf);
+	wenc_str(&e, "dir/file");
+	wenc_md(&e, &md);
+	wenc_u32(&e, WIRE_CREATE_EXCL);
+	n = finish(&e, WOP_CREATE);
+	CHECK_EQ(wire_decode_req(buf, n, &req), 0);
+	CHECK(strcmp(req.path, "dir/file") == 0);
+	CHECK(req.md.mode == md.mode && req.md.uid == 1 && req.md.gid == 2 && req.md.first == 3);
+	CHECK(req.md.size == 10 && req.md.fileid == 99 && req.md.atime_ns == -5);
+	CHECK(strcmp(req.md.home, md.home) == 0 && strcmp(req.md.link, md.link) == 0);
+	CHECK_EQ(req.flags, (uint32_t)WIRE_CREATE_EXCL);
+	CHECK(req.h.reqid == 7 && req.h.secret[0] == 0xab);
+
+	/* Every proper prefix of a valid message is rejected. */
+	for (size_t k = 0; k < n; k++)
+		CHECK(wire_decode_req(buf, k, &req) != 0);
+	/* Trailing garbage is rejected (body_len adjusted so only the body check can catch it). */
+	memcpy(copy, buf, n);
+	copy[n] = 0;
+	struct wire_hdr h;
+	CHECK_EQ(wire_hdr_get(copy, n, &h), 0);
+	h.body_len++;
+	wire_hdr_put(copy, &h);
+	CHECK_EQ(wire_decode_req(copy, n + 1, &req), -EBADMSG);
+
+	/* Header fields. */
+	memcpy(copy, buf, n);
+	copy[0] ^= 1;
+	CHECK_EQ(wire_decode_req(copy, n, &req), -EBADMSG);
+	memcpy(copy, buf, n);
+	copy[4] = 9;
+	CHECK_EQ(wire_decode_req(copy, n, &req), -EPROTO);
+	memcpy(copy, buf, n);
+	copy[6] = 200;
+	CHECK_EQ(wire_decode_req(copy, n, &req), -EBADMSG);
+	memcpy(copy, buf, n);
+	copy[7] = 0x80; /* reply bit on a request */
+	CHECK(wire_decode_req(copy, n, &req) != 0);
+	memcpy(copy, buf, n);
+	copy[48]++; /* body length does not match */
+	CHECK_EQ(wire_decode_req(copy, n, &req), -EBADMSG);
+
+	/* Paths: traversal, absolute, NUL, too long. */
+	CHECK_EQ(wire_decode_req(buf, make_path_op(buf, sizeof buf, WOP_STAT, "a/../b", 6), &req), -EINVAL);
+	CHECK_EQ(wire_decode_req(buf, make_path_op(buf, sizeof buf, WOP_STAT, "/etc", 4), &req), -EINVAL);
+	CHECK_EQ(wire_decode_req(buf, make_path_op(buf, sizeof buf, WOP_STAT, "..", 2), &req), -EINVAL);
+	CHECK(wire_decode_req(buf, make_path_op(buf, sizeof buf, WOP_STAT, "a\0b", 3), &req) != 0);
+	CHECK_EQ(wire_decode_req(buf, make_path_op(buf, sizeof buf, WOP_STAT, "", 0), &req), 0);
+	CHECK_EQ(wire_decode_req(buf, make_path_op(buf, sizeof buf, WOP_UNLINK, "", 0), &req), -EINVAL);
+	char longp[5000];
+	memset(longp, 'a', sizeof longp);
+	CHECK(wire_decode_req(buf, make_path_op(buf, sizeof buf, WOP_STAT, longp, sizeof longp), &req) != 0);
+	memset(longp, 'a', 300);
+	CHECK_EQ(wire_decode_req(buf, make_path_op(buf, sizeof buf, WOP_STAT, longp, 300), &req), -ENAMETOOLONG);
+	CHECK_EQ(wire_decode_req(buf, make_path_op(buf, sizeof buf, WOP_STAT, "ok/name", 7), &req), 0);
+
+	/* WRITE: inline data must match the segments; RMA ranges must lie inside the descriptor. */
+	CHECK_EQ(wire_decode_req(buf, make_write(buf, sizeof buf, 0, 3, "abcdef"), &req), 0);
+	CHECK(req.nseg == 2 && req.seg_total == 6 && req.data_len == 6 && memcmp(req.data, "abcdef", 6) == 0);
+	CHECK_EQ(wire_decode_req(buf, make_write(buf, sizeof buf, 0, 3, "abcde"), &req), -EINVAL);
+	CHECK_EQ(wire_decode_req(buf, make_write(buf, sizeof buf, 1, 4096, ""), &req), 0);
+	CHECK(req.has_rma && req.rma.key == 99 && req.rma.len == 8192);
+	n = make_write(buf, sizeof buf, 1, 4096, "");
+	buf[n - 4 - 8] = 1; /* rma.len = 4096 * 2 - ... now too short? set to tiny */
+	memset(buf + n - 4 - 8, 0, 8);
+	buf[n - 4 - 8] = 10;
+	CHECK_EQ(wire_decode_req(buf, n, &req), -EINVAL);
+	CHECK_EQ(wire_decode_req(buf, make_write(buf, sizeof buf, 0, 0, ""), &req), -EINVAL); /* empty seg */
+
+	/* Segment count limits and overflow. */
+	begin(&e, buf, sizeof buf);
+	wenc_u64(&e, 1);
+	wenc_u32(&e, WIRE_MAX_SEGS + 1);
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_READ), &req), -EBADMSG);
+	begin(&e, buf, sizeof buf);
+	wenc_u64(&e, 1);
+	wenc_u32(&e, 1);
+	wenc_u64(&e, UINT64_MAX - 10);
+	wenc_u64(&e, 100);
+	wenc_u64(&e, 0);
+	wenc_u32(&e, 0);
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_READ), &req), -EINVAL);
+	begin(&e, buf, sizeof buf);
+	wenc_u64(&e, 1);
+	wenc_u32(&e, 1);
+	wenc_u64(&e, 0);
+	wenc_u64(&e, 100);
+	wenc_u64(&e, 0);
+	wenc_u32(&e, 2); /* has_rma must be 0 or 1 */
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_READ), &req), -EBADMSG);
+
+	/* Membership messages: addresses are validated. */
+	begin(&e, buf, sizeof buf);
+	wenc_str(&e, "tcp://1.2.3.4:5");
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_JOIN), &req), 0);
+	begin(&e, buf, sizeof buf);
+	wenc_str(&e, "not an address");
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_JOIN), &req), -EINVAL);
+	begin(&e, buf, sizeof buf);
+	wenc_u64(&e, 3);
+	wenc_str(&e, "tcp://a:1,shm://b");
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), 0);
+	begin(&e, buf, sizeof buf);
+	wenc_u64(&e, 3);
+	wenc_str(&e, "tcp://a:1,,shm://b");
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), -EINVAL);
+
+	/* SETATTR: unknown bits rejected. */
+	begin(&e, buf, sizeof buf);
+	wenc_str(&e, "f");
+	wenc_u64(&e, 0);
+	wenc_u32(&e, 64);
+	wenc_u32(&e, 0);
+	wenc_i64(&e, 0);
+	wenc_i64(&e, 0);
+	wenc_u64(&e, 0);
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SETATTR), &req), -EINVAL);
+
+	/* The encoder reports overflow instead of writing past its buffer. */
+	uint8_t tiny[8];
+	wenc_init(&e, tiny, sizeof tiny);
+	wenc_u64(&e, 1);
+	CHECK_EQ(e.err, 0);
+	wenc_u32(&e, 1);
+	CHECK_EQ(e.err, -EMSGSIZE);
+	CHECK(strcmp(wire_op_name(WOP_READ), "read") == 0 && strcmp(wire_op_name(999), "unknown") == 0);
+	return check_result("test_wire");
+}
