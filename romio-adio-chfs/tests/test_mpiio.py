@@ -119,3 +119,11 @@ def test_file_operations_with_fstype_force(mpi, op):
         mpi.run("mpiio_pattern", "indep", "/mpiio/force-append", SIZE,
                 env={"ROMIO_FSTYPE_FORCE": "chfs:"})
     mpi.run("mpiio_ops", op, f"/mpiio/force-{op}", env={"ROMIO_FSTYPE_FORCE": "chfs:"})
+
+
+def test_dead_server_gives_io_error_within_the_rpc_timeout(chfs_pool, mpi):
+    mpi.run("mpiio_pattern", "coll", "chfs:/mpiio/victim", SIZE)   # 16 chunks on all servers
+    chfs_pool.kill(1)
+    # The pool's RPC timeout is 5 s; the job must end with MPI_ERR_IO well within the bound.
+    r = mpi.run("mpiio_ops", "dead-server", "chfs:/mpiio/victim", n=1, timeout=60)
+    assert "read with a dead server -> class" in r.stdout

@@ -17,6 +17,8 @@
  *   chunk-hint FILE SIZE create with hint chfs_chunk_size=SIZE (checked natively by the test)
  *   bad-hint FILE        chfs_chunk_size=banana must fail with MPI_ERR_INFO_VALUE
  *   atomic FILE          MPI_File_set_atomicity(1) must fail with MPI_ERR_UNSUPPORTED_OPERATION
+ *   dead-server FILE     FILE (1 MiB, striped over every server) lost a server: opening and
+ *                        reading it all must fail with MPI_ERR_IO, not hang
  *
  * Prints "OP ok" from rank 0 or one line per failure naming the expectation; exit status 0 on
  * success. Error-class checks also print the error string, which must mention CHFS.
@@ -192,6 +194,14 @@ int main(int argc, char **argv)
         expect_class(rc, MPI_ERR_UNSUPPORTED_OPERATION, MPI_ERR_UNSUPPORTED_OPERATION,
                      "set_atomicity(1)");
         must(MPI_File_close(&fh), "close");
+    } else if (!strcmp(op, "dead-server")) {
+        static char big[1 << 20];
+        rc = MPI_File_open(MPI_COMM_SELF, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh);
+        if (rc == MPI_SUCCESS) {
+            rc = MPI_File_read_at(fh, 0, big, (int) sizeof(big), MPI_BYTE, &st);
+            MPI_File_close(&fh);
+        }
+        expect_class(rc, MPI_ERR_IO, MPI_ERR_IO, "read with a dead server");
     } else {
         if (rank == 0)
             fprintf(stderr, "unknown OP %s\n", op);
