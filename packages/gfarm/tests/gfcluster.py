@@ -18,7 +18,8 @@ def pages(size):
 
 
 class GfarmCluster:
-    def __init__(self, clients=3, cluster_id=78, state_dir=None, cache_size=256 << 20):
+    def __init__(self, clients=3, cluster_id=78, state_dir=None, cache_size=256 << 20,
+                 link_rate=None):
         self.clients = clients
         self.env = dict(os.environ, GFARM_CLUSTER_ID=str(cluster_id))
         if state_dir:
@@ -27,7 +28,8 @@ class GfarmCluster:
             os.environ.get("CHFS_STACK_CACHE", os.path.expanduser("~/.cache/chfs-stack")),
             "gfarm", f"cluster-{cluster_id}")
         self._script("clean")  # leftovers of an interrupted earlier run
-        self._script("start", "--clients", str(clients), "--cache-size", str(cache_size))
+        rate = ["--link-rate", link_rate] if link_rate else []
+        self._script("start", "--clients", str(clients), "--cache-size", str(cache_size), *rate)
 
     def _script(self, *args, timeout=120):
         return subprocess.run([SCRIPT, *args], env=self.env, check=True, timeout=timeout,
