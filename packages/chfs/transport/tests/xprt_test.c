@@ -1,7 +1,7 @@
 /*
  * xprt_test.c — transport unit tests against a real server in a forked child.
  *
- * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart idle.
+ * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork idle.
  * Each run is bounded by alarm(); the server child is SIGKILLed at the end (and dies with us via
  * PR_SET_PDEATHSIG if we crash). Exit status 0 = every check passed.
  */
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -344,6 +345,45 @@ static void case_restart(void)
 	}
 }
 
+/* A child forked while calls run abandons the parent's transport, opens its own and talks to
+ * the same server; the parent keeps working meanwhile and after. */
+static void case_fork(void)
+{
+	echo(10);
+	char addr[256];
+	snprintf(addr, sizeof addr, "%s", xprt_peer_addr(srv));
+	pid_t c = fork();
+	if (c == 0) {
+		alarm(30);
+		xprt_abandon_after_fork(cx);
+		xprt_t *x2;
+		xprt_peer_t *p2;
+		struct xprt_opts o = {.proto = proto};
+		int rc = xprt_open(&o, &x2);
+		if (rc == 0)
+			rc = xprt_connect(x2, addr, &p2);
+		for (int i = 0; rc == 0 && i < 50; i++) {
+			char req[64], rep[64];
+			int n = snprintf(req, sizeof req, "Echild %d", i);
+			size_t got;
+			rc = xprt_call(x2, p2, req, (size_t)n, rep, sizeof rep, &got, 5000);
+			if (rc == 0 && (got != (size_t)n - 1 || memcmp(rep, req + 1, got) != 0))
+				rc = -EIO;
+		}
+		if (rc == 0)
+			xprt_close(x2);
+		_exit(rc == 0 ? 0 : 1);
+	}
+	for (int i = 0; i < 50; i++)
+		echo(100 + (size_t)i);
+	int status = -1;
+	waitpid(c, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "forked child failed (status %#x)",
+	      status);
+	echo(10);
+	echo(70000);
+}
+
 static double proc_cpu_s(pid_t pid)
 {
 	char path[64], buf[1024];
@@ -388,7 +428,7 @@ static void case_idle(void)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|idle\n",
+		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle\n",
 			argv[0]);
 		return 2;
 	}
@@ -411,6 +451,8 @@ int main(int argc, char **argv)
 		case_badaddr();
 	else if (!strcmp(c, "restart"))
 		case_restart();
+	else if (!strcmp(c, "fork"))
+		case_fork();
 	else if (!strcmp(c, "idle"))
 		case_idle();
 	else {
