@@ -27,6 +27,13 @@ def force_unmount(path):
         subprocess.run(["umount", "-l", path], capture_output=True, timeout=30)
 
 
+def thread_stacks(pid):
+    """Backtraces of every thread of a hung process (gdb), for the failure message."""
+    r = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt"],
+                       capture_output=True, text=True, timeout=60, check=False)
+    return r.stdout[-6000:] or r.stderr[-2000:]
+
+
 def read_stats(path):
     stats = {}
     with open(path) as f:
@@ -74,7 +81,12 @@ class Mount:
         r = subprocess.run(["fusermount3", "-u", self.path], capture_output=True, text=True,
                            timeout=30)
         assert r.returncode == 0, f"fusermount3 -u {self.path}: {r.stderr.strip()}"
-        assert self.proc.wait(timeout=30) == 0, self.output()
+        try:
+            rc = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"daemon still running 30 s after unmount; its threads:\n"
+                                 f"{thread_stacks(self.proc.pid)}") from None
+        assert rc == 0, self.output()
         assert not is_mounted(self.path)
         return read_stats(self.stats_path)
 
