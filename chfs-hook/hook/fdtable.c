@@ -32,6 +32,7 @@
 
 struct hook_file **hook_fdtab;
 int hook_fdtab_size;
+int hook_fd_max = -1;
 atomic_int hook_nfiles;
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -91,6 +92,8 @@ void hook_fd_install(int fd, struct hook_file *h)
   pthread_mutex_lock(&table_lock);
   struct hook_file *old = hook_fdtab[fd];
   hook_fdtab[fd] = h;
+  if (fd > hook_fd_max)
+    hook_fd_max = fd;
   if (!old)
     atomic_fetch_add(&hook_nfiles, 1);
   pthread_mutex_unlock(&table_lock);
@@ -198,7 +201,7 @@ void hook_fdtable_after_fork(void) { pthread_mutex_init(&table_lock, NULL); }
 
 void hook_fdtable_close_all(void)
 {
-  for (int fd = 0; fd < hook_fdtab_size && atomic_load(&hook_nfiles) > 0; fd++)
+  for (int fd = 0; fd <= hook_fd_max && atomic_load(&hook_nfiles) > 0; fd++)
     if (hook_fdtab[fd])
       hook_fd_forget(fd);
 }

@@ -319,7 +319,7 @@ long hook_do_close_range(const struct chfs_sysargs *s)
   long rc = hook_pass(s);
   if (rc < 0 || (s->a[2] & CLOSE_RANGE_CLOEXEC))
     return rc;
-  for (unsigned fd = first; fd <= last && fd < (unsigned)hook_fdtab_size; fd++) {
+  for (unsigned fd = first; fd <= last && (int)fd <= hook_fd_max; fd++) {
     if (hook_fdtab[fd])
       hook_fd_forget((int)fd);
     if (atomic_load(&hook_nfiles) == 0)

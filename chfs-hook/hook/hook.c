@@ -236,11 +236,24 @@ static long with_vector_state_saved(long (*fn)(struct chfs_sysargs *), struct ch
   return r;
 }
 
+/* Threads are started by the application's libc, which initialises only its own per-thread
+ * locale pointers; ours (this namespace's libc) stay NULL and the first toupper() in, e.g.,
+ * libfabric would crash. The pointers live in static TLS, so checking costs one load. */
+extern void __ctype_init(void);
+extern const unsigned short **__ctype_b_loc(void);
+
+static long handle_in_thread(struct chfs_sysargs *s)
+{
+  if (*__ctype_b_loc() == NULL)
+    __ctype_init();
+  return handle(s);
+}
+
 static long hook_syscall(struct chfs_sysargs *s)
 {
   if (!routed(s))
     return hook_pass(s);
-  return with_vector_state_saved(handle, s);
+  return with_vector_state_saved(handle_in_thread, s);
 }
 
 static long after_fork_thunk(struct chfs_sysargs *s)

@@ -89,6 +89,7 @@ struct hook_file {
 };
 extern struct hook_file **hook_fdtab;
 extern int hook_fdtab_size;
+extern int hook_fd_max; /* highest descriptor ever installed */
 extern atomic_int hook_nfiles; /* table entries in use */
 int hook_fdtable_init(void);
 static inline struct hook_file *hook_file_of(long fd)

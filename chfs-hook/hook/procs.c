@@ -38,6 +38,14 @@ static int preload_has_loader(const char *v)
   return 0;
 }
 
+static int inherits_chfs_descriptors(void)
+{
+  for (int fd = 0; fd < hook_fdtab_size && fd <= hook_fd_max; fd++)
+    if (hook_fdtab[fd] && RAW2(SYS_fcntl, fd, F_GETFD) == 0)
+      return 1;
+  return 0;
+}
+
 /* Returns a malloc'ed environment (strings it made are listed in *owned), or NULL. */
 static char **hook_env(char *const *envp, char ***owned)
 {
@@ -46,7 +54,7 @@ static char **hook_env(char *const *envp, char ***owned)
     n++;
   while (hook_saved_env && hook_saved_env[nsaved])
     nsaved++;
-  char **env = calloc(n + nsaved + 3, sizeof *env);
+  char **env = calloc(n + nsaved + 4, sizeof *env);
   char **own = calloc(3, sizeof *own);
   if (!env || !own) {
     free(env);
@@ -56,7 +64,8 @@ static char **hook_env(char *const *envp, char ***owned)
   size_t k = 0, o = 0;
   int preload = 0;
   for (size_t i = 0; i < n; i++) {
-    if (strncmp(envp[i], "CHFS_HOOK_CWD=", 14) == 0)
+    if (strncmp(envp[i], "CHFS_HOOK_CWD=", 14) == 0 ||
+        strncmp(envp[i], "CHFS_HOOK_INHERIT=", 18) == 0)
       continue;
     if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0 && !preload) {
       preload = 1;
@@ -77,6 +86,8 @@ static char **hook_env(char *const *envp, char ***owned)
       goto oom;
     env[k++] = own[o++];
   }
+  if (inherits_chfs_descriptors())
+    env[k++] = "CHFS_HOOK_INHERIT=1"; /* the new program must load the hook at once */
   char cwd[PATH_MAX];
   if (hook_vcwd_get(cwd, sizeof cwd) > 0) {
     if (asprintf(&own[o], "CHFS_HOOK_CWD=%s", cwd) < 0)

@@ -13,6 +13,10 @@
  *   clone_args stack cannot be extended safely in place.
  * - In the child of every fork-like call the hook library's after_fork re-initialises the CHFS
  *   client (the app's pthread_atfork handlers live in the other namespace's libc).
+ * - The hook library (libchfs, libfabric and a second libc: ~0.2 s to load on a busy node) is
+ *   loaded on the first syscall that can concern CHFS: a name under a mount point, or an
+ *   execve whose environment lost the loader. Until then there are no CHFS descriptors and no
+ *   virtual cwd, so nothing else can. Programs that never touch CHFS never pay for it.
  *
  * Compiled with -mgeneral-regs-only: this runs on every syscall of the process, and must not
  * touch the application's vector registers, which the kernel would have preserved.
@@ -20,6 +24,7 @@
 #define _GNU_SOURCE
 #include "gate.h"
 
+#include <cpuid.h>
 #include <errno.h>
 #include <linux/sched.h>
 #include <stddef.h>
@@ -32,11 +37,150 @@ static long pass_through(struct chfs_sysargs *s)
 
 static long (*hook_syscall)(struct chfs_sysargs *s) = pass_through;
 static void (*hook_after_fork)(void);
+static int (*lazy_load)(void); /* set while the hook library is still to be loaded */
+static const char *gate_loader_path;
+static char mounts[16][256];
+static int nmounts;
 
 void chfs_gate_install(const struct chfs_hook_ops *ops)
 {
   hook_after_fork = ops->after_fork;
   __atomic_store_n(&hook_syscall, ops->syscall, __ATOMIC_RELEASE);
+  __atomic_store_n(&lazy_load, NULL, __ATOMIC_RELEASE);
+}
+
+void chfs_gate_set_lazy(int (*load)(void), const char *mount_list, const char *loader_path)
+{
+  const char *p = mount_list && *mount_list ? mount_list : "/chfs";
+  nmounts = 0;
+  while (*p && nmounts < 16) { /* DIR or DIR=CHFSDIR, ':'-separated; the hook validates */
+    int n = 0;
+    while (*p && *p != ':' && *p != '=' && n < 255)
+      mounts[nmounts][n++] = *p++;
+    while (n > 1 && mounts[nmounts][n - 1] == '/')
+      n--;
+    mounts[nmounts][n] = 0;
+    if (n > 0)
+      nmounts++;
+    while (*p && *p != ':')
+      p++;
+    if (*p == ':')
+      p++;
+  }
+  gate_loader_path = loader_path;
+  lazy_load = load;
+}
+
+static int under_mount(const char *p)
+{
+  if (!p || p[0] != '/')
+    return 0;
+  for (int m = 0; m < nmounts; m++) {
+    const char *d = mounts[m];
+    int i = 0;
+    while (d[i] && p[i] == d[i])
+      i++;
+    if (d[i] == 0 && (p[i] == 0 || p[i] == '/'))
+      return 1;
+  }
+  return 0;
+}
+
+/* Bit i set: argument i of the syscall is a file name. */
+static unsigned name_args(long nr)
+{
+  switch (nr) {
+  case __NR_open: case __NR_creat: case __NR_stat: case __NR_lstat: case __NR_access:
+  case __NR_truncate: case __NR_mkdir: case __NR_rmdir: case __NR_unlink: case __NR_readlink:
+  case __NR_chmod: case __NR_chown: case __NR_lchown: case __NR_utime: case __NR_utimes:
+  case __NR_statfs: case __NR_getxattr: case __NR_lgetxattr: case __NR_setxattr:
+  case __NR_lsetxattr: case __NR_listxattr: case __NR_llistxattr: case __NR_removexattr:
+  case __NR_lremovexattr: case __NR_mknod: case __NR_chdir:
+    return 1;
+  case __NR_rename: case __NR_link:
+    return 3;
+  case __NR_symlink:
+    return 2;
+  case __NR_openat: case __NR_openat2: case __NR_newfstatat: case __NR_statx:
+  case __NR_faccessat: case __NR_faccessat2: case __NR_mkdirat: case __NR_unlinkat:
+  case __NR_readlinkat: case __NR_fchmodat: case __NR_fchownat: case __NR_futimesat:
+  case __NR_mknodat: case __NR_utimensat:
+    return 2;
+  case __NR_renameat: case __NR_renameat2: case __NR_linkat:
+    return 2 | 8;
+  case __NR_symlinkat:
+    return 4;
+  default:
+    return 0;
+  }
+}
+
+/* Does this environment still preload us? (execve must keep the hook alive.) */
+static int env_keeps_loader(char *const *envp)
+{
+  for (; envp && *envp; envp++) {
+    const char *e = *envp, *k = "LD_PRELOAD=";
+    while (*k && *e == *k)
+      e++, k++;
+    if (*k)
+      continue;
+    for (; *e; e++) {
+      const char *a = e, *b = gate_loader_path;
+      while (*b && *a == *b)
+        a++, b++;
+      if (*b == 0)
+        return 1;
+    }
+  }
+  return 0;
+}
+
+static int needs_hook_library(const struct chfs_sysargs *s)
+{
+  if (s->nr == __NR_execve)
+    return !env_keeps_loader((char *const *)s->a[2]);
+  if (s->nr == __NR_execveat)
+    return !env_keeps_loader((char *const *)s->a[3]);
+  unsigned m = name_args(s->nr);
+  for (int i = 0; m; i++, m >>= 1)
+    if ((m & 1) && under_mount((const char *)s->a[i]))
+      return 1;
+  return 0;
+}
+
+/* dlmopen and the library's start-up use vector registers; the application's must survive.
+ * XSAVE (all enabled state) when the OS supports it and the area fits, else FXSAVE. */
+static int load_saving_vector_state(int (*load)(void))
+{
+  unsigned eax, ebx, ecx, edx, size = 0;
+  __cpuid(1, eax, ebx, ecx, edx);
+  if (ecx & (1u << 27)) {
+    __cpuid_count(0xd, 0, eax, ebx, ecx, edx);
+    size = ebx;
+  }
+  int use_xsave = size > 0 && size <= 8192;
+  unsigned char raw[8192 + 64];
+  unsigned char *area = (unsigned char *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+  for (int i = 512; i < 576; i++)
+    area[i] = 0;
+  if (use_xsave)
+    __asm__ volatile("xsave64 (%0)" : : "r"(area), "a"(-1), "d"(-1) : "memory");
+  else
+    __asm__ volatile("fxsave64 (%0)" : : "r"(area) : "memory");
+  int rc = load();
+  if (use_xsave)
+    __asm__ volatile("xrstor64 (%0)" : : "r"(area), "a"(-1), "d"(-1) : "memory");
+  else
+    __asm__ volatile("fxrstor64 (%0)" : : "r"(area) : "memory");
+  return rc;
+}
+
+static long to_hook(struct chfs_sysargs *s)
+{
+  int (*load)(void) = __atomic_load_n(&lazy_load, __ATOMIC_ACQUIRE);
+  if (load && needs_hook_library(s) && load_saving_vector_state(load) < 0)
+    return -EIO; /* the loader printed why */
+  return __atomic_load_n(&hook_syscall, __ATOMIC_ACQUIRE)(s);
 }
 
 static long forked(long rv)
@@ -85,6 +229,6 @@ long chfs_gate_dispatch(struct chfs_sysargs *s, uintptr_t ret_addr)
   case __NR_fork:
     return forked(chfs_raw_syscall(__NR_fork, 0, 0, 0, 0, 0, 0));
   default:
-    return __atomic_load_n(&hook_syscall, __ATOMIC_ACQUIRE)(s);
+    return to_hook(s);
   }
 }

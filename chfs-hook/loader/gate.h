@@ -47,5 +47,9 @@ extern const char chfs_raw_syscall_site[], chfs_sigreturn_site[];
 /* gate.c */
 long chfs_gate_dispatch(struct chfs_sysargs *s, uintptr_t ret_addr);
 void chfs_gate_install(const struct chfs_hook_ops *ops);
+/* Load the hook library (with `load`, which returns 0 or -1 after printing why) on the first
+ * syscall naming something under one of `mount_list`'s mount points (CHFS_HOOK_MOUNTS syntax)
+ * or exec'ing with an environment that lost `loader_path`. */
+void chfs_gate_set_lazy(int (*load)(void), const char *mount_list, const char *loader_path);
 
 #endif

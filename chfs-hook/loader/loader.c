@@ -2,10 +2,12 @@
  * loader.c — libchfs-hook-loader.so, the LD_PRELOAD part of the syscall hook.
  *
  * Its constructor runs before the program's own: map the trampoline (trampoline.c), rewrite
- * every syscall site present (rewrite.c), then load the hook library with
+ * every syscall site present (rewrite.c), and arrange for the hook library to be loaded with
  * dlmopen(LM_ID_NEWLM): it comes with its own copies of libc, libchfs and libfabric, loaded
  * after the rewrite, so their syscalls go straight to the kernel and the hook never recurses
- * into itself. Until the hook library is installed every syscall passes through unchanged.
+ * into itself. It is loaded at once when the process inherited CHFS state through execve
+ * (CHFS_HOOK_CWD, CHFS_HOOK_INHERIT), else on first need (gate.c). Until the hook library is
+ * installed every syscall passes through unchanged.
  *
  * Environment: CHFS_HOOK_LIB (path of the hook library; default libchfs-hook.so next to this
  * loader; "none" runs the rewritten process with every syscall passed through, which is how
@@ -17,6 +19,7 @@
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,11 +38,23 @@ static int hook_library_path(char *buf, size_t size)
   return snprintf(buf, size, "%.*s/libchfs-hook.so", dir, base) < (int)size ? 0 : -1;
 }
 
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static int load_state; /* 0 not yet, 1 loaded, -1 failed */
+
+static int load_hook_library_once(void);
+
 static int load_hook_library(void)
 {
-  const char *env = getenv("CHFS_HOOK_LIB");
-  if (env && strcmp(env, "none") == 0)
-    return 0;
+  pthread_mutex_lock(&load_lock);
+  if (load_state == 0)
+    load_state = load_hook_library_once() == 0 ? 1 : -1;
+  int rc = load_state > 0 ? 0 : -1;
+  pthread_mutex_unlock(&load_lock);
+  return rc;
+}
+
+static int load_hook_library_once(void)
+{
   char path[PATH_MAX];
   if (hook_library_path(path, sizeof path) < 0) {
     fputs("chfs-hook: CHFS_HOOK_LIB is too long\n", stderr);
@@ -70,6 +85,15 @@ __attribute__((constructor(101))) static void chfs_hook_loader_init(void)
   if (dladdr((void *)chfs_hook_loader_init, &info) && info.dli_fname &&
       !realpath(info.dli_fname, loader_path))
     snprintf(loader_path, sizeof loader_path, "%s", info.dli_fname);
-  if (chfs_trampoline_setup() < 0 || chfs_rewrite_all() < 0 || load_hook_library() < 0)
+  if (chfs_trampoline_setup() < 0 || chfs_rewrite_all() < 0)
     _exit(127);
+  const char *lib = getenv("CHFS_HOOK_LIB");
+  if (lib && strcmp(lib, "none") == 0)
+    return;
+  if (getenv("CHFS_HOOK_CWD") || getenv("CHFS_HOOK_INHERIT")) {
+    if (load_hook_library() < 0)
+      _exit(127);
+    return;
+  }
+  chfs_gate_set_lazy(load_hook_library, getenv("CHFS_HOOK_MOUNTS"), loader_path);
 }
