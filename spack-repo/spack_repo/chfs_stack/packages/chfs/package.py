@@ -37,8 +37,9 @@ class Chfs(cmake.CMakePackage, autotools.AutotoolsPackage):
     license("LicenseRef-chfs-stack", when="@develop")
     license("LicenseRef-CHFS-Tatebe", when="@2.0.0:2.1.0,upstream-master")
 
-    # Ours: the current tree of the chfs-stack repository.
-    version("develop", branch="main")
+    # Ours: the current tree of the chfs-stack repository. Preferred, so that a plain `chfs`
+    # concretizes to ours rather than to the newest (upstream) release number.
+    version("develop", branch="main", preferred=True)
     # Upstream releases (checksums as published in tsukuba-hpcs/spack-packages).
     version("2.1.0", sha256="6cc21e9b890628eab0c8a669ec71787de6b71dd77827519e2723472d48337d63")
     version("2.0.0", sha256="61aa3600963bded220c28adc8be8bcb0e6dd2ef56f7fb596f4bdefcec37f73ae")
