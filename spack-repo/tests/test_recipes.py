@@ -60,3 +60,19 @@ def test_snapshot_names_its_spack_versions():
                  "montage"]:
         assert name in snap["packages"], name
     assert {"mpi", "pkgconfig", "c"} <= set(snap["virtuals"])
+
+
+@pytest.mark.parametrize("name", ["mpich-chfs", "chfs-hook", "chfuse"])
+def test_access_paths_using_our_chfs_h_extensions_require_our_implementation(checked, name):
+    # They call chfs_fstat, chfs_ftruncate, chfs_rename, ... which upstream chfs.h lacks.
+    recipes, _, _ = checked
+    deps = [d.args[0] for d in recipes[name].directives("depends_on")
+            if d.args[0].split()[0] == "chfs"]
+    assert deps and all("implementation=chfs-stack" in d for d in deps), deps
+
+
+def test_ior_chfs_builds_against_either_implementation(checked):
+    recipes, _, _ = checked
+    deps = [d.args[0] for d in recipes["ior-chfs"].directives("depends_on")
+            if d.args[0].split()[0] == "chfs"]
+    assert deps == ["chfs"], deps

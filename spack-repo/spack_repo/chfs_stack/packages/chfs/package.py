@@ -1,14 +1,17 @@
 # chfs — the CHFS ad-hoc parallel file system: server (chfsd), client library (libchfs, chfs.h),
 # tools (chfsctl, chlist, ...).
 #
-# Design: one package, two implementations of the same public API (chfs.h, pkg-config "chfs"),
-# chosen by the "implementation" variant, so that every access path (mpich-chfs, chfs-hook,
-# chfuse), which codes only against chfs.h, builds against either:
+# Design: one package, two implementations of the public API (chfs.h, pkg-config "chfs"),
+# chosen by the "implementation" variant:
 #   implementation=chfs-stack (default): ours — C11 on libfabric, built with CMake from this
 #       repository (version "develop": git clone of the checkout this recipe lives in; or a local
 #       tree: `spack develop --no-clone -p <checkout> chfs@=develop`).
 #   implementation=upstream: otatebe/chfs on Mochi (mochi-margo, mercury, argobots, libfabric),
 #       built with Autotools, with the dependencies the published tsukuba-hpcs recipe uses.
+# Programs using upstream's chfs.h calls (IOR's CHFS backend, ior-chfs) build against either.
+# Our access paths (mpich-chfs, chfs-hook, chfuse) also call what our chfs.h adds (chfs_fstat,
+# chfs_ftruncate, chfs_rename, chfs_lstat, chfs_access, ...; chfs_local_backing_path for the
+# node-local fast paths), so they require implementation=chfs-stack.
 # The versions tell the two apart (ours: develop; upstream: numbered releases and "master"), and
 # conflicts() keep each version with its implementation, so `spack install chfs` gives ours and
 # `spack install chfs implementation=upstream` the newest upstream release.

@@ -3,9 +3,11 @@
 # rewrites syscall instructions, hook library routing the CHFS mount points to libchfs).
 #
 # Design: builds the chfs-hook directory of the chfs-stack checkout (the root CMake project with
-# CHFS_STACK_COMPONENTS=chfs-hook) against an installed chfs found by find_package(chfs); any
-# chfs implementation works, since the hook uses only chfs.h. capstone disassembles the code
-# to rewrite. Running needs `sysctl vm.mmap_min_addr=0` (the trampoline lives at address 0),
+# CHFS_STACK_COMPONENTS=chfs-hook) against an installed chfs found by find_package(chfs). It
+# needs our implementation: besides upstream's calls it uses chfs.h extensions upstream CHFS
+# lacks (chfs_fstat, chfs_lstat, chfs_ftruncate, chfs_rename, chfs_access, chfs_chmod,
+# chfs_utimens, and chfs_local_backing_path for its node-local fast path). capstone
+# disassembles the code to rewrite. Running needs `sysctl vm.mmap_min_addr=0` (the trampoline lives at address 0),
 # which Spack cannot set: see the README's "Choosing an access path".
 import os
 
@@ -32,7 +34,7 @@ class ChfsHook(cmake.CMakePackage):
     depends_on("c", type="build")
     depends_on("cmake@3.20:", type="build")
     depends_on("pkgconfig", type="build")
-    depends_on("chfs")
+    depends_on("chfs implementation=chfs-stack")
     depends_on("capstone")
 
     # Rewrites x86-64 syscall instructions and maps its trampoline at virtual address 0.

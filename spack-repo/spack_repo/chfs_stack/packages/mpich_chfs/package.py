@@ -33,7 +33,9 @@ class MpichChfs(Mpich):
         description="ROMIO drivers to build besides chfs",
     )
 
-    depends_on("chfs")
+    # ad_chfs uses chfs.h calls that upstream CHFS lacks (chfs_fstat, chfs_ftruncate), so it
+    # needs our implementation.
+    depends_on("chfs implementation=chfs-stack")
     depends_on("pkgconfig", type="build")
     # ROMIO's configure and Makefile.in are regenerated after patching.
     depends_on("autoconf@2.67:", type="build")
