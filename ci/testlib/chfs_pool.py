@@ -9,8 +9,9 @@ Usage (the `chfs_pool` fixture in the repo-root conftest.py builds one per test)
     @pytest.mark.parametrize("chfs_pool", [{"servers": 2, "proto": "shm"}], indirect=True)
     def test_over_shm(chfs_pool): ...
 
-Attributes: `.env` (os.environ plus CHFS_SERVER, CHFS_SECRET_FILE, CHFS_RPC_TIMEOUT_MSEC, PATH and
-LD_LIBRARY_PATH pointing at the installed build), `.dirs` (storage directory per server),
+Attributes: `.env` (os.environ plus CHFS_SERVER, CHFS_SECRET_FILE, CHFS_RPC_TIMEOUT_MSEC,
+CHFS_LOCAL_FASTPATH=0 (data over RPC, as on multi-node pools; override with
+extra_env={"CHFS_LOCAL_FASTPATH": "1"}), PATH and LD_LIBRARY_PATH pointing at the installed build), `.dirs` (storage directory per server),
 `.addrs` (server addresses), `.pids`, `.secret_file`, `.tmp`. Methods: `.kill(i, sig=9)`,
 `.restart(i)` (same storage dir and address), `.run(argv, **kw)` (subprocess.run with .env,
 text output, check=True by default, 120 s timeout), `.stop()` (always called by the fixture).
@@ -76,8 +77,12 @@ class ChfsPool:
         self.addrs = [None] * servers
         self.pids = [None] * servers
         self.env = stack_env()
+        # All servers run on this host, so libchfs's local fast path would move every chunk by
+        # pread/pwrite on the backing files; tests exercise the RPC data path (what multi-node
+        # pools use) unless they ask for the fast path with extra_env={"CHFS_LOCAL_FASTPATH": "1"}.
         self.env.update({"CHFS_SECRET_FILE": self.secret_file,
-                         "CHFS_RPC_TIMEOUT_MSEC": str(rpc_timeout_ms)})
+                         "CHFS_RPC_TIMEOUT_MSEC": str(rpc_timeout_ms),
+                         "CHFS_LOCAL_FASTPATH": "0"})
         self.env.update(extra_env or {})
         self.env.pop("CHFS_PLACEMENT", None)
         try:

@@ -80,6 +80,7 @@ int chfs_config_load(struct chfs_config *c, char *err, size_t errlen)
 	c->rpc_timeout_msec = CHFS_DEFAULT_RPC_TIMEOUT;
 	c->node_list_cache_timeout = CHFS_DEFAULT_NODE_LIST_CACHE_TIMEOUT;
 	c->log_priority = LOG_NOTICE;
+	c->local_fastpath = 1;
 	err[0] = '\0';
 
 	if ((v = getenv("CHFS_SERVER")) != NULL) {
@@ -128,6 +129,11 @@ int chfs_config_load(struct chfs_config *c, char *err, size_t errlen)
 		if (parse_int(v, 0, INT_MAX, &l))
 			BAD("CHFS_NODE_LIST_CACHE_TIMEOUT", "expected seconds >= 0");
 		c->node_list_cache_timeout = (int)l;
+	}
+	if ((v = getenv("CHFS_LOCAL_FASTPATH")) && *v) {
+		if (parse_int(v, 0, 1, &l))
+			BAD("CHFS_LOCAL_FASTPATH", "expected 0 or 1");
+		c->local_fastpath = (int)l;
 	}
 	if ((v = getenv("CHFS_LOG_PRIORITY")) && *v) {
 		int p = chfs_log_parse_priority(v);

@@ -24,6 +24,7 @@ struct chfs_config {
 	int rpc_timeout_msec;     /* CHFS_RPC_TIMEOUT_MSEC (0 = none) */
 	int node_list_cache_timeout; /* CHFS_NODE_LIST_CACHE_TIMEOUT seconds (0 = never refresh) */
 	int log_priority;         /* CHFS_LOG_PRIORITY */
+	int local_fastpath;       /* CHFS_LOCAL_FASTPATH: chunks on this node's servers by pread/pwrite */
 };
 
 #define CHFS_DEFAULT_CHUNK_SIZE 65536u

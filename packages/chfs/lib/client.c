@@ -247,8 +247,8 @@ static void register_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent
 
 void chfs_after_fork(void)
 {
-	/* Lazy: the next client_begin() sees a different pid and reopens. */
-	chfs_client.pid = 0;
+	/* Lazy: the next client_begin() reopens the transport. */
+	atomic_store(&chfs_client.forked, 1);
 }
 
 static int reopen_after_fork(void)
@@ -284,14 +284,15 @@ int client_begin(struct srvlist **out)
 	if (!chfs_client.initialized || !s)
 		return -ENOTCONN;
 	int timeout = chfs_client.cfg.node_list_cache_timeout;
-	if (chfs_client.pid == getpid() &&
+	/* No getpid() here: it is a real system call; fork is signalled by chfs_after_fork(). */
+	if (!atomic_load(&chfs_client.forked) &&
 	    (timeout == 0 || time(NULL) - s->fetched < timeout)) {
 		*out = s;
 		return 0;
 	}
 	pthread_mutex_lock(&chfs_client.lock);
 	int rc = 0;
-	if (chfs_client.pid != getpid())
+	if (atomic_exchange(&chfs_client.forked, 0) || chfs_client.pid != getpid())
 		rc = reopen_after_fork();
 	s = atomic_load(&chfs_client.srv);
 	if (rc == 0 && timeout && time(NULL) - s->fetched >= timeout) {

@@ -55,6 +55,7 @@ struct client {
 	atomic_uint_fast64_t reqid;
 	atomic_int dirty_fds; /* descriptors with unreported writes */
 	atomic_int async_access;
+	atomic_int forked; /* set in a child by chfs_after_fork() */
 };
 extern struct client chfs_client;
 
@@ -94,6 +95,15 @@ struct chfs_file {
 	off_t pos;
 	uint64_t written_end; /* highest offset this descriptor wrote */
 	int dirty;            /* written_end or mtime not yet reported to the owner */
+	int *direct;          /* per server: backing-file fd for the local fast path, -1 unknown,
+	                       * -2 not usable (NULL until first I/O) */
+	unsigned ndirect;
+	/* CHFS_BUF_SIZE write-back buffer: one run of sequential small writes, flushed when a
+	 * write does not extend it, and before reads, fsync, close, stat and size reports. */
+	pthread_mutex_t wlock;
+	uint8_t *wbuf;
+	size_t wcap, wlen;
+	uint64_t woff;
 	atomic_int refs;
 };
 int fd_alloc(struct chfs_file *f);
@@ -118,6 +128,8 @@ int data_remove_all(struct srvlist *s, const struct chfs_md *md);
 
 /* ---- io.c ---- */
 ssize_t io_transfer(struct chfs_file *f, int is_write, void *buf, size_t size, uint64_t off);
+/* Write out the CHFS_BUF_SIZE buffer of f (0 or -errno of the write). */
+int io_flush(struct chfs_file *f);
 
 /* errno helper for the public edge: r < 0 -> errno = -r, return -1. */
 static inline int set_err(int r)

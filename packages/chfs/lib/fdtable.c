@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static pthread_mutex_t fd_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct chfs_file **fds;
@@ -57,6 +58,12 @@ struct chfs_file *fd_get(int fd)
 void fd_put(struct chfs_file *f)
 {
 	if (f && atomic_fetch_sub(&f->refs, 1) == 1) {
+		for (unsigned i = 0; f->direct && i < f->ndirect; i++)
+			if (f->direct[i] >= 0)
+				close(f->direct[i]);
+		free(f->direct);
+		free(f->wbuf);
+		pthread_mutex_destroy(&f->wlock);
 		pthread_mutex_destroy(&f->lock);
 		free(f);
 	}

@@ -180,6 +180,79 @@ static int finish_read(struct ioreq *q, uint8_t *buf, int *shortread, uint64_t *
 	return 0;
 }
 
+/* The local fast path: the backing file of f on server sv, if sv runs on this node and its file
+ * can be opened by this process (else -2: use RPCs). Resolved once per descriptor and server. */
+static int direct_fd(struct srvlist *s, struct chfs_file *f, unsigned sv)
+{
+	if (!chfs_client.cfg.local_fastpath || !s->local[sv] || !f->md.fileid)
+		return -2;
+	pthread_mutex_lock(&f->lock);
+	if (!f->direct && (f->direct = malloc(s->n * sizeof *f->direct)) != NULL) {
+		f->ndirect = s->n;
+		for (unsigned i = 0; i < s->n; i++)
+			f->direct[i] = -1;
+	}
+	int fd = f->direct && sv < f->ndirect ? f->direct[sv] : -2;
+	pthread_mutex_unlock(&f->lock);
+	if (fd != -1)
+		return fd;
+	struct rpc r;
+	char p[CHFS_PATH_MAX];
+	int nfd = -2;
+	rpc_begin(&r, WOP_LOCAL_PATH);
+	wenc_u64(&r.e, f->md.fileid);
+	if (rpc_call(s, sv, &r) == 0) {
+		wdec_str(&r.d, p, sizeof p);
+		if (wdec_finish(&r.d) == 0 && p[0] == '/')
+			nfd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		if (nfd < 0)
+			nfd = -2;
+	}
+	pthread_mutex_lock(&f->lock);
+	if (f->direct[sv] == -1)
+		f->direct[sv] = nfd;
+	else if (nfd >= 0)
+		close(nfd);
+	fd = f->direct[sv];
+	pthread_mutex_unlock(&f->lock);
+	return fd;
+}
+
+static int direct_io(int fd, int is_write, uint8_t *buf, const struct wire_seg *sg,
+                     int *shortread, uint64_t *present_end)
+{
+	uint64_t done = 0;
+	while (done < sg->len) {
+		ssize_t k = is_write ? pwrite(fd, buf + sg->bufoff + done, sg->len - done, (off_t)(sg->off + done))
+		                     : pread(fd, buf + sg->bufoff + done, sg->len - done, (off_t)(sg->off + done));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -EIO;
+		if (k == 0)
+			break;
+		done += (uint64_t)k;
+	}
+	if (!is_write && done < sg->len) {
+		memset(buf + sg->bufoff + done, 0, sg->len - done);
+		*shortread = 1;
+	}
+	if (!is_write && done && sg->off + done > *present_end)
+		*present_end = sg->off + done;
+	return 0;
+}
+
+/* Run the pieces marked direct (fd >= 0). */
+static int run_direct(struct piece *p, const int *dfd, size_t np, int is_write, uint8_t *buf,
+                      int *shortread, uint64_t *present_end)
+{
+	int rc = 0;
+	for (size_t i = 0; i < np && rc == 0; i++)
+		if (dfd[i] >= 0)
+			rc = direct_io(dfd[i], is_write, buf, &p[i].seg, shortread, present_end);
+	return rc;
+}
+
 /* The size this descriptor may read up to: the size known at open (or last refresh), this
  * process's own writes, and — if end lies beyond both — a fresh size from the owner. */
 static uint64_t read_limit(struct srvlist *s, struct chfs_file *f, uint64_t end)
@@ -229,17 +302,26 @@ ssize_t io_transfer(struct chfs_file *f, int is_write, void *vbuf, size_t size, 
 	if ((rc = make_pieces(s, &f->md, size, off, &p, &np)) < 0)
 		return rc;
 
-	/* Group pieces into requests: one per server, split at WIRE_MAX_SEGS. */
+	/* Pieces on this node's servers go straight to their backing files (local fast path). */
+	int *dfd = malloc(np * sizeof *dfd);
+	size_t ndirect = 0;
+	/* Group the other pieces into requests: one per server, split at WIRE_MAX_SEGS. */
 	struct wire_seg *segs = malloc(np * sizeof *segs);
 	struct ioreq *rq = calloc(np, sizeof *rq);
 	size_t nrq = 0;
 	uint64_t thresh = chfs_client.cfg.rdma_thresh;
 	int need_rma = 0;
-	if (!segs || !rq) {
+	if (!segs || !rq || !dfd) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < np; i++) {
+		dfd[i] = direct_fd(s, f, p[i].server);
+		ndirect += dfd[i] >= 0;
+	}
+	for (size_t i = 0; i < np; i++) {
+		if (dfd[i] >= 0)
+			continue;
 		segs[i] = p[i].seg;
 		struct ioreq *q = nrq ? &rq[nrq - 1] : NULL;
 		if (!q || q->server != p[i].server || q->nseg == WIRE_MAX_SEGS) {
@@ -268,7 +350,7 @@ ssize_t io_transfer(struct chfs_file *f, int is_write, void *vbuf, size_t size, 
 	if (rc)
 		goto out_mr;
 
-	concurrent = nrq > 1 && (atomic_load(&chfs_client.async_access) || size > thresh);
+	concurrent = (nrq > 1 || (nrq && ndirect)) && (atomic_load(&chfs_client.async_access) || size > thresh);
 	int timeout = rpc_timeout();
 	if (concurrent) {
 		for (size_t i = 0; i < nrq; i++) {
@@ -278,10 +360,14 @@ ssize_t io_transfer(struct chfs_file *f, int is_write, void *vbuf, size_t size, 
 			if (q->rc)
 				q->call = NULL;
 		}
+		if (ndirect)
+			rc = run_direct(p, dfd, np, is_write, buf, &shortread, &present_end);
 		for (size_t i = 0; i < nrq; i++)
 			if (rq[i].call)
 				rq[i].rc = xprt_call_wait(rq[i].call, &rq[i].replen);
 	} else {
+		if (ndirect)
+			rc = run_direct(p, dfd, np, is_write, buf, &shortread, &present_end);
 		for (size_t i = 0; i < nrq; i++) {
 			struct ioreq *q = &rq[i];
 			q->rc = xprt_call(chfs_client.x, s->peers[q->server], q->msg, q->msglen, q->rep,
@@ -333,8 +419,72 @@ out:
 	}
 	free(rq);
 	free(segs);
+	free(dfd);
 	free(p);
 	return rc ? rc : ret;
+}
+
+/* ---- CHFS_BUF_SIZE write-back buffer ---- */
+
+int io_flush(struct chfs_file *f)
+{
+	if (!f->wcap)
+		return 0;
+	pthread_mutex_lock(&f->wlock);
+	ssize_t rc = 0;
+	if (f->wlen) {
+		rc = io_transfer(f, 1, f->wbuf, f->wlen, f->woff);
+		f->wlen = 0;
+	}
+	pthread_mutex_unlock(&f->wlock);
+	return rc < 0 ? (int)rc : 0;
+}
+
+/* Buffer a small write if it extends the buffered run; 1 if buffered, 0 if the caller must
+ * write it directly, -errno if flushing the previous run failed. */
+static int buffer_write(struct chfs_file *f, const void *buf, size_t size, uint64_t off)
+{
+	if (!f->wcap || size >= f->wcap)
+		return io_flush(f);
+	pthread_mutex_lock(&f->wlock);
+	int rc = 0;
+	if (!f->wbuf && !(f->wbuf = malloc(f->wcap)))
+		rc = -ENOMEM;
+	if (rc == 0 && f->wlen && (off != f->woff + f->wlen || f->wlen + size > f->wcap)) {
+		ssize_t w = io_transfer(f, 1, f->wbuf, f->wlen, f->woff);
+		f->wlen = 0;
+		if (w < 0)
+			rc = (int)w;
+	}
+	if (rc == 0) {
+		if (!f->wlen)
+			f->woff = off;
+		memcpy(f->wbuf + f->wlen, buf, size);
+		f->wlen += size;
+		pthread_mutex_lock(&f->lock);
+		if (!f->dirty) { /* so size reports (which flush first) cover the buffer */
+			f->dirty = 1;
+			atomic_fetch_add(&chfs_client.dirty_fds, 1);
+		}
+		pthread_mutex_unlock(&f->lock);
+		rc = 1;
+	}
+	pthread_mutex_unlock(&f->wlock);
+	return rc;
+}
+
+static ssize_t do_write(struct chfs_file *f, const void *buf, size_t size, uint64_t off)
+{
+	int b = buffer_write(f, buf, size, off);
+	if (b < 0)
+		return b;
+	return b ? (ssize_t)size : io_transfer(f, 1, (void *)buf, size, off);
+}
+
+static ssize_t do_read(struct chfs_file *f, void *buf, size_t size, uint64_t off)
+{
+	int rc = io_flush(f);
+	return rc ? rc : io_transfer(f, 0, buf, size, off);
 }
 
 /* ---- public descriptor API ---- */
@@ -352,7 +502,7 @@ ssize_t chfs_pwrite(int fd, const void *buf, size_t size, off_t offset)
 	else if (f->accmode == O_RDONLY)
 		rc = -EBADF;
 	else
-		rc = io_transfer(f, 1, (void *)buf, size, (uint64_t)offset);
+		rc = do_write(f, buf, size, (uint64_t)offset);
 	fd_put(f);
 	return rc < 0 ? set_err((int)rc) : rc;
 }
@@ -370,7 +520,7 @@ ssize_t chfs_pread(int fd, void *buf, size_t size, off_t offset)
 	else if (f->accmode == O_WRONLY)
 		rc = -EBADF;
 	else
-		rc = io_transfer(f, 0, buf, size, (uint64_t)offset);
+		rc = do_read(f, buf, size, (uint64_t)offset);
 	fd_put(f);
 	return rc < 0 ? set_err((int)rc) : rc;
 }
@@ -380,7 +530,9 @@ static int file_size(struct chfs_file *f, uint64_t *size, struct chfs_md *out)
 {
 	struct srvlist *s;
 	struct chfs_md md;
-	int rc = client_begin(&s);
+	int rc = io_flush(f);
+	if (rc == 0)
+		rc = client_begin(&s);
 	if (rc == 0)
 		rc = ns_lookup(s, f->path, &md);
 	if (rc == 0 && md.fileid != f->md.fileid)
@@ -423,7 +575,7 @@ static ssize_t rw_at_pos(int fd, int is_write, void *buf, size_t size)
 		pthread_mutex_lock(&f->lock);
 		pos = (uint64_t)f->pos;
 		pthread_mutex_unlock(&f->lock);
-		rc = io_transfer(f, is_write, buf, size, pos);
+		rc = is_write ? do_write(f, buf, size, pos) : do_read(f, buf, size, pos);
 		if (rc > 0) {
 			pthread_mutex_lock(&f->lock);
 			f->pos = (off_t)(pos + (uint64_t)rc);
@@ -513,7 +665,9 @@ int chfs_ftruncate(int fd, off_t len)
 	if (!f)
 		return -1;
 	struct srvlist *s;
-	int rc = f->accmode == O_RDONLY ? -EINVAL : client_begin(&s);
+	int rc = f->accmode == O_RDONLY ? -EINVAL : io_flush(f);
+	if (rc == 0)
+		rc = client_begin(&s);
 	if (rc == 0)
 		rc = ns_truncate(s, f->path, &f->md, len);
 	fd_put(f);

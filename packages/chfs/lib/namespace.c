@@ -126,6 +126,9 @@ void md_to_stat(const struct chfs_md *md, const char *cpath, struct stat *st)
 int ns_report_size(struct chfs_file *f)
 {
 	struct srvlist *s;
+	int frc = io_flush(f);
+	if (frc)
+		return frc;
 	pthread_mutex_lock(&f->lock);
 	if (!f->dirty) {
 		pthread_mutex_unlock(&f->lock);
@@ -255,6 +258,9 @@ static int new_file(const char *cpath, const struct chfs_md *md, int accmode, in
 	if (!f)
 		return -ENOMEM;
 	pthread_mutex_init(&f->lock, NULL);
+	pthread_mutex_init(&f->wlock, NULL);
+	if (S_ISREG(md->mode) && accmode != O_RDONLY)
+		f->wcap = chfs_client.cfg.buf_size;
 	snprintf(f->path, sizeof f->path, "%s", cpath);
 	f->md = *md;
 	f->accmode = accmode;
@@ -262,6 +268,7 @@ static int new_file(const char *cpath, const struct chfs_md *md, int accmode, in
 	f->isdir = S_ISDIR(md->mode);
 	int fd = fd_alloc(f);
 	if (fd < 0) {
+		pthread_mutex_destroy(&f->wlock);
 		pthread_mutex_destroy(&f->lock);
 		free(f);
 	}

@@ -43,6 +43,23 @@ def test_small_chunk_size_file_spans_all_servers(chfs_pool):
     assert max(sizes) <= len(data) and sum(1 for s in sizes if s > 0) == 4
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("chfs_pool", [{"extra_env": {"CHFS_LOCAL_FASTPATH": "1"}}], indirect=True)
+def test_local_fast_path_round_trips_and_mixes_with_rpc_clients(chfs_pool):
+    """With the fast path, chunks on this node's servers move by pread/pwrite on the backing
+    files; a client using RPCs must see exactly the same bytes and sizes."""
+    rpc_env = dict(chfs_pool.env, CHFS_LOCAL_FASTPATH="0")
+    for i, n in enumerate([1000, 3 * CHUNK + 5, 4 * (1 << 20) + 1]):
+        data = rand(n, 300 + i)
+        put(chfs_pool, f"/fp{i}", data)                        # fast path writes
+        assert sha(io(chfs_pool, "get", f"/fp{i}", env=rpc_env).stdout) == sha(data)
+        assert io(chfs_pool, "stat", f"/fp{i}", env=rpc_env).stdout.split()[1] == str(n).encode()
+        io(chfs_pool, "put", f"/rp{i}", 0, "create", input=data, env=rpc_env)   # RPC writes
+        assert sha(get(chfs_pool, f"/rp{i}")) == sha(data)     # fast path reads
+    put(chfs_pool, "/fpsparse", b"end", off=5 * CHUNK + 3)
+    assert get(chfs_pool, "/fpsparse") == bytes(5 * CHUNK + 3) + b"end"
+
+
 @pytest.mark.timeout(60)
 def test_sparse_file_reads_zeros_in_holes(chfs_pool):
     tail = rand(1000, 1)
@@ -211,6 +228,22 @@ def test_symlinks_and_metadata(chfs_pool):
     assert err_name(io(chfs_pool, "create", "/nodir/x", check=False)) == "ENOENT"
     assert err_name(io(chfs_pool, "mkdir", "/target", check=False)) == "EEXIST"
     assert err_name(io(chfs_pool, "stagein", "/target", check=False)) in ("ENOTSUP", "EOPNOTSUPP")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("bufsize", ["0", "65536"])
+def test_small_sequential_writes_with_and_without_client_buffer(chfs_pool, bufsize):
+    env = dict(chfs_pool.env, CHFS_BUF_SIZE=bufsize)
+    io(chfs_pool, "smallwrites", "/sw", 3000, 100, env=env)
+    expect = bytes(k % 251 for k in range(300000))
+    assert stat(chfs_pool, "/sw")[1] == len(expect)
+    assert sha(get(chfs_pool, "/sw")) == sha(expect)
+
+
+@pytest.mark.timeout(60)
+def test_forked_child_uses_its_own_transport(chfs_pool):
+    io(chfs_pool, "forkcheck", "/forked")
+    assert get(chfs_pool, "/forked") == b"parentchild"
 
 
 @pytest.mark.timeout(60)

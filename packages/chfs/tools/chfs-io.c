@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +30,8 @@ static void usage(FILE *f)
 	        "  symlink TARGET PATH | readlink PATH | chmod PATH MODE | access PATH MODE\n"
 	        "  ls PATH                       entry names, one per line\n"
 	        "  mkfiles DIR N                 create N empty files DIR/f000000...\n"
+	        "  smallwrites PATH N SIZE       N sequential writes of SIZE bytes (byte k = k %% 251)\n"
+	        "  forkcheck PATH                write, fork, child reads/writes through its own transport\n"
 	        "  stagein PATH                  chfs_stagein (no backend yet: ENOTSUP)\n"
 	        "  localpath PATH                backing file of a local-placement file\n"
 	        "  writeloop PATH SECONDS        rewrite 1 MiB blocks until SECONDS pass or an error\n"
@@ -169,6 +172,45 @@ int main(int argc, char **argv)
 				return fail();
 			}
 		}
+	} else if (!strcmp(op, "smallwrites") && argc >= 5) {
+		/* N sequential chfs_write calls of SIZE bytes; byte k of the file is k % 251 */
+		long n = atol(argv[3]), sz = atol(argv[4]);
+		int fd = chfs_create(argv[2], O_WRONLY, 0644);
+		if (fd < 0 || sz <= 0 || (size_t)sz > bs)
+			return fail();
+		for (long i = 0; i < n; i++) {
+			for (long k = 0; k < sz; k++)
+				buf[k] = (char)((i * sz + k) % 251);
+			if (chfs_write(fd, buf, (size_t)sz) != sz)
+				return fail();
+		}
+		if (chfs_close(fd) < 0)
+			return fail();
+	} else if (!strcmp(op, "forkcheck") && argc >= 3) {
+		/* parent writes, a forked child (own transport after fork) reads it back and appends */
+		int fd = chfs_create(argv[2], O_RDWR, 0644);
+		if (fd < 0 || chfs_pwrite(fd, "parent", 6, 0) != 6 || chfs_fsync(fd) < 0)
+			return fail();
+		pid_t pid = fork();
+		if (pid == 0) {
+			char b[6];
+			if (chfs_pread(fd, b, 6, 0) != 6 || memcmp(b, "parent", 6) != 0 ||
+			    chfs_pwrite(fd, "child", 5, 6) != 5 || chfs_close(fd) < 0)
+				_exit(1);
+			_exit(0);
+		}
+		int status = 0;
+		waitpid(pid, &status, 0);
+		char b[11];
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			fprintf(stderr, "chfs-io: forkcheck: child failed\n");
+			return 1;
+		}
+		if (chfs_pread(fd, b, 11, 0) != 11 || memcmp(b, "parentchild", 11) != 0) {
+			fprintf(stderr, "chfs-io: forkcheck: parent does not see the child's write\n");
+			return 1;
+		}
+		chfs_close(fd);
 	} else if (!strcmp(op, "stagein") && argc >= 3) {
 		if (chfs_stagein(argv[2]) < 0)
 			rc = fail();
