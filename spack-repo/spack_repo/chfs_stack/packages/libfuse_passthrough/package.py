@@ -33,7 +33,9 @@ class LibfusePassthrough(Libfuse):
         url="https://github.com/libfuse/libfuse/releases/download/fuse-3.14.0/fuse-3.14.0.tar.xz",
     )
 
-    conflicts("@:3.13", msg="libfuse-passthrough: the passthrough patch needs libfuse 3.14 or newer")
+    conflicts(
+        "@:3.13", msg="libfuse-passthrough: the passthrough patch needs libfuse 3.14 or newer"
+    )
     patch("libfuse-passthrough.patch", when="@3.14:3.16")
 
     # chfuse needs only the library; fusermount3 comes from the system's fuse3 package.
