@@ -138,9 +138,9 @@ static int env_keeps_loader(char *const *envp)
 static int needs_hook_library(const struct chfs_sysargs *s)
 {
   if (s->nr == __NR_execve)
-    return !env_keeps_loader((char *const *)s->a[2]);
+    return under_mount((const char *)s->a[0]) || !env_keeps_loader((char *const *)s->a[2]);
   if (s->nr == __NR_execveat)
-    return !env_keeps_loader((char *const *)s->a[3]);
+    return under_mount((const char *)s->a[1]) || !env_keeps_loader((char *const *)s->a[3]);
   unsigned m = name_args(s->nr);
   for (int i = 0; m; i++, m >>= 1)
     if ((m & 1) && under_mount((const char *)s->a[i]))

@@ -6,7 +6,8 @@
  * dlmopen(LM_ID_NEWLM): it comes with its own copies of libc, libchfs and libfabric, loaded
  * after the rewrite, so their syscalls go straight to the kernel and the hook never recurses
  * into itself. It is loaded at once when the process inherited CHFS state through execve
- * (CHFS_HOOK_CWD, CHFS_HOOK_INHERIT), else on first need (gate.c). Until the hook library is
+ * (CHFS_HOOK_CWD, CHFS_HOOK_INHERIT) or when CHFS_HOOK_EAGER is set, else on first need
+ * (gate.c). Until the hook library is
  * installed every syscall passes through unchanged.
  *
  * Environment: CHFS_HOOK_LIB (path of the hook library; default libchfs-hook.so next to this
@@ -90,7 +91,7 @@ __attribute__((constructor(101))) static void chfs_hook_loader_init(void)
   const char *lib = getenv("CHFS_HOOK_LIB");
   if (lib && strcmp(lib, "none") == 0)
     return;
-  if (getenv("CHFS_HOOK_CWD") || getenv("CHFS_HOOK_INHERIT")) {
+  if (getenv("CHFS_HOOK_CWD") || getenv("CHFS_HOOK_INHERIT") || getenv("CHFS_HOOK_EAGER")) {
     if (load_hook_library() < 0)
       _exit(127);
     return;
