@@ -40,7 +40,12 @@ def stack_env(base=None):
     env["LD_LIBRARY_PATH"] = libs + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     env["PKG_CONFIG_PATH"] = f"{p}/lib/pkgconfig:" + env.get("PKG_CONFIG_PATH", "")
     if "asan" in p:
-        env.setdefault("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=0")
+        # Sanitizer reports of daemons (stderr is /dev/null) go to files: CHFS_STACK_CACHE/asan-logs.
+        cache = os.environ.get("CHFS_STACK_CACHE", os.path.expanduser("~/.cache/chfs-stack"))
+        logs = os.path.join(cache, "asan-logs")
+        os.makedirs(logs, exist_ok=True)
+        env.setdefault("ASAN_OPTIONS", f"detect_leaks=0:log_path={logs}/asan")
+        env.setdefault("UBSAN_OPTIONS", f"print_stacktrace=1:log_path={logs}/ubsan")
     return env
 
 

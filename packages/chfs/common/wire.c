@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char *const op_names[WOP_MAX] = {
 	[WOP_NODE_LIST] = "node_list", [WOP_JOIN] = "join", [WOP_SET_LIST] = "set_list",
@@ -374,6 +375,15 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 			r->flags = wdec_u32(&d);
 		if (!d.err && !md_ok(&r->md))
 			bad = -EINVAL;
+		/* The entry type must fit the op: files and symlinks are created, directories made. */
+		if (!d.err && !bad) {
+			uint32_t t = r->md.mode & S_IFMT;
+			int ok = r->h.op == WOP_MKDIR ? t == S_IFDIR
+			         : r->h.op == WOP_CREATE ? (t == S_IFREG || t == S_IFLNK)
+			                                 : (t == S_IFREG || t == S_IFLNK || t == S_IFDIR);
+			if (!ok)
+				bad = -EINVAL;
+		}
 		break;
 	case WOP_STAT:
 	case WOP_DIR_EMPTY:

@@ -282,7 +282,7 @@ int st_create(struct storage *st, const char *path, const struct chfs_md *in, in
 		int fd = openat(dfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0) {
 			*out = *in;
-			out->fileid = in->fileid ? in->fileid : st_new_fileid();
+			out->fileid = st_new_fileid(); /* never the client's choice */
 			rc = rec_write_fd(fd, out);
 			close(fd);
 			if (rc)

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static struct wire_req req; /* large: keep off the stack */
 
@@ -83,6 +84,23 @@ int main(void)
 	CHECK(strcmp(req.md.home, md.home) == 0 && strcmp(req.md.link, md.link) == 0);
 	CHECK_EQ(req.flags, (uint32_t)WIRE_CREATE_EXCL);
 	CHECK(req.h.reqid == 7 && req.h.secret[0] == 0xab);
+
+	/* The entry type must fit the op (a client cannot create a "file" that claims to be a
+	 * directory). */
+	{
+		uint8_t b2[16384];
+		struct chfs_md dm = md;
+		dm.mode = S_IFDIR | 0755;
+		begin(&e, b2, sizeof b2);
+		wenc_str(&e, "x");
+		wenc_md(&e, &dm);
+		wenc_u32(&e, 0);
+		CHECK_EQ(wire_decode_req(b2, finish(&e, WOP_CREATE), &req), -EINVAL);
+		begin(&e, b2, sizeof b2);
+		wenc_str(&e, "x");
+		wenc_md(&e, &md);
+		CHECK_EQ(wire_decode_req(b2, finish(&e, WOP_MKDIR), &req), -EINVAL);
+	}
 
 	/* Every proper prefix of a valid message is rejected. */
 	for (size_t k = 0; k < n; k++)
