@@ -57,6 +57,18 @@ class GfarmCluster:
         return {k: (v if k == "endpoint" else float(v) if "." in v else int(v))
                 for k, v in kv.items()}
 
+    def mount(self, coop=True):
+        """gfarm2fs on every client at <dir>/cN/mnt (see gfarm-cluster mount)."""
+        self._script("mount", *([] if coop else ["--no-coop"]))
+        return {f"c{i + 1}": os.path.join(self.dir, f"c{i + 1}", "mnt")
+                for i in range(self.clients)}
+
+    def umount(self):
+        self._script("umount")
+
+    def netns(self, node):
+        return f"/run/netns/gfc{self.env['GFARM_CLUSTER_ID']}-{node}"
+
     def daemon_pid(self, node):
         with open(os.path.join(self.dir, "run", f"gfccd-{node}.pid")) as f:
             return int(f.read())

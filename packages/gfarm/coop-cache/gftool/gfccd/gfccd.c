@@ -41,7 +41,6 @@ static unsigned char secret[COOP_SECRET_LEN];
 
 static pthread_mutex_t stat_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
-	uint64_t local_requested, local_hit;	/* pages, local GETs */
 	uint64_t served_requested, served;	/* pages, GETs from peers */
 	struct coop_stat_add client;		/* reported by libgfarm */
 } stats;
@@ -85,23 +84,27 @@ pages_of(uint64_t off, uint64_t len)
 static void
 stat_text(char *buf, size_t size)
 {
-	uint64_t preq, ptr;
+	struct coop_stat_add c;
 
 	pthread_mutex_lock(&stat_mu);
-	preq = stats.client.peer_requested;
-	ptr = stats.client.peer_transferred;
+	c = stats.client;
+	/* hit_rate: pages not read from gfsd, of all pages this node read */
 	snprintf(buf, size,
 	    "endpoint %s\npage_size %d\ncached_pages %zu\n"
 	    "capacity_pages %zu\nlocal_requested %llu\nlocal_hit %llu\n"
 	    "peer_requested %llu\npeer_transferred %llu\n"
-	    "peer_hit_rate %.4f\ngfsd_pages %llu\n"
+	    "peer_hit_rate %.4f\nhit_rate %.4f\ngfsd_pages %llu\n"
 	    "served_requested %llu\nserved_pages %llu\n",
 	    endpoint, COOP_PAGE_SIZE, page_cache_npages(cache),
 	    page_cache_capacity_pages(cache),
-	    (unsigned long long)stats.local_requested,
-	    (unsigned long long)stats.local_hit,
-	    (unsigned long long)preq, (unsigned long long)ptr,
-	    preq ? (double)ptr / preq : 0.0,
+	    (unsigned long long)c.local_requested,
+	    (unsigned long long)c.local_hit,
+	    (unsigned long long)c.peer_requested,
+	    (unsigned long long)c.peer_transferred,
+	    c.peer_requested ? (double)c.peer_transferred /
+	    c.peer_requested : 0.0,
+	    c.local_requested ? (double)(c.local_hit + c.peer_transferred)
+	    / c.local_requested : 0.0,
 	    (unsigned long long)stats.client.gfsd_pages,
 	    (unsigned long long)stats.served_requested,
 	    (unsigned long long)stats.served);
@@ -118,15 +121,12 @@ do_get(int fd, const struct coop_req *rq, int from_peer)
 	if (buf == NULL)
 		return (send_reply(fd, -ENOMEM, NULL, 0));
 	n = page_cache_get(cache, rq->ino, rq->gen, rq->off, buf, rq->len);
-	pthread_mutex_lock(&stat_mu);
 	if (from_peer) {
+		pthread_mutex_lock(&stat_mu);
 		stats.served_requested += pages_of(rq->off, rq->len);
 		stats.served += pages_of(rq->off, n);
-	} else {
-		stats.local_requested += pages_of(rq->off, rq->len);
-		stats.local_hit += pages_of(rq->off, n);
+		pthread_mutex_unlock(&stat_mu);
 	}
-	pthread_mutex_unlock(&stat_mu);
 	r = send_reply(fd, 0, buf, (uint32_t)n);
 	free(buf);
 	return (r);
@@ -181,6 +181,8 @@ serve_local(int fd, const struct coop_req *rq)
 		}
 		memcpy(&a, payload, sizeof(a));
 		pthread_mutex_lock(&stat_mu);
+		stats.client.local_requested += be64toh(a.local_requested);
+		stats.client.local_hit += be64toh(a.local_hit);
 		stats.client.peer_requested += be64toh(a.peer_requested);
 		stats.client.peer_transferred += be64toh(a.peer_transferred);
 		stats.client.gfsd_pages += be64toh(a.gfsd_pages);

@@ -274,11 +274,13 @@ coop_cache_local_retag(uint64_t ino, uint64_t gen, uint64_t size)
 }
 
 int
-coop_cache_local_stat_add(uint64_t peer_requested,
-	uint64_t peer_transferred, uint64_t gfsd_pages)
+coop_cache_local_stat_add(uint64_t local_requested, uint64_t local_hit,
+	uint64_t peer_requested, uint64_t peer_transferred, uint64_t gfsd_pages)
 {
 	struct coop_stat_add a;
 
+	a.local_requested = htobe64(local_requested);
+	a.local_hit = htobe64(local_hit);
 	a.peer_requested = htobe64(peer_requested);
 	a.peer_transferred = htobe64(peer_transferred);
 	a.gfsd_pages = htobe64(gfsd_pages);

@@ -25,8 +25,8 @@ int coop_cache_local_put(uint64_t ino, uint64_t gen, uint64_t off,
 	const char *buf, size_t len, int eof);
 int coop_cache_local_inval(uint64_t ino);
 int coop_cache_local_retag(uint64_t ino, uint64_t gen, uint64_t size);
-int coop_cache_local_stat_add(uint64_t peer_requested,
-	uint64_t peer_transferred, uint64_t gfsd_pages);
+int coop_cache_local_stat_add(uint64_t local_requested, uint64_t local_hit,
+	uint64_t peer_requested, uint64_t peer_transferred, uint64_t gfsd_pages);
 
 /* longest prefix a peer's daemon has cached */
 int coop_cache_peer_get(const char *endpoint, const unsigned char *secret,

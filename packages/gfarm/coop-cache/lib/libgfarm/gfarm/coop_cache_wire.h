@@ -50,8 +50,11 @@ struct coop_rep {
 	uint32_t len;
 };
 
-/* counters a client process adds to its node's totals */
+/* counters a client process adds to its node's totals, in pages of data
+ * the reader actually needed (a read past EOF does not count) */
 struct coop_stat_add {
+	uint64_t local_requested;	/* pages looked up in this node's cache */
+	uint64_t local_hit;		/* ... and found there */
 	uint64_t peer_requested;	/* pages asked of peers */
 	uint64_t peer_transferred;	/* pages peers delivered */
 	uint64_t gfsd_pages;		/* pages read from gfsd */

@@ -93,38 +93,34 @@ coop_register(GFS_File gf, gfarm_uint64_t gen, const char *ep)
 		    (unsigned long long)gf->ino, gfarm_error_string(e));
 }
 
-/* ask the best peer; returns bytes it delivered (0: none) */
-static size_t
-coop_from_peer(GFS_File gf, const char *self, const unsigned char *secret,
-	char *buf, size_t size, gfarm_off_t off)
+/* the best peer gfmd knows for (ino, gen), or NULL (caller frees) */
+static char *
+coop_lookup(GFS_File gf, const char *self)
 {
 	char *peer = NULL;
-	size_t got = 0;
-	gfarm_uint64_t requested, transferred;
 	gfarm_error_t e;
-	int r;
 
 	e = gfm_client_rpc(gf->gfm_server, 0, GFM_PROTO_COOP_CACHE_LOOKUP,
 	    "lls/s", (gfarm_uint64_t)gf->ino, gf->gen, self, &peer);
 	if (e != GFARM_ERR_NO_ERROR || peer == NULL || peer[0] == '\0') {
 		free(peer);
-		return (0);
+		return (NULL);
 	}
-	r = coop_cache_peer_get(peer, secret, gf->ino, gf->gen, off, buf,
-	    size, &got);
-	if (r < 0) {
-		gflog_debug(GFARM_MSG_UNFIXED, "coop cache peer %s: %s",
-		    peer, strerror(-r));
-		got = 0;
-	}
-	requested = coop_cache_pages(off, size);
-	transferred = coop_cache_pages(off, got);
-	(void)gfm_client_rpc(gf->gfm_server, 0, GFM_PROTO_COOP_CACHE_REPORT,
-	    "llsll/", (gfarm_uint64_t)gf->ino, gf->gen, peer, requested,
-	    transferred);
-	(void)coop_cache_local_stat_add(requested, transferred, 0);
-	free(peer);
-	return (got);
+	return (peer);
+}
+
+/* tell gfmd (which re-sorts the holders) and our node's counters */
+static void
+coop_report(GFS_File gf, const char *peer, gfarm_uint64_t requested,
+	gfarm_uint64_t transferred, gfarm_uint64_t gfsd_pages)
+{
+	if (peer != NULL && requested > 0)
+		(void)gfm_client_rpc(gf->gfm_server, 0,
+		    GFM_PROTO_COOP_CACHE_REPORT, "llsll/",
+		    (gfarm_uint64_t)gf->ino, gf->gen, peer, requested,
+		    transferred);
+	(void)coop_cache_local_stat_add(requested > 0 ? requested : gfsd_pages,
+	    0, peer != NULL ? requested : 0, transferred, gfsd_pages);
 }
 
 int
@@ -144,11 +140,12 @@ gfarm_error_t
 gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 	char *buf, size_t size, gfarm_off_t off, size_t *lenp)
 {
-	char self[COOP_ENDPOINT_MAX], probe;
+	char self[COOP_ENDPOINT_MAX], probe, *peer;
 	unsigned char secret[COOP_SECRET_LEN];
 	size_t got = 0, n;
+	gfarm_uint64_t pages;
 	gfarm_error_t e;
-	int eof;
+	int eof, r;
 
 	if (!gfs_pio_coop_active(gf) || size == 0 || off < 0 ||
 	    coop_self(self, secret) < 0)
@@ -161,25 +158,41 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 	}
 	if (coop_cache_local_get(gf->ino, gf->gen, off, buf, size, &got) == 0
 	    && got > 0) {
+		pages = coop_cache_pages(off, got);
+		(void)coop_cache_local_stat_add(pages, pages, 0, 0, 0);
 		*lenp = got;
 		return (GFARM_ERR_NO_ERROR);
 	}
-	if ((got = coop_from_peer(gf, self, secret, buf, size, off)) > 0) {
+	if ((peer = coop_lookup(gf, self)) != NULL &&
+	    (r = coop_cache_peer_get(peer, secret, gf->ino, gf->gen, off,
+	    buf, size, &got)) < 0) {
+		gflog_debug(GFARM_MSG_UNFIXED, "coop cache peer %s: %s",
+		    peer, strerror(-r));
+		got = 0;
+	}
+	if (got > 0) {
 		/* a short page from a peer is that file's last page */
 		(void)coop_cache_local_put(gf->ino, gf->gen, off, buf, got, 1);
+		pages = coop_cache_pages(off, got);
+		coop_report(gf, peer, pages, pages, 0);
+		free(peer);
 		*lenp = got;
 		return (GFARM_ERR_NO_ERROR);
 	}
 	e = (*storage_pread)(gf, buf, size, off, lenp);
-	if (e != GFARM_ERR_NO_ERROR || *lenp == 0)
-		return (e);
-	eof = 0;
-	if ((off + *lenp) % COOP_PAGE_SIZE != 0)
-		eof = (*storage_pread)(gf, &probe, 1, off + *lenp, &n) ==
-		    GFARM_ERR_NO_ERROR && n == 0;
-	(void)coop_cache_local_put(gf->ino, gf->gen, off, buf, *lenp, eof);
-	(void)coop_cache_local_stat_add(0, 0, coop_cache_pages(off, *lenp));
-	return (GFARM_ERR_NO_ERROR);
+	if (e == GFARM_ERR_NO_ERROR && *lenp > 0) {
+		eof = 0;
+		if ((off + *lenp) % COOP_PAGE_SIZE != 0)
+			eof = (*storage_pread)(gf, &probe, 1, off + *lenp,
+			    &n) == GFARM_ERR_NO_ERROR && n == 0;
+		(void)coop_cache_local_put(gf->ino, gf->gen, off, buf, *lenp,
+		    eof);
+		/* the peer was asked for what gfsd had to deliver */
+		pages = coop_cache_pages(off, *lenp);
+		coop_report(gf, peer, peer != NULL ? pages : 0, 0, pages);
+	}
+	free(peer);
+	return (e);
 }
 
 static int
