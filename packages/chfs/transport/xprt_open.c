@@ -91,6 +91,17 @@ static int resolve_listen(const char *spec, char *node, size_t nsize, char *serv
 	return 0;
 }
 
+/* ofi_rxm (tcp, verbs) pre-touches its 16 KiB bounce buffers for the receive queue of its
+ * message endpoints: with the 1.17 defaults that is ~70 MB of RSS per process — for every CHFS
+ * client, hooked processes included. 64 entries (~20 MB) keep the measured RPC rates; a full
+ * queue only applies TCP back-pressure. The user's own setting wins; the value is read when
+ * libfabric initialises its providers, so it only takes effect before the first fi_getinfo. */
+static void limit_rxm_buffers(enum xprt_kind k)
+{
+	if (k == XPRT_TCP || k == XPRT_VERBS)
+		setenv("FI_OFI_RXM_MSG_RX_SIZE", "64", 0);
+}
+
 static int get_info(xprt_t *x, const struct xprt_opts *o, char *shm_name, size_t shm_size)
 {
 	struct fi_info *hints = fi_allocinfo();
@@ -126,6 +137,7 @@ static int get_info(xprt_t *x, const struct xprt_opts *o, char *shm_name, size_t
 		s = service;
 		flags = FI_SOURCE;
 	}
+	limit_rxm_buffers(x->kind);
 	rc = fi_getinfo(FI_VERSION(1, 17), n, s, flags, hints, &x->info);
 	rc = rc ? xprt_fi_err(rc) : 0;
 	if (rc == -ENODATA || rc == -ENOENT)
