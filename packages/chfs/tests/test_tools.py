@@ -52,3 +52,21 @@ def test_chfsctl_starts_local_pool_and_tools_work(tmp_path):
         subprocess.run(ctl + ["stop"], env=env, timeout=60)
     r = subprocess.run(ctl + ["status"], env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode != 0 and "stopped" in r.stdout
+
+
+@pytest.mark.timeout(90)
+def test_chfsctl_hostfile_with_repeated_local_host_runs_one_server_per_line(tmp_path):
+    env = stack_env()
+    env["CHFS_SECRET_FILE"] = str(tmp_path / "secret")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost\n127.0.0.1\n# comment\nlocalhost\n")
+    ctl = ["chfsctl", "-h", str(hosts), "-c", str(tmp_path / "pool")]
+    try:
+        out = subprocess.run(ctl + ["start"], env=env, capture_output=True, text=True,
+                             timeout=60, check=True).stdout
+        servers = re.fullmatch(r'CHFS_SERVER="([^"]+)"; export CHFS_SERVER;\n', out).group(1).split(",")
+        assert len(set(servers)) == 3
+        assert sorted(os.listdir(tmp_path / "pool")) == ["srv0", "srv1", "srv2"]
+    finally:
+        subprocess.run(ctl + ["clean"], env=env, timeout=60)
+    assert not os.path.exists(tmp_path / "pool" / "srv0")
