@@ -8,7 +8,7 @@
  *     --api posix uses open/write/read (run it under chfs-run to go through the hook);
  *     --api native uses chfs.h with DIR taken as a CHFS path.
  *   chfs-hook-bench getpid N
- *     ns per getpid syscall.
+ *     ns per getpid syscall (fastest batch of 10000 of N calls: the least disturbed one).
  */
 #define _GNU_SOURCE
 #include <chfs.h>
@@ -157,11 +157,18 @@ static long parse_size(const char *s)
 int main(int argc, char **argv)
 {
   if (argc == 3 && strcmp(argv[1], "getpid") == 0) {
-    long n = atol(argv[2]);
-    double t0 = now();
-    for (long i = 0; i < n; i++)
-      syscall(SYS_getpid);
-    printf("%.1f\n", (now() - t0) * 1e9 / n);
+    /* batches of 10000 calls; the fastest batch is the one least disturbed by other load */
+    long n = atol(argv[2]), batches = n / 10000 > 0 ? n / 10000 : 1;
+    double best = 1e30;
+    for (long b = 0; b < batches; b++) {
+      double t0 = now();
+      for (int i = 0; i < 10000; i++)
+        syscall(SYS_getpid);
+      double t = (now() - t0) * 1e9 / 10000;
+      if (t < best)
+        best = t;
+    }
+    printf("%.1f\n", best);
     return 0;
   }
   if (argc >= 2 && strcmp(argv[1], "io") == 0) {

@@ -157,6 +157,7 @@ void hook_after_fork(void)
 {
   pthread_mutex_init(&init_lock, NULL);
   hook_fdtable_after_fork();
+  hook_paths_after_fork();
   if (atomic_load(&hook_chfs_inited))
     chfs_after_fork();
 }

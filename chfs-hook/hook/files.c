@@ -64,8 +64,11 @@ static long open_chfs(const struct hook_target *t, int flags, mode_t mode)
   } else {
     cfd = chfs_open(t->path, acc | keep | (flags & O_DIRECTORY));
     if (cfd < 0 && errno == ENOENT && (flags & O_CREAT)) {
+      /* O_EXCL: a concurrent creator must not have its data truncated by ours */
       errno = 0;
-      cfd = chfs_create(t->path, acc | (flags & O_APPEND), m);
+      cfd = chfs_create(t->path, acc | O_EXCL | (flags & O_APPEND), m);
+      if (cfd < 0 && errno == EEXIST)
+        cfd = chfs_open(t->path, acc | keep);
     }
   }
   if (cfd < 0)
@@ -285,6 +288,8 @@ long hook_do_fcntl(int fd, int cmd, long arg)
 {
   struct hook_file *h = hook_file_of(fd);
   long rc;
+  if (!h) /* closed by another thread since the filter looked */
+    return RAW3(SYS_fcntl, fd, cmd, arg);
   switch (cmd) {
   case F_DUPFD:
   case F_DUPFD_CLOEXEC:

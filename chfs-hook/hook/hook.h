@@ -73,6 +73,7 @@ int hook_vpath_to_chfs(const char *vpath, char *out, size_t size); /* 1 if under
 extern atomic_int hook_vcwd_active;
 int hook_vcwd_get(char *buf, size_t size);
 void hook_vcwd_set(const char *vpath); /* NULL deactivates */
+void hook_paths_after_fork(void);
 
 /* ---- fdtable.c ---- */
 struct hook_dirlist;

@@ -147,13 +147,9 @@ static long chfs_name_op(enum name_op op, const char *p, const long *x)
   case OP_RMDIR:
     r = chfs_rmdir(p);
     break;
-  case OP_UNLINK: {
-    struct stat st; /* unlink of a directory is EISDIR on Linux */
-    if (chfs_lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-      return -EISDIR;
+  case OP_UNLINK: /* libchfs refuses directories with EISDIR, as Linux does */
     r = chfs_unlink(p);
     break;
-  }
   case OP_READLINK:
     if ((long)x[1] <= 0)
       return -EINVAL;

@@ -111,6 +111,8 @@ int hook_vcwd_get(char *buf, size_t size)
   return rc;
 }
 
+void hook_paths_after_fork(void) { pthread_mutex_init(&vcwd_lock, NULL); }
+
 void hook_vcwd_set(const char *vpath)
 {
   pthread_mutex_lock(&vcwd_lock);
