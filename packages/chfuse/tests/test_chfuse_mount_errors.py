@@ -1,10 +1,11 @@
-"""Mount-time and unmount-time errors: one clear line, a non-zero exit, nothing left mounted."""
+"""Mount life cycle and errors: daemon mode, and one clear line, a non-zero exit and nothing left
+mounted for a missing mount point, an unreachable pool, a bad option or a busy unmount."""
 import os
 import socket
 import subprocess
 import time
 
-from chfuse_util import is_mounted, tool
+from chfuse_util import force_unmount, is_mounted, tool
 
 
 def run_chfuse(env, *args, timeout=60):
@@ -79,3 +80,25 @@ def test_busy_mount_is_refused_then_unmounts(chfs_pool, chfuse_mount):
         holder.kill()
         holder.wait(timeout=10)
     m.unmount()
+
+
+def test_daemon_mode_detaches_and_exits_at_unmount(chfs_pool, tmp_path):
+    mnt, stats = tmp_path / "mnt", tmp_path / "stats"
+    mnt.mkdir()
+    try:
+        r = subprocess.run([tool("chfuse"), "-o", f"stats={stats}", str(mnt)], env=chfs_pool.env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert is_mounted(str(mnt))  # mounted before the parent returns
+        (mnt / "f").write_text("through a detached daemon\n")
+        assert (mnt / "f").read_text() == "through a detached daemon\n"
+        r = subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 0, r.stderr
+        end = time.time() + 30
+        while not stats.exists() and time.time() < end:  # written as the daemon exits
+            time.sleep(0.1)
+        assert "open_requests" in stats.read_text()
+    finally:
+        force_unmount(str(mnt))
+    assert not is_mounted(str(mnt))
