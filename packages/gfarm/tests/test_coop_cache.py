@@ -150,3 +150,38 @@ def test_peer_without_the_cache_secret_gets_no_data(cluster, tmp_path):
                       stdout=subprocess.PIPE, text=True).stdout
     # at most the 8-byte EACCES reply to AUTH, never file data
     assert int(out.strip()) <= 8
+
+
+def table(cluster):
+    """gfmd's cache management table: {inode: [(gen, endpoint, requested, transferred)]}."""
+    out = cluster.run("c1", ["gfcctable"], stdout=subprocess.PIPE, text=True).stdout
+    rows = {}
+    for line in out.splitlines():
+        ino, gen, ep, req, tr = line.split()
+        rows.setdefault(int(ino), []).append((int(gen), ep, int(req), int(tr)))
+    return rows
+
+
+def inode_gen(cluster, path):
+    st = cluster.run("c1", ["gfstat", path], stdout=subprocess.PIPE, text=True).stdout
+    return int(st.split("Inode:")[1].split()[0]), int(st.split("Gen:")[1].split()[0])
+
+
+def test_gfmd_table_tracks_holders_generation_and_unlink(cluster, tmp_path):
+    local, data = random_file(tmp_path, "tbl")
+    cluster.put("c1", local, "/tbl")
+    ino, gen = inode_gen(cluster, "/tbl")
+    c1, c2 = cluster.stat("c1")["endpoint"], cluster.stat("c2")["endpoint"]
+    assert [(g, ep) for g, ep, _, _ in table(cluster)[ino]] == [(gen, c1)]  # the writer
+    assert cluster.get("c2", "/tbl") == data
+    rows = table(cluster)[ino]
+    assert {ep for _, ep, _, _ in rows} == {c1, c2}  # the reader registered at open
+    served = [r for r in rows if r[1] == c1][0]
+    assert served[2] == served[3] == pages(SIZE)  # c2's report: requested = transferred
+    cluster.put("c3", local, "/tbl", coop=False)  # new generation: old holders are stale
+    _, gen2 = inode_gen(cluster, "/tbl")
+    assert gen2 > gen
+    assert cluster.get("c2", "/tbl") == data
+    assert all(g == gen2 for g, _, _, _ in table(cluster)[ino])
+    cluster.run("c1", ["gfrm", "/tbl"])
+    assert ino not in table(cluster)  # unlinked: the entry is gone

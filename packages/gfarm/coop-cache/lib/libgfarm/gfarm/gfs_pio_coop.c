@@ -222,7 +222,9 @@ gfs_pio_coop_recvfile(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 	gfarm_off_t r_off, int w_fd, gfarm_off_t w_off, gfarm_off_t len,
 	EVP_MD_CTX *md_ctx, gfarm_off_t *recvp)
 {
-	size_t chunk = GFS_PROTO_MAX_IOSIZE, n;
+	/* a peer answers up to COOP_MAX_IO at once, gfsd 1 MiB: take 4 MiB
+	 * per round so a peer hit costs a quarter of the gfmd/peer RPCs */
+	size_t chunk = 4 * GFS_PROTO_MAX_IOSIZE, n;
 	char *buf = malloc(chunk);
 	gfarm_error_t e = GFARM_ERR_NO_ERROR;
 	int seekable = 1, err;
