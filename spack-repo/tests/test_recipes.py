@@ -76,3 +76,34 @@ def test_ior_chfs_builds_against_either_implementation(checked):
     deps = [d.args[0] for d in recipes["ior-chfs"].directives("depends_on")
             if d.args[0].split()[0] == "chfs"]
     assert deps == ["chfs"], deps
+
+
+LANG_DEPS = {"C": "c", "CXX": "cxx", "Fortran": "fortran"}
+
+
+def test_cmake_recipes_of_our_tree_depend_on_the_project_languages(checked):
+    # Spack's compiler wrapper refuses a language the recipe did not declare: a CMake project()
+    # that enables CXX fails to configure without depends_on("cxx") (found with real Spack).
+    import re
+
+    recipes, _, _ = checked
+    root = os.path.dirname(os.path.dirname(os.path.dirname(REPO)))  # the checkout
+    seen = 0
+    for name, r in recipes.items():
+        bs = r.variants().get("build_system")
+        if "CHFS_STACK_CHECKOUT" not in vars(r.module) or not bs or "cmake" not in bs.kwargs["values"]:
+            continue
+        src = getattr(r.cls, "root_cmakelists_dir", ".")
+        cml = os.path.join(root, src, "CMakeLists.txt")
+        if not os.path.exists(cml):
+            continue
+        text = open(cml).read()
+        langs = set()
+        for m in re.finditer(r"project\s*\([^)]*?LANGUAGES([^)]*)\)", text):
+            langs |= set(m.group(1).split())
+        deps = {d.args[0] for d in r.directives("depends_on")}
+        for lang in langs & set(LANG_DEPS):
+            assert LANG_DEPS[lang] in deps, f"{name}: {cml} enables {lang}; no depends_on(" \
+                                            f"{LANG_DEPS[lang]!r})"
+        seen += 1
+    assert seen >= 3, "expected chfs, chfs-hook and chfuse to build CMake projects of this tree"

@@ -77,6 +77,7 @@ class Chfs(cmake.CMakePackage, autotools.AutotoolsPackage):
     )
 
     depends_on("c", type="build")
+    depends_on("cxx", type="build")  # the root CMake project enables C and CXX
     depends_on("pkgconfig", type="build")
 
     # Both implementations talk to the network through libfabric.

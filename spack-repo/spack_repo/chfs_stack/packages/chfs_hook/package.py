@@ -32,6 +32,7 @@ class ChfsHook(cmake.CMakePackage):
     version("develop", branch="main")
 
     depends_on("c", type="build")
+    depends_on("cxx", type="build")  # the root CMake project enables C and CXX
     depends_on("cmake@3.20:", type="build")
     depends_on("pkgconfig", type="build")
     depends_on("chfs implementation=chfs-stack")
