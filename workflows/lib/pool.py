@@ -1,10 +1,14 @@
-"""pool.py — a private local CHFS pool for one workflow run.
+"""pool.py — the CHFS pool a workflow run uses.
 
-Starts the servers with `chfsctl start` on this host, with a fresh scratch directory and pool
-secret under the run's output directory, keeps the `CHFS_SERVER` it prints (and the secret's
-location) as the environment every client command of the run gets, and stops the pool and
-removes its storage at the end — also when the run fails. CHFS_STACK_POOL_SERVERS (default 1:
-one node, one server) and CHFS_STACK_POOL_PROTO (default tcp) shape the pool.
+StackPool: a private pool for one run, brought up and down with the environments' own command
+(`environments/stack up|down ENV`), so the run gets exactly the settings of that environment's
+spack.yaml (read by `environments/stack-env show ENV`: CHFS_* defaults, the local build on
+PATH) and, for `fuse`, the chfuse mount that `stack up fuse` makes. Everything the pool leaves
+on disk — state, server storage, secret, mount point — lives in one fresh directory under the
+run's output directory, and `stop` removes it, also when the run failed.
+
+AttachedPool: a pool someone else runs (a test fixture, a batch job's pool), named by
+CHFS_SERVER and CHFS_SECRET_FILE in the environment; start/stop leave its servers alone.
 """
 import os
 import re
@@ -12,63 +16,84 @@ import shutil
 import subprocess
 import tempfile
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STACK = os.path.join(ROOT, "environments", "stack")
+STACK_ENV = os.path.join(ROOT, "environments", "stack-env")
+
 
 class PoolError(RuntimeError):
     pass
 
 
-class LocalPool:
-    def __init__(self, base):
-        self.base = base
-        self.env = {}
-        self.dir = None
+def environment_vars(env_name):
+    """What `source environments/activate ENV` would export, as a dict."""
+    try:
+        r = subprocess.run([STACK_ENV, "show", env_name], capture_output=True, text=True,
+                           timeout=60)
+    except FileNotFoundError:
+        raise PoolError(f"{STACK_ENV} not found") from None
+    if r.returncode != 0:
+        raise PoolError(r.stderr.strip() or f"stack-env show {env_name} failed")
+    return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
 
-    def _chfsctl(self, *args):
-        cmd = ["chfsctl", *args]
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=60,
-                                  env={**os.environ, **self.env})
-        except FileNotFoundError:
-            raise PoolError("chfsctl not found: build the stack first (ci/setup), then "
-                            'eval "$(ci/env)"') from None
+
+class StackPool:
+    def __init__(self, env_name, base):
+        self.env_name = env_name
+        self.base = base
+        self.dir = None
+        self.env = {}
+
+    def _stack(self, cmd):
+        return subprocess.run([STACK, cmd, self.env_name], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, **self.env})
 
     def start(self):
+        self.env = environment_vars(self.env_name)
         self.dir = tempfile.mkdtemp(prefix="chfs-pool-", dir=self.base)
-        secret = os.path.join(self.dir, "secret")
-        self.args = ["-c", os.path.join(self.dir, "scratch"), "-k", secret,
-                     "-p", os.environ.get("CHFS_STACK_POOL_PROTO", "tcp"),
-                     "-N", os.environ.get("CHFS_STACK_POOL_SERVERS", "1")]
-        self.env = {"CHFS_SECRET_FILE": secret}
-        r = self._chfsctl(*self.args, "start")
+        self.env.update({
+            "CHFS_STACK_RUN": os.path.join(self.dir, "state"),
+            "CHFS_STACK_SCRATCH": os.path.join(self.dir, "scratch"),
+            "CHFS_SECRET_FILE": os.path.join(self.dir, "secret"),
+        })
+        if self.env_name == "fuse":     # a private mount point; the hook keeps its virtual /chfs
+            self.env["CHFS_STACK_MOUNT"] = os.path.join(self.dir, "mnt")
+        for var in ("CHFS_STACK_SERVERS", "CHFS_STACK_PROTO", "CHFS_PLACEMENT"):
+            if os.environ.get(var):     # the caller's choice wins over the environment's
+                self.env[var] = os.environ[var]
+        r = self._stack("up")
         m = re.search(r'CHFS_SERVER="([^"]+)"', r.stdout)
         if r.returncode != 0 or not m:
+            msg = r.stderr.strip() or r.stdout.strip()
             self.stop()
-            raise PoolError("chfsctl start failed: " + (r.stderr.strip() or r.stdout.strip()))
+            raise PoolError(f"environments/stack up {self.env_name} failed: {msg}")
         self.env["CHFS_SERVER"] = m.group(1)
+        self.mount = self.env.get("CHFS_STACK_MOUNT", "/chfs")
 
     def stop(self):
         if self.dir is None:
             return
         if "CHFS_SERVER" in self.env:
-            r = self._chfsctl(*self.args, "stop")
+            r = self._stack("down")
             if r.returncode != 0:
-                self._chfsctl(*self.args, "kill")
-        shutil.rmtree(self.dir, ignore_errors=True)
+                print(f"run: environments/stack down {self.env_name}: {r.stderr.strip()}")
+        mnt = os.path.join(self.dir, "mnt")
+        if os.path.ismount(mnt):        # never delete through a mount that would not go away
+            print(f"run: {mnt} is still mounted; left {self.dir} in place")
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
         self.dir = None
-        self.env = {}
 
 
 class AttachedPool:
-    """A pool someone else runs (a test fixture, a batch job's pool): CHFS_SERVER and
-    CHFS_SECRET_FILE come from the environment; start/stop leave the servers alone."""
-
-    def __init__(self, base=None):
+    def __init__(self):
         self.env = {}
+        self.mount = "/chfs"
 
     def start(self):
         if not os.environ.get("CHFS_SERVER"):
             raise PoolError("--attach needs CHFS_SERVER (and CHFS_SECRET_FILE) in the environment, "
-                            'e.g. eval "$(chfsctl start)"')
+                            'e.g. eval "$(environments/stack up hook)"')
         self.env = {k: os.environ[k] for k in ("CHFS_SERVER", "CHFS_SECRET_FILE") if k in os.environ}
 
     def stop(self):

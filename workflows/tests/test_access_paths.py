@@ -62,13 +62,17 @@ def test_access_path_mosaic_equals_local(env, tiny_tiles, local_baseline, tmp_pa
         f"{env}: mosaic differs from local in {np.sum(~((data == base) | (np.isnan(data) & np.isnan(base))))} pixels"
 
 
-def test_runner_starts_and_stops_a_private_pool(tiny_tiles, local_baseline, tmp_path,
-                                               chfs_stack_env):
-    """What the main job does: workflows/run --env hook brings up its own pool and removes it."""
-    r = run_workflow("hook", tiny_tiles, tmp_path, environ=chfs_stack_env)
+@pytest.mark.parametrize("env", ["hook", "fuse"])
+def test_runner_brings_a_private_pool_up_and_down(env, tiny_tiles, local_baseline, tmp_path,
+                                                  chfs_stack_env):
+    """What the main job does: workflows/run starts its own pool with `environments/stack up`
+    (and for fuse the chfuse mount), runs, and leaves no server, mount or storage behind."""
+    r = run_workflow(env, tiny_tiles, tmp_path, environ=chfs_stack_env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert np.array_equal(mosaic(tmp_path)[0], mosaic(local_baseline)[0], equal_nan=True)
-    assert not list(tmp_path.glob("chfs-pool-*")), "pool scratch directory left behind"
+    assert not list(tmp_path.glob("chfs-pool-*")), "pool directory left behind"
+    with open("/proc/self/mounts") as f:
+        assert str(tmp_path) not in f.read(), "chfuse mount left behind"
     left = subprocess.run(["pgrep", "-f", f"chfsd .*{tmp_path}"], capture_output=True, text=True)
     assert left.stdout == "", f"chfsd still running: {left.stdout}"
 
