@@ -264,7 +264,7 @@ static int call_begin(xprt_t *x, struct xprt_call *c, xprt_peer_t *p, const void
 static int call_finish(struct xprt_call *c, size_t *replen)
 {
 	xprt_t *x = c->x;
-	xprt_spin_wait(x, &c->done);
+	xprt_poll_before_wait(x, &c->done);
 	pthread_mutex_lock(&x->call_mu);
 	while (!c->done) {
 		if (pthread_cond_timedwait(&c->cv, &x->call_mu, &c->deadline) == ETIMEDOUT &&

@@ -186,7 +186,7 @@ int xprt_post_recv(xprt_t *x, struct xprt_rbuf *b);
 /* shm: a thread about to wait for *flag polls the CQ itself for a short while first (any thread
  * may dispatch completions), saving the two thread wake-ups of a hand-off through the progress
  * thread. Returns when *flag is set or the spin budget is spent. No-op on other providers. */
-void xprt_spin_wait(xprt_t *x, atomic_bool *flag);
+void xprt_poll_before_wait(xprt_t *x, atomic_bool *flag);
 int xprt_fi_err(int fi_err);
 
 /* xprt_addr.c */

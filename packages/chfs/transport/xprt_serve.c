@@ -251,7 +251,7 @@ static int rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, 
 			usleep(10);
 	}
 	xprt_kick(x, r->peer);
-	xprt_spin_wait(x, &op->done);
+	xprt_poll_before_wait(x, &op->done);
 	pthread_mutex_lock(&op->mu);
 	while (!op->done)
 		if (pthread_cond_timedwait(&op->cv, &op->mu, &deadline) == ETIMEDOUT)
