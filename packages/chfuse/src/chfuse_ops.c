@@ -32,6 +32,7 @@
 struct chfuse_file {
 	int fd;                    /* libchfs descriptor */
 	struct chfuse_backing *bk; /* non-NULL: served by passthrough */
+	atomic_bool written;       /* written through the daemon since the last flush */
 };
 
 static inline int neg_errno(void)
@@ -275,6 +276,7 @@ static int op_write(const char *path, const char *buf, size_t size, off_t off,
 	}
 	if (n < 0)
 		return neg_errno();
+	atomic_store(&f->written, true);
 	chfuse_count(CHFUSE_WRITE_BYTES, n);
 	return (int)n;
 }
@@ -295,9 +297,18 @@ static int op_statfs(const char *path, struct statvfs *sv)
 	return 0;
 }
 
+/* close(2) of the application. The release (where libchfs closes the descriptor and reports
+ * the file's size) comes later and asynchronously, so a process that opens the file on another
+ * node right after this close could see the old size: report it now, if anything was written
+ * through the daemon (passthrough writes go straight to the backing file, which is where the
+ * server reads the size of a node-local file from). chfs_fsync also pushes libchfs's write-back
+ * buffer (CHFS_BUF_SIZE). */
 static int op_flush(const char *path, struct fuse_file_info *fi)
 {
-	return 0; /* libchfs writes through at each call (no client buffer by default) */
+	struct chfuse_file *f = file_of(fi);
+	if (!atomic_exchange(&f->written, false))
+		return 0;
+	return chfs_fsync(f->fd) < 0 ? neg_errno() : 0;
 }
 
 static int op_release(const char *path, struct fuse_file_info *fi)

@@ -137,3 +137,14 @@ def test_mmap_of_local_file_uses_backing_file(chfs_pool, chfuse_mount):
     stats = m.unmount()
     assert stats["read_requests"] == 0 and stats["write_requests"] == 0, stats
     assert chfs_io(env, "get", "/mapped", str(MIB), "5") == b"hello"
+
+
+def test_size_visible_to_other_client_right_after_close(chfs_pool, chfuse_mount):
+    # Hash placement: the daemon writes through libchfs; close(2) (FUSE FLUSH) reports the size,
+    # without waiting for the asynchronous RELEASE.
+    m = chfuse_mount(chfs_pool.env)
+    for i in range(5):
+        with open(f"{m.path}/c{i}", "wb") as out:
+            out.write(os.urandom(3 * MIB + i))
+        assert chfs_stat(chfs_pool.env, f"/c{i}")[0] == 3 * MIB + i
+    m.unmount()
