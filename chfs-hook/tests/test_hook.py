@@ -36,10 +36,14 @@ def chfs_pool(pool):
 
 
 def hook(pool, argv, mounts=(), env=None, timeout=120, check=True, binary=False, cwd=None):
+    """argv under chfs-run. All servers of the test pool are on this node, so every file
+    would qualify for the node-local fast path; tests use the RPC path (CHFS_HOOK_LOCAL=0)
+    unless they pass CHFS_HOOK_LOCAL=1 (the fast-path, tar and Montage tests)."""
+    env = {"CHFS_HOOK_LOCAL": "0", **(env or {})}
     cmd = ["chfs-run"]
     for m in mounts:
         cmd += ["--mount", m]
-    r = subprocess.run(cmd + ["--"] + list(argv), env={**pool.env, **(env or {})},
+    r = subprocess.run(cmd + ["--"] + list(argv), env={**pool.env, **env},
                        capture_output=True, text=not binary, timeout=timeout, cwd=cwd)
     if check and r.returncode != 0:
         raise AssertionError(f"{argv} failed ({r.returncode}): {r.stderr}")
@@ -131,7 +135,8 @@ def test_tar_create_and_extract_inside_chfs(chfs_pool, tmp_path):
     (src / "d1" / "d2" / "exe").write_text("#!/bin/sh\n")
     (src / "d1" / "d2" / "exe").chmod(0o755)
     sh(chfs_pool, f"cp -r {src} /chfs/tree && cd /chfs && tar -cf /chfs/t.tar tree && "
-                  "mkdir /chfs/x && tar -C /chfs/x -xf /chfs/t.tar")
+                  "mkdir /chfs/x && tar -C /chfs/x -xf /chfs/t.tar",
+       env={"CHFS_HOOK_LOCAL": "1"})  # all servers are local: the fast path serves the data
     for i in range(20):
         assert native_get(chfs_pool, f"/x/tree/d1/f{i}") == (src / "d1" / f"f{i}").read_bytes()
     assert native_stat(chfs_pool, "/x/tree/d1/d2/exe")[0] & 0o777 == 0o755
@@ -223,7 +228,7 @@ mAdd -p {b}/proj {b}/proj.tbl {b}/template.hdr {b}/mosaic.fits
                            text=True, timeout=300)
     assert local.returncode == 0, local.stderr
     sh(chfs_pool, f"mkdir -p /chfs/m && cp -r {raw} /chfs/m/raw")
-    r = sh(chfs_pool, steps.format(b="/chfs/m"), timeout=300)
+    r = sh(chfs_pool, steps.format(b="/chfs/m"), timeout=300, env={"CHFS_HOOK_LOCAL": "1"})
     assert r.stdout.count('stat="OK"') == 6, r.stdout
     assert native_get(chfs_pool, "/m/mosaic.fits") == (tmp_path / "mosaic.fits").read_bytes()
     assert native_get(chfs_pool, "/m/proj/p_tile_001.fits") == \
@@ -321,7 +326,7 @@ def test_several_mount_points_and_subdirectory_mounts(chfs_pool, tmp_path):
 
 
 def test_node_local_fast_path_reads_and_writes_the_backing_file(chfs_pool):
-    env = {"CHFS_PLACEMENT": "local"}
+    env = {"CHFS_PLACEMENT": "local", "CHFS_HOOK_LOCAL": "1"}
     sh(chfs_pool, "seq 1 20000 > /chfs/local.txt && echo tail >> /chfs/local.txt && "
                   "ls -l /proc/self/fd/ > /chfs/fds.txt < /chfs/local.txt", env=env)
     backing = chfs_pool.run(["chfs-io", "localpath", "/local.txt"]).stdout.strip()
