@@ -32,6 +32,9 @@ const char *ADIOI_CHFS_Path(const char *filename);
  * "CHFS <op> <path>: <strerror>". */
 int ADIOI_CHFS_Error(const char *myname, const char *op, const char *path, int err);
 
+/* MPI_SUCCESS, or an MPI_ERR_INFO_VALUE code if fd->info holds a malformed CHFS hint. */
+int ADIOI_CHFS_Check_hints(ADIO_File fd, const char *myname);
+
 /* Chunk size requested through hints for files this open creates (0 = CHFS default). */
 int ADIOI_CHFS_Hinted_chunk_size(ADIO_File fd);
 

@@ -40,6 +40,15 @@ static long long chfs_parse_size(const char *s)
     return v;
 }
 
+static int chfs_hint_error(const char *myname, const char *value)
+{
+    return MPIO_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, (char *) myname, __LINE__,
+                                MPI_ERR_INFO_VALUE, "**infoval",
+                                "CHFS hint %s=\"%s\": expected a positive size in bytes "
+                                "(K/M/G suffix allowed, at most 2G-1)", CHFS_HINT_CHUNK_SIZE,
+                                value);
+}
+
 void ADIOI_CHFS_SetInfo(ADIO_File fd, MPI_Info users_info, int *error_code)
 {
     static char myname[] = "ADIOI_CHFS_SETINFO";
@@ -58,17 +67,27 @@ void ADIOI_CHFS_SetInfo(ADIO_File fd, MPI_Info users_info, int *error_code)
     if (flag) {
         long long bytes = chfs_parse_size(value);
         if (bytes < 0) {
-            *error_code = MPIO_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, myname,
-                                               __LINE__, MPI_ERR_INFO_VALUE, "**infoval",
-                                               "CHFS hint %s=\"%s\": expected a positive size "
-                                               "in bytes (K/M/G suffix allowed, at most 2G-1)",
-                                               CHFS_HINT_CHUNK_SIZE, value);
+            /* ADIO_Open ignores SetInfo's error: keep the bad value in fd->info so that
+             * ADIOI_CHFS_Check_hints (called by Open) fails the open with this message. */
+            ADIOI_Info_set(fd->info, CHFS_HINT_CHUNK_SIZE, value);
+            *error_code = chfs_hint_error(myname, value);
             return;
         }
         fd->hints->striping_unit = (int) bytes;
         snprintf(value, sizeof(value), "%lld", bytes);
         ADIOI_Info_set(fd->info, CHFS_HINT_CHUNK_SIZE, value);
     }
+}
+
+int ADIOI_CHFS_Check_hints(ADIO_File fd, const char *myname)
+{
+    char value[MPI_MAX_INFO_VAL + 1];
+    int flag;
+
+    ADIOI_Info_get(fd->info, CHFS_HINT_CHUNK_SIZE, MPI_MAX_INFO_VAL, value, &flag);
+    if (flag && chfs_parse_size(value) < 0)
+        return chfs_hint_error(myname, value);
+    return MPI_SUCCESS;
 }
 
 int ADIOI_CHFS_Hinted_chunk_size(ADIO_File fd)

@@ -44,6 +44,10 @@ void ADIOI_CHFS_Open(ADIO_File fd, int *error_code)
     const char *path = ADIOI_CHFS_Path(fd->filename);
     int amode = fd->access_mode, flags, cfd;
 
+    fd->fd_sys = -1;
+    *error_code = ADIOI_CHFS_Check_hints(fd, myname);
+    if (*error_code != MPI_SUCCESS)
+        return;
     *error_code = ADIOI_CHFS_Init(myname);
     if (*error_code != MPI_SUCCESS)
         return;

@@ -58,6 +58,10 @@ class Mpi:
                                  f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}")
         return r
 
+    def mkdir(self, *dirs):
+        """Create CHFS directories (with parents) through the core's chmkdir tool."""
+        subprocess.run(["chmkdir", "-p", *dirs], env=self.env, check=True, timeout=60)
+
     def native(self, *args):
         """chfs_cat through the native API: bytes of a file, or --size/--chunk-size."""
         r = subprocess.run([str(self.progs / "chfs_cat"), *args], env=self.env,

@@ -17,6 +17,7 @@ import pytest
 
 from adchfs_testlib import (MPICH_PREFIX, Mpi, client_env, pkg_config,
                             pool_client_env)
+from ci.testlib.chfs_pool import ChfsPool
 
 HERE = Path(__file__).resolve().parent
 PROGS = HERE / "progs"
@@ -55,8 +56,26 @@ def progs(tmp_path_factory):
     return out
 
 
+def make_mpi(pool, progs, mpich_lib):
+    m = Mpi(progs, client_env(pool_client_env(pool), mpich_lib))
+    m.mkdir("/mpiio", "/h5")    # MPI-IO creates files, not their directories
+    return m
+
+
 @pytest.fixture
 def mpi(chfs_pool, progs, mpich_lib):
-    return Mpi(progs, client_env(pool_client_env(chfs_pool), mpich_lib))
+    """MPI jobs on a pool of this test alone (for tests that harm the pool)."""
+    return make_mpi(chfs_pool, progs, mpich_lib)
+
+
+@pytest.fixture(scope="module")
+def shared_mpi(progs, mpich_lib, tmp_path_factory):
+    """MPI jobs on one pool shared by a module's tests (each uses its own file names); the
+    same ChfsPool as the chfs_pool fixture, kept for the module to save start-ups."""
+    pool = ChfsPool(tmp=str(tmp_path_factory.mktemp("mpiio-pool")))
+    try:
+        yield make_mpi(pool, progs, mpich_lib)
+    finally:
+        pool.stop()
 
 

@@ -26,6 +26,7 @@ def test_four_ranks_on_four_simulated_nodes(netns_cluster, progs, mpich_lib, mod
     env["CHFS_NETNS_MAP"] = ",".join(f"{c.ip(i)}={c.names[i]}" for i in range(c.n))
     hosts = ",".join(c.ip(i) for i in range(4))
     path = f"/netns/{mode}"
+    c.run(4, ["chmkdir", "-p", "/netns"], env=env, check=True, timeout=60)
     cmd = ["mpiexec", "-launcher", "ssh", "-launcher-exec", str(LAUNCHER), "-iface", "eth0",
            "-hosts", hosts, "-n", "4", "-ppn", "1",
            str(progs / "mpiio_pattern"), mode, f"chfs:{path}", str(SIZE)]

@@ -2,7 +2,7 @@
  * mpiio_pattern.c — write a file through MPI-IO with one access pattern, read it back with the
  * same pattern, and verify it in-process. Used by the ad_chfs integration tests.
  *
- * Usage: mpiexec -n N mpiio_pattern MODE FILE SIZE
+ * Usage: mpiexec -n N mpiio_pattern MODE[,MODE...] FILE SIZE
  *   MODE: indep        contiguous block per rank, MPI_File_write_at / read_at
  *         coll         contiguous block per rank, MPI_File_write_at_all / read_at_all
  *         indiv-fp     contiguous block per rank, set_view + individual file pointer
@@ -12,6 +12,7 @@
  *         nonblocking  MPI_File_iwrite_at / iread_at + MPI_Waitall
  *         nonblocking-coll  MPI_File_iwrite_at_all / iread_at_all + MPI_Wait
  *   SIZE: file size in bytes (a multiple of N * 4096)
+ * With several modes (comma-separated), each mode writes its own file FILE-MODE, in one job.
  *
  * Whatever the pattern, byte i of the resulting file is PATTERN(i), so a correct run leaves
  * the same file for every mode and the test can check it through the native API. Each rank
@@ -86,36 +87,16 @@ static int verify(const unsigned char *buf, long long n, view_map map, long long
     return 0;
 }
 
-int main(int argc, char **argv)
+/* One mode on one file; returns 1 (on every rank) if any rank saw a mismatch. */
+static int run_mode(const char *mode, const char *path, long long size)
 {
     MPI_File fh;
     MPI_Status st;
     MPI_Datatype ftype = MPI_DATATYPE_NULL;
-    const char *mode, *path;
-    long long size, mine;
+    long long mine;
     unsigned char *buf, *back;
     view_map map = map_block;
     int bad = 0, all_bad = 0;
-
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    if (argc != 4) {
-        if (rank == 0)
-            fprintf(stderr, "usage: mpiio_pattern MODE FILE SIZE\n");
-        MPI_Finalize();
-        return 64;
-    }
-    mode = argv[1];
-    path = argv[2];
-    size = atoll(argv[3]);
-    if (size <= 0 || size % ((long long) nprocs * BLOCK) != 0) {
-        if (rank == 0)
-            fprintf(stderr, "SIZE must be a positive multiple of %d\n", nprocs * BLOCK);
-        MPI_Finalize();
-        return 64;
-    }
-    MPI_File_set_errhandler(MPI_FILE_NULL, MPI_ERRORS_RETURN);
 
     mine = size / nprocs;
     buf = malloc(mine);
@@ -234,6 +215,41 @@ int main(int argc, char **argv)
         MPI_Type_free(&ftype);
     free(buf);
     free(back);
+    return all_bad;
+}
+
+int main(int argc, char **argv)
+{
+    char modes[1024], path[4096], *mode, *save;
+    long long size;
+    int multi, failed = 0;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    if (argc != 4) {
+        if (rank == 0)
+            fprintf(stderr, "usage: mpiio_pattern MODE[,MODE...] FILE SIZE\n");
+        MPI_Finalize();
+        return 64;
+    }
+    size = atoll(argv[3]);
+    if (size <= 0 || size % ((long long) nprocs * BLOCK) != 0) {
+        if (rank == 0)
+            fprintf(stderr, "SIZE must be a positive multiple of %d\n", nprocs * BLOCK);
+        MPI_Finalize();
+        return 64;
+    }
+    MPI_File_set_errhandler(MPI_FILE_NULL, MPI_ERRORS_RETURN);
+    snprintf(modes, sizeof(modes), "%s", argv[1]);
+    multi = strchr(modes, ',') != NULL;
+    for (mode = strtok_r(modes, ",", &save); mode; mode = strtok_r(NULL, ",", &save)) {
+        if (multi)
+            snprintf(path, sizeof(path), "%s-%s", argv[2], mode);
+        else
+            snprintf(path, sizeof(path), "%s", argv[2]);
+        failed |= run_mode(mode, path, size);
+    }
     MPI_Finalize();
-    return all_bad ? 1 : 0;
+    return failed ? 1 : 0;
 }
