@@ -21,8 +21,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+static volatile sig_atomic_t serving;
+static int sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+	if (!serving)
+		_exit(1);
+	unsigned char c = (unsigned char)sig;
+	if (write(sig_pipe[1], &c, 1) < 0) {
+		/* nothing else is async-signal-safe to do */
+	}
+}
 
 static void usage(FILE *f)
 {
@@ -160,6 +174,10 @@ int main(int argc, char **argv)
 			return n == 1 && ok == 'R' ? 0 : 1;
 		}
 		close(ready[0]);
+		/* If whoever started us gives up before we are ready, do not linger. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() == 1)
+			return 1;
 		setsid();
 		int nul = open("/dev/null", O_RDWR);
 		if (nul >= 0) {
@@ -171,12 +189,16 @@ int main(int argc, char **argv)
 		}
 	}
 
-	sigset_t sigs;
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	/* SIGTERM/SIGINT/SIGHUP: before the server answers they end it at once (a start-up that
+	 * hangs, e.g. joining an unreachable pool, must stay killable); afterwards the handler only
+	 * wakes the main thread through a pipe, which then shuts down in order. */
+	if (pipe2(sig_pipe, O_CLOEXEC) < 0)
+		return 1;
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	static struct chfsd d;
@@ -241,12 +263,15 @@ int main(int argc, char **argv)
 	}
 	log_notice("serving %s on %s (%u servers in the pool)", st_root(d.st), d.self, d.mem.n);
 	if (ready[1] >= 0) {
+		prctl(PR_SET_PDEATHSIG, 0);
 		if (write(ready[1], "R", 1) != 1)
 			return 1;
 		close(ready[1]);
 	}
-	int sig = 0;
-	sigwait(&sigs, &sig);
+	serving = 1;
+	unsigned char sig = 0;
+	while (read(sig_pipe[0], &sig, 1) < 0 && errno == EINTR)
+		;
 	log_notice("signal %d: shutting down", sig);
 	xprt_close(d.x);
 	st_close(d.st);
