@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from wfhelpers import GEN, run_workflow
+from montage_helpers import GEN, run_workflow
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
-from wfhelpers import RAKEFILE, run_workflow
+from montage_helpers import RAKEFILE, run_workflow
 
 
 def png_size(path):

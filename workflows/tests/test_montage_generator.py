@@ -7,7 +7,7 @@ import numpy as np
 from astropy.io import fits
 from astropy.wcs import WCS
 
-from wfhelpers import GEN
+from montage_helpers import GEN
 
 
 def digests(d):

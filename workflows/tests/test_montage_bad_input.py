@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from wfhelpers import RAKEFILE, RUN
+from montage_helpers import RAKEFILE, RUN
 
 
 def rake(cwd, *args):
