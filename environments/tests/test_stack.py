@@ -31,6 +31,9 @@ def test_stack_errors_are_one_line(tmp_path):
     p = subprocess.run([os.path.join(ENVDIR, "stack"), "up", "nosuchenv"], capture_output=True,
                        text=True, env=env, timeout=30)
     assert p.returncode == 1 and "no environment 'nosuchenv'" in p.stderr
+    p = subprocess.run([os.path.join(ENVDIR, "stack"), "up", "gfarm"], capture_output=True,
+                       text=True, env=env, timeout=30)
+    assert p.returncode == 1 and "no CHFS pool" in p.stderr
     p = subprocess.run([os.path.join(ENVDIR, "stack"), "sideways"], capture_output=True,
                        text=True, env=env, timeout=30)
     assert p.returncode == 2 and "Usage" in p.stderr
