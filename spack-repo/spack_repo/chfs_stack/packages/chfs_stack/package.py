@@ -3,7 +3,7 @@
 # Design: a bundle (nothing of its own to build) that pulls in every component of chfs-stack —
 # CHFS (ours by default; `^chfs implementation=upstream` swaps in the Mochi-based server), the
 # four access paths (chfs.h via chfs itself, MPI-IO via mpich-chfs, the syscall hook, FUSE with
-# passthrough), Gfarm with the cooperative cache, Pwrake — plus the workload from builtin:
+# passthrough), Gfarm with the cooperative cache and gfarm2fs, Pwrake — plus the workload from builtin:
 # parallel HDF5, IOR and Montage. MPI users (hdf5, ior) get mpich-chfs as their MPI, so parallel
 # HDF5 and IOR's MPIIO backend reach CHFS through ad_chfs. Variants leave out the parts a site
 # cannot use (FUSE passthrough needs Linux >= 6.9, the hook x86-64 Linux).
@@ -38,7 +38,9 @@ class ChfsStack(BundlePackage):
     depends_on("mpich-chfs", when="+mpiio", type="run")
     depends_on("chfs-hook", when="+hook", type="run")
     depends_on("chfuse", when="+fuse", type="run")
-    depends_on("gfarm+coop-cache", when="+gfarm", type="run")
+    with when("+gfarm"):
+        depends_on("gfarm+coop-cache", type="run")
+        depends_on("gfarm2fs", type="run")
     with when("+workflow"):
         depends_on("pwrake", type="run")
         depends_on("montage", type="run")
