@@ -16,11 +16,13 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct chfuse_config chfuse_cfg = { .passthrough = true };
@@ -152,6 +154,50 @@ out_destroy:
 	return rc;
 }
 
+/* Leaving the pool must not keep a finished daemon alive: every file is closed by now (their
+ * sizes were reported at release), so if libchfs's shutdown hangs (a transport that does not
+ * wind down), say so and exit after a bound rather than linger after the unmount. */
+#define CHFS_TERM_GRACE_SEC 10
+static pthread_mutex_t term_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t term_cond = PTHREAD_COND_INITIALIZER;
+static bool term_done;
+
+static void *term_thread(void *arg)
+{
+	chfs_term();
+	pthread_mutex_lock(&term_lock);
+	term_done = true;
+	pthread_cond_signal(&term_cond);
+	pthread_mutex_unlock(&term_lock);
+	return NULL;
+}
+
+static void leave_pool(int rc)
+{
+	pthread_t t;
+	if (pthread_create(&t, NULL, term_thread, NULL) != 0) {
+		chfs_term();
+		return;
+	}
+	struct timespec deadline;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += CHFS_TERM_GRACE_SEC;
+	pthread_mutex_lock(&term_lock);
+	while (!term_done)
+		if (pthread_cond_timedwait(&term_cond, &term_lock, &deadline) == ETIMEDOUT)
+			break;
+	bool done = term_done;
+	pthread_mutex_unlock(&term_lock);
+	if (done) {
+		pthread_join(t, NULL);
+		return;
+	}
+	fprintf(stderr, "chfuse: the CHFS client did not shut down within %d s; exiting anyway\n",
+	        CHFS_TERM_GRACE_SEC);
+	fflush(NULL);
+	_exit(rc);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -194,6 +240,6 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	int rc = serve(chfuse_cfg.mountpoint, foreground, fuse_opts, debug);
-	chfs_term();
+	leave_pool(rc);
 	return rc;
 }
