@@ -185,3 +185,15 @@ def test_gfmd_table_tracks_holders_generation_and_unlink(cluster, tmp_path):
     assert all(g == gen2 for g, _, _, _ in table(cluster)[ino])
     cluster.run("c1", ["gfrm", "/tbl"])
     assert ino not in table(cluster)  # unlinked: the entry is gone
+
+
+def test_bad_timeout_setting_disables_the_cache_with_one_message(cluster, tmp_path):
+    local, data = random_file(tmp_path, "badcfg")
+    cluster.put("c1", local, "/badcfg")
+    before = cluster.stat("c2")
+    r = cluster.run("c2", ["env", "GFARM_COOP_CACHE_TIMEOUT_MS=soon", "gfexport", "/badcfg"],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert r.stdout == data  # stock Gfarm read
+    assert b"GFARM_COOP_CACHE_TIMEOUT_MS=soon" in r.stderr
+    after = cluster.stat("c2")
+    assert after["local_requested"] == before["local_requested"]  # the cache was not used

@@ -26,13 +26,15 @@
  * the file was opened with O_TRUNC (so the written extent is the file) the
  * staged pages become that generation's and the writer registers as a
  * holder, otherwise they are dropped.  Files open for writing bypass the
- * cache on reads.  Any cache failure only costs the fallback to gfsd.
+ * cache on reads.  Any cache failure only costs the fallback to gfsd; a
+ * peer that failed is skipped by this process for COOP_BAD_PEER_SECONDS.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdarg.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -55,6 +57,14 @@
 #define COOP_STATE_REGISTERED	1
 #define COOP_STATE_STAGED	2	/* wrote: local pages invalidated */
 #define COOP_STATE_NO_RETAG	4	/* truncated: extent unknown */
+
+/* a peer that failed (refused, timed out) is skipped for a while, so a
+ * hung peer costs one timeout per process, not one per read */
+#define COOP_BAD_PEER_SECONDS	10
+
+static pthread_mutex_t bad_peer_mutex = PTHREAD_MUTEX_INITIALIZER;
+static char bad_peer[COOP_ENDPOINT_MAX];
+static time_t bad_peer_until;
 
 static pthread_mutex_t self_mutex = PTHREAD_MUTEX_INITIALIZER;
 static char self_endpoint[COOP_ENDPOINT_MAX];
@@ -93,6 +103,26 @@ coop_register(GFS_File gf, gfarm_uint64_t gen, const char *ep)
 		    (unsigned long long)gf->ino, gfarm_error_string(e));
 }
 
+static int
+peer_is_bad(const char *peer)
+{
+	int bad;
+
+	pthread_mutex_lock(&bad_peer_mutex);
+	bad = strcmp(peer, bad_peer) == 0 && time(NULL) < bad_peer_until;
+	pthread_mutex_unlock(&bad_peer_mutex);
+	return (bad);
+}
+
+static void
+peer_failed(const char *peer)
+{
+	pthread_mutex_lock(&bad_peer_mutex);
+	snprintf(bad_peer, sizeof(bad_peer), "%s", peer);
+	bad_peer_until = time(NULL) + COOP_BAD_PEER_SECONDS;
+	pthread_mutex_unlock(&bad_peer_mutex);
+}
+
 /* the best peer gfmd knows for (ino, gen), or NULL (caller frees) */
 static char *
 coop_lookup(GFS_File gf, const char *self)
@@ -102,7 +132,8 @@ coop_lookup(GFS_File gf, const char *self)
 
 	e = gfm_client_rpc(gf->gfm_server, 0, GFM_PROTO_COOP_CACHE_LOOKUP,
 	    "lls/s", (gfarm_uint64_t)gf->ino, gf->gen, self, &peer);
-	if (e != GFARM_ERR_NO_ERROR || peer == NULL || peer[0] == '\0') {
+	if (e != GFARM_ERR_NO_ERROR || peer == NULL || peer[0] == '\0' ||
+	    peer_is_bad(peer)) {
 		free(peer);
 		return (NULL);
 	}
@@ -168,6 +199,7 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 	    buf, size, &got)) < 0) {
 		gflog_debug(GFARM_MSG_UNFIXED, "coop cache peer %s: %s",
 		    peer, strerror(-r));
+		peer_failed(peer);
 		got = 0;
 	}
 	if (got > 0) {
