@@ -70,11 +70,12 @@ def wait_gone(pid, timeout=10.0):
 
 class ChfsPool:
     def __init__(self, servers=4, proto="tcp", rpc_timeout_ms=5000, tmp=None, host=None,
-                 extra_env=None, chfsd_args=()):
+                 extra_env=None, chfsd_args=(), start_timeout=60):
         self.n = servers
         self.proto = proto
         self.host = host
         self.chfsd_args = list(chfsd_args)
+        self.start_timeout = start_timeout
         self._own_tmp = tmp is None
         self.tmp = tmp or tempfile.mkdtemp(prefix="chfs-pool-")
         self.secret_file = make_secret(os.path.join(self.tmp, "secret"))
@@ -108,7 +109,7 @@ class ChfsPool:
         boot = next((a for j, a in enumerate(self.addrs) if a and j != i), None)
         if boot:
             argv.append(boot)
-        subprocess.run(argv, env=self.env, check=True, timeout=60)
+        subprocess.run(argv, env=self.env, check=True, timeout=self.start_timeout)
         with open(f"{d}/info") as f:
             self.addrs[i] = f.read().strip()
         with open(f"{d}/chfsd.pid") as f:

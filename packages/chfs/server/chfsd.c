@@ -38,6 +38,18 @@ static void on_signal(int sig)
 	}
 }
 
+/* p made absolute against the current directory (NULL stays NULL; leaks: lives for the
+ * whole process). */
+static const char *absolute(const char *p)
+{
+	char cwd[4096], *out;
+	if (!p || p[0] == '/' || !getcwd(cwd, sizeof cwd))
+		return p;
+	if (asprintf(&out, "%s/%s", cwd, p) < 0)
+		return p;
+	return out;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -155,6 +167,15 @@ int main(int argc, char **argv)
 		chfs_config_default_secret_file(secbuf, sizeof secbuf);
 		secretfile = secbuf;
 	}
+	/* Work from "/" (crash dumps and core files must not land in the caller's directory):
+	 * make every path absolute first. */
+	dir = absolute(dir);
+	secretfile = absolute(secretfile);
+	infofile = absolute(infofile);
+	pidfile = absolute(pidfile);
+	logfile = absolute(logfile);
+	if (chdir("/") < 0)
+		return 1;
 	if (logfile && chfs_log_open(logfile) < 0) {
 		fprintf(stderr, "chfsd: cannot open log file %s: %s\n", logfile, strerror(errno));
 		return 1;

@@ -275,7 +275,8 @@ def test_shm_pool_round_trips_inline_and_rma(chfs_pool):
 @pytest.mark.xfail(strict=True, reason="transport: an shm peer restarted under the same name is "
                    "not reachable from processes that talked to its previous incarnation (stale "
                    "mapping); the restarted chfsd cannot rejoin. tcp restarts work (see above).")
-@pytest.mark.parametrize("chfs_pool", [{"servers": 2, "proto": "shm"}], indirect=True)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 2, "proto": "shm", "start_timeout": 20}],
+                         indirect=True)
 def test_shm_server_restart_serves_old_data(chfs_pool):
     data = rand(3 * (1 << 20) + 7, 77)
     put(chfs_pool, "/shmr", data)
