@@ -144,9 +144,11 @@ int hook_chfs_ready(void)
     if (chfs_init(NULL) == 0) {
       atomic_store(&hook_chfs_inited, 1);
     } else {
+      static int told; /* every later CHFS call retries, quietly */
       rc = errno ? -errno : -EIO;
-      fprintf(stderr, "chfs-hook: cannot join the CHFS pool (CHFS_SERVER=%s): %s\n",
-              getenv("CHFS_SERVER") ? getenv("CHFS_SERVER") : "unset", strerror(-rc));
+      if (!told++)
+        fprintf(stderr, "chfs-hook: cannot join the CHFS pool (CHFS_SERVER=%s): %s\n",
+                getenv("CHFS_SERVER") ? getenv("CHFS_SERVER") : "unset", strerror(-rc));
     }
   }
   pthread_mutex_unlock(&init_lock);

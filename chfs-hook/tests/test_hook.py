@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -355,3 +356,22 @@ def test_chfs_run_usage_and_configuration_errors(chfs_pool):
                                                 "CHFS_RPC_TIMEOUT_MSEC": "2000"},
              check=False, timeout=60)
     assert r.returncode != 0 and "cannot join the CHFS pool" in r.stderr
+
+
+def test_dead_server_gives_an_error_not_a_hang(chfs_pool):
+    """Runs last in this module: it stops a server of the shared pool, then restarts it. Of
+    16 small files (placed by hash) some are on the stopped server; reading stops at the
+    first one, which must fail with EIO within the RPC timeout (5 s)."""
+    sh(chfs_pool, "mkdir -p /chfs/dead && for i in $(seq 0 15); do echo $i > /chfs/dead/f$i; done")
+    chfs_pool.kill(1)
+    try:
+        t0 = time.time()
+        r = sh(chfs_pool, "for i in $(seq 0 15); do cat /chfs/dead/f$i || exit 1; done",
+               check=False, timeout=120)
+        elapsed = time.time() - t0
+        assert r.returncode == 1
+        assert "Input/output error" in r.stderr, r.stderr
+        assert elapsed < 5 + 30  # one RPC timeout, plus process start-up on a busy machine
+    finally:
+        chfs_pool.restart(1)
+    assert native_get(chfs_pool, "/dead/f3") == b"3\n"
