@@ -148,3 +148,11 @@ def test_size_visible_to_other_client_right_after_close(chfs_pool, chfuse_mount)
             out.write(os.urandom(3 * MIB + i))
         assert chfs_stat(chfs_pool.env, f"/c{i}")[0] == 3 * MIB + i
     m.unmount()
+
+
+def test_o_local_creates_node_local_files(chfs_pool, chfuse_mount):
+    m = chfuse_mount(chfs_pool.env, "local")  # no CHFS_PLACEMENT: the option alone decides
+    dd("if=/dev/urandom", f"of={m.path}/viaopt", "bs=1M", "count=4")
+    stats = m.unmount()
+    assert stats["passthrough_opens"] == 1 and stats["write_requests"] == 0, stats
+    assert chfs_io(chfs_pool.env, "localpath", "/viaopt").strip()
