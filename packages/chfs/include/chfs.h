@@ -21,6 +21,8 @@
  *   CHFS_SECRET_FILE             pool secret (default $HOME/.chfs/secret)
  *   CHFS_CHUNK_SIZE              chunk size of new files in bytes (default 65536; K/M/G suffix)
  *   CHFS_PLACEMENT               placement of new files: "hash" (default) or "local"
+ *   CHFS_LOCAL_FASTPATH          1 (default) = chunks held by a server of this node are read and
+ *                                written directly in its backing file; 0 = every chunk by RPC
  *   CHFS_ASYNC_ACCESS            1 = issue the chunk RPCs of one call concurrently
  *   CHFS_BUF_SIZE                per-descriptor client buffer in bytes (default 0 = none)
  *   CHFS_RDMA_THRESH             transfers larger than this move by RMA (default 32768)
