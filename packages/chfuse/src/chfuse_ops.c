@@ -11,8 +11,8 @@
  * the kernel makes directly are visible to every other client's stat.
  *
  * What CHFS does not keep is refused with a clear errno, never faked: ownership changes other
- * than to the current owner (EPERM), hard links and special files (ENOTSUP via ENOSYS),
- * RENAME_EXCHANGE (EINVAL). statfs has no chfs.h call: it reports the file system holding this
+ * than to the current owner (EPERM), hard links (EPERM, what the kernel makes of a missing
+ * link operation), FIFOs and device nodes (ENOSYS), RENAME_EXCHANGE (EINVAL). statfs has no chfs.h call: it reports the file system holding this
  * node's backing files, scaled by the number of servers (an estimate for df, documented).
  */
 #include "chfuse.h"
