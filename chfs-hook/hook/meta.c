@@ -201,6 +201,15 @@ static long chfs_name_op(enum name_op op, const char *p, const long *x)
 static long name_op(const struct chfs_sysargs *s, enum name_op op, int dirfd, const char *path,
                     const long *extra)
 {
+  struct hook_file *self;
+  if (op == OP_READLINK && path && (self = hook_fd_path_file(path)) != NULL) {
+    /* /proc/self/fd/N is a magic link to the file's name, here its mount-point name */
+    size_t n = strlen(self->vpath), size = (size_t)extra[1];
+    if ((long)extra[1] <= 0)
+      return -EINVAL;
+    memcpy((char *)extra[0], self->vpath, n < size ? n : size);
+    return (long)(n < size ? n : size);
+  }
   struct hook_target t;
   RESOLVE(dirfd, path, &t);
   if (t.chfs)

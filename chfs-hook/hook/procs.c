@@ -41,7 +41,8 @@ static int preload_has_loader(const char *v)
 static int inherits_chfs_descriptors(void)
 {
   for (int fd = 0; fd < hook_fdtab_size && fd <= hook_fd_max; fd++)
-    if (hook_fdtab[fd] && RAW2(SYS_fcntl, fd, F_GETFD) == 0)
+    /* fast-path descriptors are plain kernel files to the next program: no hook needed */
+    if (hook_fdtab[fd] && !hook_fdtab[fd]->local && RAW2(SYS_fcntl, fd, F_GETFD) == 0)
       return 1;
   return 0;
 }

@@ -37,9 +37,9 @@ def chfs_pool(pool):
 
 
 def hook(pool, argv, mounts=(), env=None, timeout=120, check=True, binary=False, cwd=None):
-    """argv under chfs-run. All servers of the test pool are on this node, so every file
-    would qualify for the node-local fast path; tests use the RPC path (CHFS_HOOK_LOCAL=0)
-    unless they pass CHFS_HOOK_LOCAL=1 (the fast-path, tar and Montage tests)."""
+    """argv under chfs-run, on the RPC data path (CHFS_HOOK_LOCAL=0) unless the test passes
+    CHFS_HOOK_LOCAL=1 (the fast-path, tar and Montage tests; the fast path serves only files
+    created with local placement)."""
     env = {"CHFS_HOOK_LOCAL": "0", **(env or {})}
     cmd = ["chfs-run"]
     for m in mounts:
@@ -137,7 +137,7 @@ def test_tar_create_and_extract_inside_chfs(chfs_pool, tmp_path):
     (src / "d1" / "d2" / "exe").chmod(0o755)
     sh(chfs_pool, f"cp -r {src} /chfs/tree && cd /chfs && tar -cf /chfs/t.tar tree && "
                   "mkdir /chfs/x && tar -C /chfs/x -xf /chfs/t.tar",
-       env={"CHFS_HOOK_LOCAL": "1"})  # all servers are local: the fast path serves the data
+       env={"CHFS_HOOK_LOCAL": "1", "CHFS_PLACEMENT": "local"})  # via the fast path
     for i in range(20):
         assert native_get(chfs_pool, f"/x/tree/d1/f{i}") == (src / "d1" / f"f{i}").read_bytes()
     assert native_stat(chfs_pool, "/x/tree/d1/d2/exe")[0] & 0o777 == 0o755
@@ -229,7 +229,8 @@ mAdd -p {b}/proj {b}/proj.tbl {b}/template.hdr {b}/mosaic.fits
                            text=True, timeout=300)
     assert local.returncode == 0, local.stderr
     sh(chfs_pool, f"mkdir -p /chfs/m && cp -r {raw} /chfs/m/raw")
-    r = sh(chfs_pool, steps.format(b="/chfs/m"), timeout=300, env={"CHFS_HOOK_LOCAL": "1"})
+    r = sh(chfs_pool, steps.format(b="/chfs/m"), timeout=300,
+           env={"CHFS_HOOK_LOCAL": "1", "CHFS_PLACEMENT": "local"})
     assert r.stdout.count('stat="OK"') == 6, r.stdout
     assert native_get(chfs_pool, "/m/mosaic.fits") == (tmp_path / "mosaic.fits").read_bytes()
     assert native_get(chfs_pool, "/m/proj/p_tile_001.fits") == \
@@ -274,6 +275,7 @@ print(' '.join([
     err(os.lseek, fd, -5, os.SEEK_SET), err(os.symlink, 'x', base + '/file'),
     err(os.readlink, base + '/file'), err(os.open, base + '/file', os.O_RDONLY | os.O_DIRECTORY),
 ]))
+print(os.readlink(f'/proc/self/fd/{fd}') == os.path.realpath(base + '/file'))
 os.close(fd)
 print(err(os.close, fd))
 """
