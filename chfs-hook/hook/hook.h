@@ -12,6 +12,7 @@
  *   dirs.c     getdents64, chdir/fchdir/getcwd
  *   procs.c    fork, execve (environment and descriptor inheritance), exit
  *   mmap.c     private mappings of CHFS files
+ *   fdreserve.c  keeps libchfs/libfabric's own descriptors at the top of the fd range
  * Handlers take the raw syscall arguments and return a result or -errno, like the kernel.
  */
 #ifndef CHFS_HOOK_HOOK_H
