@@ -6,10 +6,13 @@
  */
 #include "shm_doorbell.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -46,7 +49,49 @@ struct shm_doorbell *shm_doorbell_create(const char *name)
 	char path[256];
 	db_path(path, sizeof path, name);
 	unlink(path);
-	return db_map(name, O_CREAT | O_EXCL);
+	struct shm_doorbell *db = db_map(name, O_CREAT | O_EXCL);
+	if (db)
+		db->owner_pid = (int32_t)getpid();
+	return db;
+}
+
+#define DB_PREFIX "chfs-xprt-db."
+
+void shm_doorbell_sweep(void)
+{
+	DIR *d = opendir("/dev/shm");
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, DB_PREFIX, strlen(DB_PREFIX)) != 0)
+			continue;
+		const char *name = e->d_name + strlen(DB_PREFIX);
+		char dbp[300], regp[300];
+		snprintf(dbp, sizeof dbp, "/dev/shm/%s", e->d_name);
+		snprintf(regp, sizeof regp, "/dev/shm/%s", name);
+		struct shm_doorbell *db = shm_doorbell_open(name);
+		struct stat dst, rst;
+		if (!db || stat(dbp, &dst) != 0) {
+			shm_doorbell_unmap(db);
+			continue;
+		}
+		pid_t pid = db->owner_pid;
+		shm_doorbell_unmap(db);
+		int n = 0;
+		long named;
+		if (pid == 0 && sscanf(name, "chfs-%ld-%*u%n", &named, &n) == 1 && n > 0 && !name[n])
+			pid = (pid_t)named; /* default name "chfs-<pid>-<n>", file of an older version */
+		/* EPERM: alive under another user. pid 0: a file being created right now. */
+		if (pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
+			continue;
+		/* A region newer than the dead owner's doorbell belongs to a successor that reuses
+		 * the name and has not yet replaced the doorbell: leave it. */
+		if (stat(regp, &rst) == 0 && rst.st_ctime <= dst.st_ctime)
+			unlink(regp);
+		unlink(dbp);
+	}
+	closedir(d);
 }
 
 unsigned long shm_doorbell_ident(const char *name)

@@ -16,6 +16,7 @@
 struct shm_doorbell {
 	_Atomic uint32_t seq;      /* futex word: bumped by every ring */
 	_Atomic uint32_t sleeping; /* nonzero while the owner sleeps or is about to */
+	int32_t owner_pid;         /* for the sweep of files left by killed processes */
 };
 
 /* Create (owner) or open (peer) the doorbell of endpoint `name`; NULL on failure. */
@@ -24,6 +25,11 @@ struct shm_doorbell *shm_doorbell_open(const char *name);
 /* Identity of the doorbell file now at `name` (its inode; 0 if absent): a restarted peer
  * recreates the file, so a changed identity means the old mapping is stale. */
 unsigned long shm_doorbell_ident(const char *name);
+/* Remove what processes that died without closing (SIGKILL, crash) left in /dev/shm: their
+ * doorbell files and, when it is older than the doorbell, libfabric's shm region of the same
+ * name (16 MiB of tmpfs memory each). A file counts as dead only if its owner pid no longer
+ * exists. Called once per process, at the first shm xprt_open. */
+void shm_doorbell_sweep(void);
 /* Owner at close: unmap and remove the file. */
 void shm_doorbell_destroy(struct shm_doorbell *db, const char *name);
 void shm_doorbell_unmap(struct shm_doorbell *db);

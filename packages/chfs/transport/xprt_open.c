@@ -27,6 +27,7 @@
 #include <rdma/fi_errno.h>
 
 static atomic_uint shm_name_seq;
+static pthread_once_t shm_sweep_once = PTHREAD_ONCE_INIT;
 
 int xprt_fi_err(int fi_err)
 {
@@ -219,6 +220,7 @@ int xprt_open(const struct xprt_opts *o, xprt_t **out)
 	if (!rc)
 		rc = open_endpoint(x);
 	if (!rc && x->kind == XPRT_SHM) {
+		pthread_once(&shm_sweep_once, shm_doorbell_sweep);
 		x->self_db = shm_doorbell_create(x->shm_name);
 		if (!x->self_db)
 			rc = -errno;

@@ -1,7 +1,7 @@
 /*
  * xprt_test.c — transport unit tests against a real server in a forked child.
  *
- * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork idle.
+ * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork idle, and sweep (shm only).
  * Each run is bounded by alarm(); the server child is SIGKILLed at the end (and dies with us via
  * PR_SET_PDEATHSIG if we crash). Exit status 0 = every check passed.
  */
@@ -372,6 +372,8 @@ static void case_fork(void)
 		}
 		if (rc == 0)
 			xprt_close(x2);
+		else
+			fprintf(stderr, "forked child: %s\n", strerror(-rc));
 		_exit(rc == 0 ? 0 : 1);
 	}
 	for (int i = 0; i < 50; i++)
@@ -382,6 +384,33 @@ static void case_fork(void)
 	      status);
 	echo(10);
 	echo(70000);
+}
+
+/* shm: a SIGKILLed process leaves libfabric's 16 MiB region and our doorbell in /dev/shm; the
+ * next process that opens an shm transport removes them (its owner pid is gone). */
+static void case_sweep(void)
+{
+	char name[128], region[256], bell[256];
+	snprintf(name, sizeof name, "%s", xprt_peer_addr(srv) + strlen("shm://"));
+	snprintf(region, sizeof region, "/dev/shm/%s", name);
+	snprintf(bell, sizeof bell, "/dev/shm/chfs-xprt-db.%s", name);
+	kill(srv_pid, SIGKILL);
+	waitpid(srv_pid, NULL, 0);
+	srv_pid = -1;
+	CHECK(access(region, F_OK) == 0 && access(bell, F_OK) == 0,
+	      "a killed server left no files to sweep (%s)", region);
+	/* a fresh process (exec: the sweep runs once per process) opening an shm transport */
+	pid_t c = fork();
+	if (c == 0) {
+		execl("/proc/self/exe", "xprt_test", "shm", "echo", (char *)NULL);
+		_exit(127);
+	}
+	int status = -1;
+	waitpid(c, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fresh shm process failed");
+	CHECK(access(region, F_OK) != 0, "stale region %s not swept", region);
+	CHECK(access(bell, F_OK) != 0, "stale doorbell %s not swept", bell);
+	echo_server_remove_shm(name);
 }
 
 static double proc_cpu_s(pid_t pid)
@@ -428,7 +457,7 @@ static void case_idle(void)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle\n",
+		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|sweep(shm)\n",
 			argv[0]);
 		return 2;
 	}
@@ -453,6 +482,8 @@ int main(int argc, char **argv)
 		case_restart();
 	else if (!strcmp(c, "fork"))
 		case_fork();
+	else if (!strcmp(c, "sweep") && !strcmp(proto, "shm"))
+		case_sweep();
 	else if (!strcmp(c, "idle"))
 		case_idle();
 	else {
