@@ -9,7 +9,8 @@
  * an idle process uses no measurable CPU.
  *
  * Messages are opaque byte strings to this layer: a request from a client, a reply from the
- * server, matched by a per-xprt request id carried in the tag. Bodies up to xprt_max_msg() bytes
+ * server, matched by a per-xprt request id carried in the message header (untagged messages: libfabric
+ * 1.17 shm never delivers unexpected tagged messages received with ignore bits). Bodies up to xprt_max_msg() bytes
  * travel inline; bulk data moves by RMA into or out of memory the client registered with
  * xprt_mem_register() and described in its request (the server calls xprt_rma_read/write).
  * The layer above (common/wire.h) defines what the bytes mean.
