@@ -129,8 +129,10 @@ static int serve(const char *mountpoint, bool foreground, char *fuse_opts, bool 
 	fargv[fargc] = NULL;
 	struct fuse_args args = FUSE_ARGS_INIT(fargc, fargv);
 	struct fuse *fuse = fuse_new(&args, &chfuse_ops, sizeof chfuse_ops, NULL);
-	if (!fuse)
+	if (!fuse) {
+		fuse_opt_free_args(&args);
 		return 1; /* libfuse printed why (e.g. an unknown -o option) */
+	}
 	int rc = 1;
 	if (fuse_mount(fuse, mountpoint) != 0)
 		goto out_destroy;
@@ -151,6 +153,7 @@ out_unmount:
 	fuse_unmount(fuse);
 out_destroy:
 	fuse_destroy(fuse);
+	fuse_opt_free_args(&args);
 	return rc;
 }
 

@@ -275,8 +275,10 @@ int main(int argc, char **argv)
 	char *fargv[] = { argv[0], "-d", NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(debug ? 2 : 1, fargv);
 	struct fuse_session *se = fuse_session_new(&args, &pt_ops, sizeof(pt_ops), NULL);
-	if (!se)
+	if (!se) {
+		fuse_opt_free_args(&args);
 		return 1;
+	}
 	int rc = 1;
 	if (fuse_set_signal_handlers(se) == 0) {
 		if (fuse_session_mount(se, argv[i + 1]) == 0) {
@@ -286,5 +288,6 @@ int main(int argc, char **argv)
 		fuse_remove_signal_handlers(se);
 	}
 	fuse_session_destroy(se);
+	fuse_opt_free_args(&args);
 	return rc;
 }
