@@ -68,7 +68,8 @@ void ns_merge_home(struct srvlist *s, struct chfs_md *md)
 		if (wdec_finish(&r.d) == 0) {
 			if (size > md->size)
 				md->size = size;
-			if (mtime > md->mtime_ns)
+			/* as the server's merge: direct data changes after the last metadata change */
+			if (mtime > md->mtime_ns && mtime > md->ctime_ns)
 				md->mtime_ns = mtime;
 		}
 	}

@@ -186,7 +186,9 @@ static void merge_local(struct chfsd *d, struct chfs_md *md)
 	if (st_data_stat(d->st, md->fileid, &size, &mtime) == 0) {
 		if (size > md->size)
 			md->size = size;
-		if (mtime > md->mtime_ns)
+		/* The backing file's mtime counts only if its data changed after the last
+		 * metadata change: an explicit utimens (tar, cp -p) must stick. */
+		if (mtime > md->mtime_ns && mtime > md->ctime_ns)
 			md->mtime_ns = mtime;
 	}
 }

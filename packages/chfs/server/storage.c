@@ -743,7 +743,10 @@ int st_data_truncate(struct storage *st, uint64_t fileid, uint64_t len)
 	int rc = 0;
 	if (fstat(fd, &sb) < 0)
 		rc = -errno;
-	else if ((uint64_t)sb.st_size > len && ftruncate(fd, (off_t)len) < 0)
+	/* Exact size both ways: a node-local file's backing file is read directly (FUSE
+	 * passthrough, hook fast path), so an extending truncate must extend it too. For striped
+	 * files the sparse extension reads as the zeros the file holds there anyway. */
+	else if ((uint64_t)sb.st_size != len && ftruncate(fd, (off_t)len) < 0)
 		rc = -errno;
 	close(fd);
 	return rc;

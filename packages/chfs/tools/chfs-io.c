@@ -27,6 +27,7 @@ static void usage(FILE *f)
 	        "  get PATH [OFFSET [LEN]]       pread to stdout (whole file by default)\n"
 	        "  stat|lstat PATH               print mode(octal) size nlink mtime\n"
 	        "  truncate PATH LEN | unlink PATH | rename FROM TO | mkdir PATH | rmdir PATH\n"
+	        "  utime PATH SECONDS             set atime and mtime (seconds since the epoch)\n"
 	        "  symlink TARGET PATH | readlink PATH | chmod PATH MODE | access PATH MODE\n"
 	        "  ls PATH                       entry names, one per line\n"
 	        "  mkfiles DIR N                 create N empty files DIR/f000000...\n"
@@ -148,6 +149,10 @@ int main(int argc, char **argv)
 		printf("%.*s\n", n, buf);
 	} else if (!strcmp(op, "chmod") && argc >= 4) {
 		if (chfs_chmod(argv[2], (mode_t)strtol(argv[3], NULL, 8)) < 0)
+			rc = fail();
+	} else if (!strcmp(op, "utime") && argc >= 4) {
+		struct timespec ts[2] = {{.tv_sec = atoll(argv[3])}, {.tv_sec = atoll(argv[3])}};
+		if (chfs_utimens(argv[2], ts) < 0)
 			rc = fail();
 	} else if (!strcmp(op, "access") && argc >= 4) {
 		if (chfs_access(argv[2], atoi(argv[3])) < 0)
