@@ -732,6 +732,11 @@ static int setattr_path(const char *path, uint32_t which, uint32_t mode, int64_t
 		rc = ns_resolve(s, cp, real, &md);
 	if (rc == 0 && !real[0])
 		rc = -EPERM;
+	/* Report this process's pending writes first: their size report bumps mtime, and it must
+	 * not land after (and override) the times set here — cp -p and tar set them right after
+	 * writing. */
+	if (rc == 0 && S_ISREG(md.mode))
+		rc = fd_sync_sizes(md.fileid);
 	if (rc)
 		return rc;
 	struct rpc r;

@@ -40,3 +40,37 @@ def test_utimens_sticks_on_a_local_file_until_its_data_changes(chfs_pool):
         f.write(b"DATA")
     assert mtime() > 1000000000
     assert get(chfs_pool, "/times") == b"DATA"
+
+
+@pytest.mark.timeout(60)
+def test_utimens_right_after_writing_through_an_open_descriptor_sticks(chfs_pool, tmp_path):
+    """The writer's pending size report must not override the times it sets next (cp -p)."""
+    prog = tmp_path / "wu.c"
+    prog.write_text(r'''
+#include <chfs.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+int main(void) {
+    if (chfs_init(NULL) < 0) return 2;
+    int fd = chfs_create("/wu", O_WRONLY, 0644);
+    if (fd < 0 || chfs_write(fd, "abc", 3) != 3) return 3;
+    struct timespec ts[2] = {{.tv_sec = 1000000000}, {.tv_sec = 1000000000}};
+    if (chfs_utimens("/wu", ts) < 0) return 4;
+    struct stat st;
+    if (chfs_fstat(fd, &st) < 0 || chfs_close(fd) < 0) return 5;
+    printf("%lld %lld\n", (long long)st.st_mtim.tv_sec, (long long)st.st_size);
+    chfs_term();
+    return 0;
+}
+''')
+    import subprocess
+    cflags = subprocess.run(["pkg-config", "--cflags", "--libs", "chfs"], capture_output=True,
+                            text=True, check=True).stdout.split()
+    subprocess.run(["cc", "-o", str(tmp_path / "wu"), str(prog), *cflags,
+                    "-Wl,-rpath," + os.environ["CHFS_STACK_PREFIX"] + "/lib"], check=True)
+    out = subprocess.run([str(tmp_path / "wu")], env=chfs_pool.env, capture_output=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [b"1000000000", b"3"]
+    assert int(io(chfs_pool, "stat", "/wu").stdout.split()[3]) == 1000000000
