@@ -33,9 +33,13 @@ class ChfsStack(BundlePackage):
     depends_on("chfs@develop", type="run")
     depends_on("hdf5+mpi", type="run")
     depends_on("ior+hdf5", type="run")
-    # A DAG has one provider of "mpi": with +mpiio, hdf5 and ior get mpich-chfs, the MPI with
-    # ad_chfs (Spack 1.x rejects "^" in depends_on, so this is how to say it).
-    depends_on("mpich-chfs", when="+mpiio", type="run")
+    with when("+mpiio"):
+        depends_on("mpich-chfs", type="run")
+        # The workload's MPI is the one with ad_chfs. A DAG may hold two MPIs (real Spack put
+        # an external mpich under hdf5 next to mpich-chfs), so name the provider of each
+        # direct "mpi" dependency ("%" = direct dependency; Spack 1.x rejects "^" here).
+        depends_on("hdf5 %mpi=mpich-chfs", type="run")
+        depends_on("ior %mpi=mpich-chfs", type="run")
     depends_on("chfs-hook", when="+hook", type="run")
     depends_on("chfuse", when="+fuse", type="run")
     with when("+gfarm"):
