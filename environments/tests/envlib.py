@@ -12,6 +12,7 @@ import os
 import random
 import re
 import shlex
+import signal
 import subprocess
 
 ENVDIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,6 +52,20 @@ class Session:
                                  f"stdout: {p.stdout}\nstderr: {p.stderr}")
         return p
 
+    def force_cleanup(self):
+        """Last resort after `stack down` (which is what is under test): kill servers still
+        running from this session's storage dirs and lazily unmount its mount point."""
+        scratch = self.env["CHFS_STACK_SCRATCH"]
+        for d in (os.listdir(scratch) if os.path.isdir(scratch) else []):
+            try:
+                with open(os.path.join(scratch, d, "chfsd.pid")) as f:
+                    os.kill(int(f.read().strip()), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+        mount = self.env.get("CHFS_STACK_MOUNT")
+        if mount and os.path.ismount(mount):
+            subprocess.run(["umount", "-l", mount], capture_output=True, timeout=30)
+
     def stack(self, cmd, timeout=120, check=True):
         p = subprocess.run([os.path.join(ENVDIR, "stack"), cmd, self.name], env=self.env,
                            capture_output=True, text=True, timeout=timeout)
@@ -70,7 +85,10 @@ def live(name, tmp, extra=None):
         s.server = m.group(1)
         yield s
     finally:
-        s.stack("down", check=False)
+        try:
+            s.stack("down", check=False)
+        finally:
+            s.force_cleanup()
 
 
 def make_input(tmp, size=2 * 1024 * 1024 + 12345, seed=6):

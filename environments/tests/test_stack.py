@@ -17,7 +17,9 @@ def test_up_status_up_again_down(tmp_path):
         again = s.stack("up", check=False)
         assert again.returncode == 1 and "already up" in again.stderr, again.stderr
     finally:
-        s.stack("down", check=False)
+        down = s.stack("down", check=False)
+        s.force_cleanup()
+    assert down.returncode == 0, down.stderr
     st = s.stack("status", check=False)
     assert st.returncode == 1 and "running" not in st.stdout, st.stdout
     assert not os.path.exists(os.path.join(tmp_path, "run", "native.state"))
