@@ -10,10 +10,12 @@ run's output directory, and `stop` removes it, also when the run failed.
 AttachedPool: a pool someone else runs (a test fixture, a batch job's pool), named by
 CHFS_SERVER and CHFS_SECRET_FILE in the environment; start/stop leave its servers alone.
 """
+import glob
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -65,7 +67,7 @@ class StackPool:
         m = re.search(r'CHFS_SERVER="([^"]+)"', r.stdout)
         if r.returncode != 0 or not m:
             msg = r.stderr.strip() or r.stdout.strip()
-            self.stop()
+            self.stop()         # also undoes a half-finished start
             raise PoolError(f"environments/stack up {self.env_name} failed: {msg}")
         self.env["CHFS_SERVER"] = m.group(1)
         self.mount = self.env.get("CHFS_STACK_MOUNT", "/chfs")
@@ -76,13 +78,39 @@ class StackPool:
         if "CHFS_SERVER" in self.env:
             r = self._stack("down")
             if r.returncode != 0:
-                print(f"run: environments/stack down {self.env_name}: {r.stderr.strip()}")
+                print(f"run: environments/stack down {self.env_name} failed "
+                      f"({r.stderr.strip().splitlines()[-1:]}); stopping the pool directly",
+                      file=sys.stderr)
+                self._stop_directly()
+        elif self._servers_alive():     # a start that failed half-way
+            self._stop_directly()
         mnt = os.path.join(self.dir, "mnt")
-        if os.path.ismount(mnt):        # never delete through a mount that would not go away
-            print(f"run: {mnt} is still mounted; left {self.dir} in place")
+        if os.path.ismount(mnt) or self._servers_alive():
+            # never delete a live server's storage or through a mount that would not go away
+            print(f"run: pool in {self.dir} did not go down; left in place", file=sys.stderr)
         else:
             shutil.rmtree(self.dir, ignore_errors=True)
         self.dir = None
+
+    def _stop_directly(self):
+        """What `stack down` does, for when it fails: unmount, then chfsctl stop."""
+        mnt = os.path.join(self.dir, "mnt")
+        if os.path.ismount(mnt):
+            subprocess.run(["fusermount3", "-u", mnt], check=False, timeout=60)
+        subprocess.run(["chfsctl", "-c", self.env["CHFS_STACK_SCRATCH"],
+                        "-k", self.env["CHFS_SECRET_FILE"],
+                        "-N", self.env.get("CHFS_STACK_SERVERS", "1"), "stop"],
+                       check=False, timeout=120, capture_output=True,
+                       env={**os.environ, **self.env})
+
+    def _servers_alive(self):
+        for pidfile in glob.glob(os.path.join(self.dir, "scratch", "srv*", "chfsd.pid")):
+            try:
+                os.kill(int(open(pidfile).read().strip()), 0)
+                return True
+            except (ValueError, OSError):
+                pass
+        return False
 
 
 class AttachedPool:
