@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -42,17 +43,38 @@ static struct shm_doorbell *db_map(const char *name, int flags)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-struct shm_doorbell *shm_doorbell_create(const char *name)
+struct shm_doorbell *shm_doorbell_create(const char *name, const char *epname)
 {
 	/* A fresh file (new inode) even if a dead predecessor left one: peers compare the identity
-	 * to notice the restart. The caller already owns the name (its endpoint is enabled). */
+	 * to notice the restart, and the predecessor's file is marked closed for peers that still
+	 * map it. The caller already owns the name (its endpoint is enabled). */
 	char path[256];
 	db_path(path, sizeof path, name);
+	struct shm_doorbell *old = db_map(name, 0);
+	if (old) {
+		atomic_store(&old->closed, 1);
+		shm_doorbell_unmap(old);
+	}
 	unlink(path);
 	struct shm_doorbell *db = db_map(name, O_CREAT | O_EXCL);
-	if (db)
-		db->owner_pid = (int32_t)getpid();
+	if (db) {
+		snprintf(db->epname, sizeof db->epname, "%s", epname);
+		atomic_thread_fence(memory_order_release);
+		db->owner_pid = (int32_t)getpid(); /* last: marks the file complete */
+	}
 	return db;
+}
+
+int shm_doorbell_epname(const struct shm_doorbell *db, char *buf, size_t size)
+{
+	if (!db || atomic_load(&db->closed) || db->owner_pid == 0)
+		return -1;
+	atomic_thread_fence(memory_order_acquire);
+	size_t n = strnlen(db->epname, sizeof db->epname);
+	if (n == 0 || n == sizeof db->epname || n >= size)
+		return -1;
+	memcpy(buf, db->epname, n + 1);
+	return 0;
 }
 
 #define DB_PREFIX "chfs-xprt-db."
@@ -69,7 +91,6 @@ void shm_doorbell_sweep(void)
 		const char *name = e->d_name + strlen(DB_PREFIX);
 		char dbp[300], regp[300];
 		snprintf(dbp, sizeof dbp, "/dev/shm/%s", e->d_name);
-		snprintf(regp, sizeof regp, "/dev/shm/%s", name);
 		struct shm_doorbell *db = shm_doorbell_open(name);
 		struct stat dst, rst;
 		if (!db || stat(dbp, &dst) != 0) {
@@ -77,6 +98,8 @@ void shm_doorbell_sweep(void)
 			continue;
 		}
 		pid_t pid = db->owner_pid;
+		char ep[sizeof db->epname];
+		snprintf(ep, sizeof ep, "%.*s", (int)sizeof ep - 1, db->epname);
 		shm_doorbell_unmap(db);
 		int n = 0;
 		long named;
@@ -85,6 +108,8 @@ void shm_doorbell_sweep(void)
 		/* EPERM: alive under another user. pid 0: a file being created right now. */
 		if (pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
 			continue;
+		/* libfabric's region is named after the incarnation (older files: the name itself). */
+		snprintf(regp, sizeof regp, "/dev/shm/%s", ep[0] ? ep : name);
 		/* A region newer than the dead owner's doorbell belongs to a successor that reuses
 		 * the name and has not yet replaced the doorbell: leave it. */
 		if (stat(regp, &rst) == 0 && rst.st_ctime <= dst.st_ctime)
@@ -117,8 +142,14 @@ void shm_doorbell_destroy(struct shm_doorbell *db, const char *name)
 {
 	char path[256];
 	db_path(path, sizeof path, name);
+	/* Remove the file only if it is still ours: a successor may already have replaced it. */
+	struct shm_doorbell *cur = db_map(name, 0);
+	bool ours = cur && strncmp(cur->epname, db->epname, sizeof db->epname) == 0;
+	shm_doorbell_unmap(cur);
+	atomic_store(&db->closed, 1);
 	shm_doorbell_unmap(db);
-	unlink(path);
+	if (ours)
+		unlink(path);
 }
 
 void shm_doorbell_ring(struct shm_doorbell *db)

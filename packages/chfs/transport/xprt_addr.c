@@ -4,9 +4,10 @@
  * Printable address = "<proto>://<rest>". For tcp, verbs and sockets the raw provider address is
  * a struct sockaddr_in and <rest> is "IPv4:port" (libfabric 1.17 cannot turn its own address
  * strings back into addresses, so we parse them). For shm the raw address is the endpoint's
- * NUL-terminated name (set with fi_setname, so no "fi_shm://" prefix and no ":uid:index" suffix)
- * and <rest> is that name. Peers are cached by raw address, so a client
- * connected by string and the same client seen in a request share one entry and one fi_addr.
+ * NUL-terminated endpoint name "<name>~<tag>" (set with fi_setname; the tag is new for every
+ * incarnation) and <rest> is the stable <name>. Peers are cached by raw address: a peer connected
+ * by string has the bare name as key and follows restarts through the doorbell file; a peer seen
+ * in a request is pinned to that incarnation (replies must go to the process that asked).
  */
 #include "xprt_internal.h"
 
@@ -69,7 +70,8 @@ int xprt_format_addr(enum xprt_kind k, const void *raw, size_t rawlen, char *buf
 			return -EINVAL;
 		if (sl > pl && memcmp(s, SHM_PREFIX, pl) == 0)
 			s += pl;
-		n = snprintf(buf, size, "shm://%s", s);
+		const char *tag = strchr(s, XPRT_SHM_TAG_SEP);
+		n = snprintf(buf, size, "shm://%.*s", tag ? (int)(tag - s) : (int)strlen(s), s);
 	} else {
 		struct sockaddr_in sin;
 		char ip[INET_ADDRSTRLEN];
@@ -131,12 +133,39 @@ static void doorbell_name(const xprt_peer_t *p, char *name, size_t size)
 	snprintf(name, size, "%s", p->addr + strlen("shm://"));
 }
 
-static void open_doorbell(xprt_peer_t *p)
+/* shm, peer_mu held: find the endpoint name now serving p and make fi_addr point at it. A name
+ * seen for the first time gets its own AV entry; the entry of a previous incarnation is left in
+ * the AV unused (removing it is what crashes libfabric 1.17, see shm_doorbell.h). */
+static void shm_resolve(xprt_t *x, xprt_peer_t *p)
 {
-	char name[XPRT_ADDR_MAX];
+	char name[XPRT_ADDR_MAX], ep[XPRT_ADDR_MAX];
 	doorbell_name(p, name, sizeof name);
+	shm_doorbell_unmap(p->db);
 	p->db_ident = shm_doorbell_ident(name);
 	p->db = shm_doorbell_open(name);
+	int have = shm_doorbell_epname(p->db, ep, sizeof ep);
+	if (p->pinned) {
+		/* The incarnation is fixed; its doorbell is useful only while it is that one's. */
+		if (have < 0 || strcmp(ep, (const char *)p->raw) != 0) {
+			shm_doorbell_unmap(p->db);
+			p->db = NULL;
+		}
+		snprintf(ep, sizeof ep, "%s", (const char *)p->raw);
+	} else if (have < 0) {
+		p->fi_addr = FI_ADDR_NOTAVAIL;
+		p->ep[0] = 0;
+		return;
+	}
+	if (p->ep[0] && strcmp(p->ep, ep) == 0)
+		return;
+	fi_addr_t fa;
+	if (fi_av_insert(x->av, ep, 1, &fa, 0, NULL) != 1) {
+		p->fi_addr = FI_ADDR_NOTAVAIL;
+		p->ep[0] = 0;
+		return;
+	}
+	p->fi_addr = fa;
+	snprintf(p->ep, sizeof p->ep, "%s", ep);
 }
 
 void xprt_peer_check(xprt_t *x, xprt_peer_t *p)
@@ -145,29 +174,28 @@ void xprt_peer_check(xprt_t *x, xprt_peer_t *p)
 		return;
 	char name[XPRT_ADDR_MAX];
 	doorbell_name(p, name, sizeof name);
-	/* Only a live new incarnation is worth re-inserting: re-inserting a name whose region is
-	 * gone leaves shm 1.17 with a half-mapped peer that crashes the next send. */
-	unsigned long now = shm_doorbell_ident(name);
-	if (now != 0 && now != p->db_ident)
+	if (shm_doorbell_ident(name) != p->db_ident)
 		atomic_store(&p->stale, true);
 }
 
-void xprt_peer_refresh(xprt_t *x, xprt_peer_t *p)
+fi_addr_t xprt_peer_fi_addr(xprt_t *x, xprt_peer_t *p)
 {
-	/* libfabric 1.17's shm keeps its mapping of the dead peer's region; removing and
-	 * re-inserting the address maps the new incarnation. Calls racing with this use either
-	 * fi_addr; those on the old one fail or time out as they would have anyway. */
+	if (x->kind != XPRT_SHM)
+		return p->fi_addr;
+	/* One load per send: the owner marks its doorbell closed at close, a successor marks its
+	 * predecessor's; a peer first resolved while nobody served the name has no doorbell. */
+	struct shm_doorbell *db = p->db;
+	if (!atomic_load(&p->stale) && db && !atomic_load(&db->closed))
+		return p->fi_addr;
 	pthread_mutex_lock(&x->peer_mu);
-	if (atomic_load(&p->stale)) {
-		fi_addr_t fa;
-		fi_av_remove(x->av, &p->fi_addr, 1, 0);
-		if (fi_av_insert(x->av, p->raw, 1, &fa, 0, NULL) == 1)
-			p->fi_addr = fa;
-		shm_doorbell_unmap(p->db);
-		open_doorbell(p);
+	db = p->db;
+	if (atomic_load(&p->stale) || !db || atomic_load(&db->closed)) {
 		atomic_store(&p->stale, false);
+		shm_resolve(x, p);
 	}
+	fi_addr_t fa = p->fi_addr;
 	pthread_mutex_unlock(&x->peer_mu);
+	return fa;
 }
 
 static unsigned raw_hash(const void *raw, size_t len)
@@ -200,13 +228,16 @@ int xprt_peer_by_raw(xprt_t *x, const void *raw, size_t rawlen, xprt_peer_t **ou
 	rc = xprt_format_addr(x->kind, raw, rawlen, p->addr, sizeof p->addr);
 	if (rc < 0)
 		goto out;
-	int n = fi_av_insert(x->av, p->raw, 1, &p->fi_addr, 0, NULL);
-	if (n != 1) {
-		rc = n < 0 ? xprt_fi_err(-n) : -EHOSTUNREACH;
-		goto out;
+	if (x->kind == XPRT_SHM) {
+		p->pinned = memchr(raw, XPRT_SHM_TAG_SEP, rawlen) != NULL;
+		shm_resolve(x, p); /* may leave FI_ADDR_NOTAVAIL: resolved again at the next send */
+	} else {
+		int n = fi_av_insert(x->av, p->raw, 1, &p->fi_addr, 0, NULL);
+		if (n != 1) {
+			rc = n < 0 ? xprt_fi_err(-n) : -EHOSTUNREACH;
+			goto out;
+		}
 	}
-	if (x->kind == XPRT_SHM)
-		open_doorbell(p);
 	p->next = x->peers[h];
 	x->peers[h] = p;
 	*out = p;

@@ -72,8 +72,9 @@ int xprt_send_msg(xprt_t *x, xprt_peer_t *p, int kind, uint64_t id, const void *
 {
 	if (bodylen > XPRT_MAX_BODY)
 		return -EMSGSIZE;
-	if (atomic_load(&p->stale))
-		xprt_peer_refresh(x, p);
+	fi_addr_t dest = xprt_peer_fi_addr(x, p);
+	if (dest == FI_ADDR_NOTAVAIL)
+		return -EHOSTUNREACH; /* shm: nobody serves that name now */
 	size_t total = XPRT_HDR_SIZE + addrlen + bodylen;
 	struct xprt_sendop *s = NULL;
 	unsigned char small[4096];
@@ -104,8 +105,8 @@ int xprt_send_msg(xprt_t *x, xprt_peer_t *p, int kind, uint64_t id, const void *
 		pthread_mutex_unlock(&x->send_mu);
 	}
 	for (unsigned spins = 0;; spins++) {
-		ssize_t rc = inject ? fi_inject(x->ep, msg, total, p->fi_addr)
-				    : fi_send(x->ep, msg, total, NULL, p->fi_addr, &s->op);
+		ssize_t rc = inject ? fi_inject(x->ep, msg, total, dest)
+				    : fi_send(x->ep, msg, total, NULL, dest, &s->op);
 		if (rc == 0)
 			break;
 		if (rc != -FI_EAGAIN || xprt_past(deadline)) {

@@ -4,7 +4,7 @@
  * Module map: xprt_open.c (provider choice, endpoint set-up and teardown), xprt_addr.c (address
  * strings, the peer cache), xprt_progress.c (the progress thread: reads the CQ and routes each
  * completion to its operation), xprt_call.c (client calls matched to replies by id), xprt_serve.c
- * (request queue, worker pool, replies, RMA), xprt_mem.c (memory registration), shm_doorbell.c
+ * (request queue, worker pool, replies, RMA), xprt_mem.c (memory registration), xprt_fastinit.c (cheap libfabric start-up), shm_doorbell.c
  * (futex wake-up for the shm provider, which has no CQ wait object in libfabric 1.17).
  *
  * Every posted libfabric operation carries a struct xprt_op as its context; the progress thread
@@ -41,6 +41,7 @@
 #define XPRT_NBUFS_CLIENT 16 /* ... by a client; both grow with the calls in flight */
 #define XPRT_NBUFS_MAX 4096
 #define XPRT_RMA_TIMEOUT_MS 30000
+#define XPRT_SHM_TAG_SEP '~' /* separates an shm name from its incarnation tag */
 
 enum xprt_kind { XPRT_TCP, XPRT_SHM, XPRT_VERBS, XPRT_SOCKETS };
 enum xprt_op_kind { XPRT_OP_RECV, XPRT_OP_SEND, XPRT_OP_RMA };
@@ -82,7 +83,13 @@ struct xprt_peer {
 	char addr[XPRT_ADDR_MAX + 16]; /* printable "<proto>://..." */
 	struct shm_doorbell *db;      /* shm: the peer's wake-up word, NULL if unavailable */
 	unsigned long db_ident;       /* shm: which incarnation of the peer db belongs to */
-	atomic_bool stale;            /* shm: the peer restarted; re-insert before the next send */
+	atomic_bool stale;            /* shm: the peer restarted; resolve again before the next send */
+	/* shm: a raw address with a "~tag" names one incarnation (requests carry those); one
+	 * without names "whoever serves this name now", resolved through the doorbell file to the
+	 * incarnation's endpoint name `ep`. A new incarnation gets a new AV entry (a name is never
+	 * inserted twice with different meanings); the old entry is retired, never fi_av_remove'd. */
+	bool pinned;
+	char ep[XPRT_ADDR_MAX];       /* shm: endpoint name fi_addr was inserted for ("" = none) */
 };
 
 struct xprt_call {
@@ -133,7 +140,8 @@ struct xprt {
 	bool progress_started;
 	atomic_bool stopping;
 	struct shm_doorbell *self_db; /* shm only */
-	char shm_name[80];
+	char shm_name[80];     /* stable name: addresses, doorbell file */
+	char shm_epname[96];   /* this incarnation's libfabric endpoint name "<shm_name>~<tag>" */
 
 	/* peers, by raw address */
 	pthread_mutex_t peer_mu;
@@ -189,6 +197,10 @@ int xprt_post_recv(xprt_t *x, struct xprt_rbuf *b);
 void xprt_poll_before_wait(xprt_t *x, atomic_bool *flag);
 int xprt_fi_err(int fi_err);
 
+/* xprt_fastinit.c: bracket the process's first fi_getinfo (see there). */
+void xprt_fastinit_begin(void);
+void xprt_fastinit_end(void);
+
 /* xprt_addr.c */
 int xprt_parse_proto(const char *proto, enum xprt_kind *kind);
 const char *xprt_kind_name(enum xprt_kind k);
@@ -197,8 +209,9 @@ int xprt_peer_by_raw(xprt_t *x, const void *raw, size_t rawlen, xprt_peer_t **ou
 void xprt_peers_free(xprt_t *x);
 /* After a timeout: notice whether an shm peer was restarted (its mapping is then stale). */
 void xprt_peer_check(xprt_t *x, xprt_peer_t *p);
-/* Before a send: re-resolve a peer marked stale. */
-void xprt_peer_refresh(xprt_t *x, xprt_peer_t *p);
+/* Before a send: the fi_addr to use; an shm peer that restarted (or was not up when first
+ * resolved) is resolved again. FI_ADDR_NOTAVAIL if nobody serves the name now. */
+fi_addr_t xprt_peer_fi_addr(xprt_t *x, xprt_peer_t *p);
 
 /* xprt_call.c */
 int xprt_grow_bufs(xprt_t *x, int want);

@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rdma/fi_cm.h>
@@ -28,6 +30,8 @@
 
 static atomic_uint shm_name_seq;
 static pthread_once_t shm_sweep_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t first_getinfo_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool first_getinfo_done;
 
 int xprt_fi_err(int fi_err)
 {
@@ -122,13 +126,23 @@ static int get_info(xprt_t *x, const struct xprt_opts *o, char *shm_name, size_t
 	uint64_t flags = 0;
 	int rc = 0;
 	if (x->kind == XPRT_SHM) {
-		if (o->host && *o->host)
+		if (o->host && *o->host) {
+			if (strchr(o->host, XPRT_SHM_TAG_SEP) || strlen(o->host) > 64) {
+				rc = -EINVAL;
+				goto out;
+			}
 			snprintf(shm_name, shm_size, "%s", o->host);
+		}
 		else
 			snprintf(shm_name, shm_size, "chfs-%d-%u", (int)getpid(),
 				 atomic_fetch_add(&shm_name_seq, 1));
 		n = shm_name;
 		flags = FI_SOURCE;
+		uint32_t tag = 0;
+		if (getrandom(&tag, sizeof tag, 0) != (ssize_t)sizeof tag)
+			tag = (uint32_t)getpid() ^ (uint32_t)time(NULL) ^ atomic_load(&shm_name_seq) << 20;
+		snprintf(x->shm_epname, sizeof x->shm_epname, "%s%c%08x", shm_name, XPRT_SHM_TAG_SEP,
+			 tag);
 	} else if (o->is_server || (o->host && *o->host)) {
 		rc = resolve_listen(o->host ? o->host : "127.0.0.1", node, sizeof node, service,
 				    sizeof service);
@@ -139,7 +153,17 @@ static int get_info(xprt_t *x, const struct xprt_opts *o, char *shm_name, size_t
 		flags = FI_SOURCE;
 	}
 	limit_rxm_buffers(x->kind);
+	/* The first fi_getinfo of the process initialises libfabric's providers. */
+	pthread_mutex_lock(&first_getinfo_mu);
+	bool first = !first_getinfo_done;
+	if (first)
+		xprt_fastinit_begin();
 	rc = fi_getinfo(FI_VERSION(1, 17), n, s, flags, hints, &x->info);
+	if (first) {
+		xprt_fastinit_end();
+		first_getinfo_done = true;
+	}
+	pthread_mutex_unlock(&first_getinfo_mu);
 	rc = rc ? xprt_fi_err(rc) : 0;
 	if (rc == -ENODATA || rc == -ENOENT)
 		rc = -ENODEV;
@@ -167,10 +191,11 @@ static int open_endpoint(xprt_t *x)
 		rc = fi_av_open(x->domain, &ava, &x->av, NULL);
 	if (!rc)
 		rc = fi_endpoint(x->domain, fi, &x->ep, NULL);
-	/* shm names the endpoint "<src_addr>:<uid>:<per-process index>" unless given a bare name;
-	 * the bare name keeps the address stable across restarts (and fork children). */
+	/* shm names the endpoint "<src_addr>:<uid>:<per-process index>" unless given a bare name.
+	 * We give "<stable name>~<random tag>": the stable part is the address peers know, the tag
+	 * makes each incarnation a new libfabric peer (see shm_doorbell.h for why). */
 	if (!rc && x->kind == XPRT_SHM)
-		rc = fi_setname(&x->ep->fid, x->shm_name, strlen(x->shm_name) + 1);
+		rc = fi_setname(&x->ep->fid, x->shm_epname, strlen(x->shm_epname) + 1);
 	if (!rc)
 		rc = fi_ep_bind(x->ep, &x->av->fid, 0);
 	if (!rc)
@@ -221,7 +246,7 @@ int xprt_open(const struct xprt_opts *o, xprt_t **out)
 		rc = open_endpoint(x);
 	if (!rc && x->kind == XPRT_SHM) {
 		pthread_once(&shm_sweep_once, shm_doorbell_sweep);
-		x->self_db = shm_doorbell_create(x->shm_name);
+		x->self_db = shm_doorbell_create(x->shm_name, x->shm_epname);
 		if (!x->self_db)
 			rc = -errno;
 	}

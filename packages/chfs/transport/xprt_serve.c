@@ -232,10 +232,16 @@ static int rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, 
 	struct timespec deadline;
 	xprt_deadline(&deadline, XPRT_RMA_TIMEOUT_MS);
 	uint64_t raddr = remote->addr + off;
+	fi_addr_t dest = xprt_peer_fi_addr(x, r->peer);
+	if (dest == FI_ADDR_NOTAVAIL) {
+		atomic_store(&op->refs, 1);
+		rmaop_put(op);
+		return -EHOSTUNREACH;
+	}
 	for (unsigned spins = 0;; spins++) {
-		rc = is_read ? fi_read(x->ep, local, len, desc, r->peer->fi_addr, raddr, remote->key,
+		rc = is_read ? fi_read(x->ep, local, len, desc, dest, raddr, remote->key,
 				       &op->op)
-			     : fi_write(x->ep, local, len, desc, r->peer->fi_addr, raddr, remote->key,
+			     : fi_write(x->ep, local, len, desc, dest, raddr, remote->key,
 					&op->op);
 		if (rc == 0)
 			break;

@@ -2,6 +2,7 @@
  * echo_server.c — the forked test server (see echo_server.h).
  */
 #include "echo_server.h"
+#include "shm_doorbell.h"
 
 #include <errno.h>
 #include <glob.h>
@@ -146,7 +147,16 @@ pid_t echo_server_start(const char *proto, const char *host, unsigned nworkers, 
 
 void echo_server_remove_shm(const char *name)
 {
+	/* libfabric's region is named after the incarnation ("<name>~<tag>"), which the doorbell
+	 * file publishes. */
 	char path[256];
+	struct shm_doorbell *db = shm_doorbell_open(name);
+	if (db) {
+		snprintf(path, sizeof path, "/dev/shm/%.*s", (int)sizeof db->epname, db->epname);
+		if (db->epname[0])
+			unlink(path);
+		shm_doorbell_unmap(db);
+	}
 	snprintf(path, sizeof path, "/dev/shm/%s", name);
 	unlink(path);
 	snprintf(path, sizeof path, "/dev/shm/chfs-xprt-db.%s", name);

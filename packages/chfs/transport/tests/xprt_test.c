@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "echo_server.h"
+#include "shm_doorbell.h"
 #include "xprt.h"
 
 static int failures;
@@ -392,7 +393,13 @@ static void case_sweep(void)
 {
 	char name[128], region[256], bell[256];
 	snprintf(name, sizeof name, "%s", xprt_peer_addr(srv) + strlen("shm://"));
-	snprintf(region, sizeof region, "/dev/shm/%s", name);
+	struct shm_doorbell *db = shm_doorbell_open(name);
+	CHECK(db && db->epname[0], "no doorbell (or no endpoint name in it) for %s", name);
+	if (!db)
+		return;
+	/* libfabric's region is named after the incarnation, published in the doorbell */
+	snprintf(region, sizeof region, "/dev/shm/%.*s", (int)sizeof db->epname, db->epname);
+	shm_doorbell_unmap(db);
 	snprintf(bell, sizeof bell, "/dev/shm/chfs-xprt-db.%s", name);
 	kill(srv_pid, SIGKILL);
 	waitpid(srv_pid, NULL, 0);
