@@ -321,3 +321,4 @@ def test_sigterm_stops_servers_promptly_and_cleanly(chfs_pool):
     if chfs_pool.proto == "shm":
         left = [f for f in os.listdir("/dev/shm") if any(n in f for n in names)]
         assert left == [], f"left in /dev/shm: {left}"
+
