@@ -53,6 +53,15 @@ struct shm_doorbell *shm_doorbell_create(const char *name, const char *epname)
 	struct shm_doorbell *old = db_map(name, 0);
 	if (old) {
 		atomic_store(&old->closed, 1);
+		/* A predecessor killed without closing leaves its region; nobody else would ever
+		 * find it once this file is replaced. */
+		char reg[300];
+		pid_t pid = old->owner_pid;
+		int n = snprintf(reg, sizeof reg, "/dev/shm/%.*s", (int)sizeof old->epname - 1,
+				 old->epname);
+		if (old->epname[0] && strcmp(old->epname, epname) != 0 && n < (int)sizeof reg &&
+		    pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
+			unlink(reg);
 		shm_doorbell_unmap(old);
 	}
 	unlink(path);
@@ -110,9 +119,10 @@ void shm_doorbell_sweep(void)
 			continue;
 		/* libfabric's region is named after the incarnation (older files: the name itself). */
 		snprintf(regp, sizeof regp, "/dev/shm/%s", ep[0] ? ep : name);
-		/* A region newer than the dead owner's doorbell belongs to a successor that reuses
-		 * the name and has not yet replaced the doorbell: leave it. */
-		if (stat(regp, &rst) == 0 && rst.st_ctime <= dst.st_ctime)
+		/* The incarnation's region is the dead owner's alone. Files of older versions used the
+		 * bare name, which a successor may already have re-created: there, a region newer
+		 * than the dead owner's doorbell is left alone. */
+		if (ep[0] || (stat(regp, &rst) == 0 && rst.st_ctime <= dst.st_ctime))
 			unlink(regp);
 		unlink(dbp);
 	}

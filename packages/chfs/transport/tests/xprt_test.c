@@ -401,6 +401,9 @@ static void case_sweep(void)
 	snprintf(region, sizeof region, "/dev/shm/%.*s", (int)sizeof db->epname, db->epname);
 	shm_doorbell_unmap(db);
 	snprintf(bell, sizeof bell, "/dev/shm/chfs-xprt-db.%s", name);
+	/* Traffic a second later touches the region (tmpfs ctime) after the doorbell was made. */
+	sleep(1);
+	echo(70000);
 	kill(srv_pid, SIGKILL);
 	waitpid(srv_pid, NULL, 0);
 	srv_pid = -1;
