@@ -62,17 +62,8 @@ def test_access_path_mosaic_equals_local(env, tiny_tiles, local_baseline, tmp_pa
         f"{env}: mosaic differs from local in {np.sum(~((data == base) | (np.isnan(data) & np.isnan(base))))} pixels"
 
 
-# Known bug (core/hook, reported): on a one-server pool libchfs hands the hook the backing file
-# of a hash-placed file (chfs_local_backing_path: `s->n == 1`), but chfsd derives the size from
-# the backing file only for local-placement files, so files written that way read back as 0
-# bytes. Strict: this fails loudly once it is fixed, so the mark gets removed.
-ONE_SERVER_HASH_BUG = pytest.mark.xfail(
-    strict=True, reason="hook fast path on a 1-server pool with hash placement: size stays 0")
-
-
 @pytest.mark.parametrize("env,placement", [
-    ("hook", "local"), ("fuse", "local"), ("fuse", "hash"),
-    pytest.param("hook", "hash", marks=ONE_SERVER_HASH_BUG)])
+    ("hook", "local"), ("fuse", "local"), ("fuse", "hash"), ("hook", "hash")])
 def test_runner_brings_a_private_pool_up_and_down(env, placement, tiny_tiles, local_baseline,
                                                   tmp_path, chfs_stack_env):
     """What the main job does: workflows/run starts its own pool with `environments/stack up`

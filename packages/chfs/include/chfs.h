@@ -124,7 +124,8 @@ int chfs_utimens(const char *path, const struct timespec times[2]);
 /* The chunk size of an open file. */
 int chfs_chunk_size_of(int fd);
 
-/* Node-local fast path. If every chunk of the open file lives on a server of this node, writes
+/* Node-local fast path. If the open file was created with local placement (CHFS_O_LOCAL or
+ * CHFS_PLACEMENT=local) and so every chunk of it lives on a server of this node, writes
  * the absolute path of that server's backing file (a regular file holding the data at its
  * logical offsets) into buf and returns 0; otherwise -1 with errno ENXIO. A caller may then
  * read and write the backing file directly: the server derives the size and times of such a

@@ -692,10 +692,11 @@ int chfs_local_backing_path(int fd, char *buf, size_t size)
 	struct srvlist *s;
 	int rc = client_begin(&s), h = -1;
 	if (rc == 0 && !f->isdir && S_ISREG(f->md.mode)) {
+		/* Only local-placement files: their server derives size and times from the backing
+		 * file, so direct writers stay visible. A hash-placed file on a one-server pool has all
+		 * its chunks here too, but its size lives only in the metadata. */
 		if (f->md.flags & MD_LOCAL)
 			h = client_server_index(s, f->md.home);
-		else if (s->n == 1)
-			h = 0;
 		if (h >= 0 && !s->local[h])
 			h = -1;
 	}

@@ -74,3 +74,12 @@ int main(void) {
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [b"1000000000", b"3"]
     assert int(io(chfs_pool, "stat", "/wu").stdout.split()[3]) == 1000000000
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 1}], indirect=True)
+def test_hash_placed_file_on_a_one_server_pool_offers_no_backing_file(chfs_pool):
+    """Its size lives only in the metadata, so a direct writer would go unseen: ENXIO."""
+    put(chfs_pool, "/h1", b"x" * 100)
+    r = io(chfs_pool, "localpath", "/h1", check=False)
+    assert r.returncode != 0 and b"ENXIO" in r.stderr
