@@ -67,8 +67,11 @@ int main(void) {
     import subprocess
     cflags = subprocess.run(["pkg-config", "--cflags", "--libs", "chfs"], capture_output=True,
                             text=True, check=True).stdout.split()
-    subprocess.run(["cc", "-o", str(tmp_path / "wu"), str(prog), *cflags,
-                    "-Wl,-rpath," + os.environ["CHFS_STACK_PREFIX"] + "/lib"], check=True)
+    prefix = os.environ["CHFS_STACK_PREFIX"]
+    # Against the sanitizer build (ci/test --asan) the program must carry the runtime too.
+    san = ["-fsanitize=address,undefined"] if "asan" in prefix else []
+    subprocess.run(["cc", "-o", str(tmp_path / "wu"), str(prog), *san, *cflags,
+                    "-Wl,-rpath," + prefix + "/lib"], check=True)
     out = subprocess.run([str(tmp_path / "wu")], env=chfs_pool.env, capture_output=True,
                          timeout=30)
     assert out.returncode == 0, out.stderr
