@@ -77,6 +77,24 @@ def wait_gone(pid, timeout=10.0):
     return False
 
 
+def stop_all(pids):
+    """SIGTERM every live pid of the list at once, then wait for each (SIGKILL after 10 s), and
+    clear the list's entries: servers shut down in parallel."""
+    for pid in filter(None, pids):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    for i, pid in enumerate(pids):
+        if pid and not wait_gone(pid, 10):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            wait_gone(pid, 5)
+        pids[i] = None
+
+
 class ChfsPool:
     def __init__(self, servers=4, proto="tcp", rpc_timeout_ms=5000, tmp=None, host=None,
                  extra_env=None, chfsd_args=(), start_timeout=60):
@@ -152,19 +170,6 @@ class ChfsPool:
         return subprocess.run(argv, env=kw.pop("env", self.env), check=check, timeout=timeout, **kw)
 
     def stop(self):
-        # Signal all first, then wait: servers shut down in parallel.
-        for pid in filter(None, self.pids):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for i, pid in enumerate(self.pids):
-            if pid and not wait_gone(pid, 10):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                wait_gone(pid, 5)
-            self.pids[i] = None
+        stop_all(self.pids)
         if self._own_tmp:
             subprocess.run(["rm", "-rf", self.tmp], check=False)

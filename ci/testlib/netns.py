@@ -18,7 +18,7 @@ import signal
 import subprocess
 import tempfile
 
-from .chfs_pool import make_secret, stack_env, wait_gone
+from .chfs_pool import make_secret, stack_env, stop_all, wait_gone
 
 _seq = itertools.count()
 
@@ -72,20 +72,7 @@ class NetnsPool:
         self._start(i)
 
     def stop(self):
-        # Signal all first, then wait: servers shut down in parallel.
-        for pid in filter(None, self.pids):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for i, pid in enumerate(self.pids):
-            if pid and not wait_gone(pid, 10):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                wait_gone(pid, 5)
-            self.pids[i] = None
+        stop_all(self.pids)
         subprocess.run(["rm", "-rf", self.tmp], check=False)
 
 
