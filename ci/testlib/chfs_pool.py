@@ -13,7 +13,8 @@ Attributes: `.env` (os.environ plus CHFS_SERVER, CHFS_SECRET_FILE, CHFS_RPC_TIME
 CHFS_LOCAL_FASTPATH=0 (data over RPC, as on multi-node pools; override with
 extra_env={"CHFS_LOCAL_FASTPATH": "1"}), PATH and LD_LIBRARY_PATH pointing at the installed build), `.dirs` (storage directory per server),
 `.addrs` (server addresses), `.pids`, `.secret_file`, `.tmp`. Methods: `.kill(i, sig=9)`,
-`.restart(i)` (same storage dir and address), `.run(argv, **kw)` (subprocess.run with .env,
+`.restart(i)` (same storage dir and address; `.restart(i, host="127.0.0.1:PORT")` on another
+address), `.add()` (one more server joins; returns its index), `.run(argv, **kw)` (subprocess.run with .env,
 text output, check=True by default, 120 s timeout), `.stop()` (always called by the fixture).
 
 The build is taken from $CHFS_STACK_PREFIX (default ~/.cache/chfs-stack/prefix), so
@@ -126,13 +127,13 @@ class ChfsPool:
             self.stop()
             raise
 
-    def _start(self, i):
+    def _start(self, i, host=None):
         d = self.dirs[i]
         os.makedirs(d, exist_ok=True)
         argv = ["chfsd", "-c", d, "-p", self.proto, "-k", self.secret_file, "-S", f"{d}/info",
                 "-P", f"{d}/chfsd.pid", "-l", f"{d}/chfsd.log", "-t", "5000"] + self.chfsd_args
-        if self.host:
-            argv += ["-h", self.host]
+        if host or self.host:
+            argv += ["-h", host or self.host]
         boot = next((a for j, a in enumerate(self.addrs) if a and j != i), None)
         if boot:
             argv.append(boot)
@@ -158,11 +159,23 @@ class ChfsPool:
             wait_gone(self.pids[i])
             self.pids[i] = None
 
-    def restart(self, i):
+    def restart(self, i, host=None):
         self.kill(i, signal.SIGTERM)
         old = self.addrs[i]
+        self._start(i, host)
+        if host is None:
+            assert self.addrs[i] == old, f"server {i} came back as {self.addrs[i]}, not {old}"
+        self.env["CHFS_SERVER"] = ",".join(a for a in self.addrs if a)
+
+    def add(self):
+        i = self.n
+        self.n += 1
+        self.dirs.append(os.path.join(self.tmp, f"srv{i}"))
+        self.addrs.append(None)
+        self.pids.append(None)
         self._start(i)
-        assert self.addrs[i] == old, f"server {i} came back as {self.addrs[i]}, not {old}"
+        self.env["CHFS_SERVER"] = ",".join(a for a in self.addrs if a)
+        return i
 
     def run(self, argv, check=True, timeout=120, **kw):
         kw.setdefault("capture_output", True)

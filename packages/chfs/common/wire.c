@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "wire.h"
+#include "placement.h"
 
 #include <errno.h>
 #include <string.h>
@@ -102,7 +103,7 @@ void wenc_md(struct wenc *e, const struct chfs_md *m)
 	wenc_u32(e, m->gid);
 	wenc_u32(e, m->flags);
 	wenc_u32(e, m->chunk_size);
-	wenc_u32(e, m->first);
+	wenc_u32(e, m->pkey);
 	wenc_u64(e, m->size);
 	wenc_u64(e, m->fileid);
 	wenc_i64(e, m->atime_ns);
@@ -179,7 +180,7 @@ void wdec_md(struct wdec *d, struct chfs_md *m)
 	m->gid = wdec_u32(d);
 	m->flags = wdec_u32(d);
 	m->chunk_size = wdec_u32(d);
-	m->first = wdec_u32(d);
+	m->pkey = wdec_u32(d);
 	m->size = wdec_u64(d);
 	m->fileid = wdec_u64(d);
 	m->atime_ns = wdec_i64(d);
@@ -246,17 +247,64 @@ int wire_addr_ok(const char *a, size_t len)
 	return memmem(a, len, "://", 3) != NULL;
 }
 
-static int list_ok(const char *l, size_t len)
+int wire_id_ok(const char *id, size_t len)
 {
-	size_t s = 0;
-	for (size_t i = 0; i <= len; i++) {
-		if (i == len || l[i] == ',') {
-			if (!wire_addr_ok(l + s, i - s))
-				return 0;
-			s = i + 1;
-		}
-	}
+	if (len != WIRE_ID_LEN)
+		return 0;
+	for (size_t i = 0; i < len; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+			return 0;
 	return 1;
+}
+
+int wire_list_parse(const char *l, size_t len, struct wire_member *m, unsigned max)
+{
+	unsigned n = 0;
+	size_t s = 0;
+	if (len == 0)
+		return -EINVAL;
+	for (size_t i = 0; i <= len; i++) {
+		if (i < len && l[i] != ',')
+			continue;
+		const char *e = l + s, *eq = memchr(e, '=', i - s);
+		if (!eq || !wire_id_ok(e, (size_t)(eq - e)) || !wire_addr_ok(eq + 1, i - s - WIRE_ID_LEN - 1))
+			return -EINVAL;
+		if (n == max)
+			return -E2BIG;
+		if (m) {
+			memcpy(m[n].id, e, WIRE_ID_LEN);
+			m[n].id[WIRE_ID_LEN] = '\0';
+			memcpy(m[n].addr, eq + 1, i - s - WIRE_ID_LEN - 1);
+			m[n].addr[i - s - WIRE_ID_LEN - 1] = '\0';
+			for (unsigned k = 0; k < n; k++)
+				if (strcmp(m[k].id, m[n].id) == 0 || strcmp(m[k].addr, m[n].addr) == 0)
+					return -EINVAL;
+		}
+		n++;
+		s = i + 1;
+	}
+	return (int)n;
+}
+
+void wire_list_put(struct wenc *e, uint64_t epoch, uint32_t vnodes, const char *list)
+{
+	wenc_u64(e, epoch);
+	wenc_u32(e, vnodes);
+	wenc_str(e, list);
+}
+
+int wire_list_get(const void *body, size_t len, uint64_t *epoch, uint32_t *vnodes,
+                  const char **list, size_t *n)
+{
+	struct wdec d;
+	wdec_init(&d, body, len);
+	*epoch = wdec_u64(&d);
+	*vnodes = wdec_u32(&d);
+	*list = wdec_bytes(&d, WIRE_LIST_MAX, n);
+	if (wdec_finish(&d) || *vnodes == 0 || *vnodes > RING_VNODES_MAX ||
+	    wire_list_parse(*list, *n, NULL, WIRE_LIST_MAX) < 0)
+		return -EBADMSG;
+	return 0;
 }
 
 static void dec_path(struct wdec *d, char *out, int allow_root, int *bad)
@@ -355,15 +403,18 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 	case WOP_SYNC:
 		break;
 	case WOP_JOIN:
+		wdec_str(&d, r->id, sizeof r->id);
 		wdec_str(&d, r->addr, sizeof r->addr);
-		if (!d.err && !wire_addr_ok(r->addr, strlen(r->addr)))
+		if (!d.err && (!wire_id_ok(r->id, strlen(r->id)) || !wire_addr_ok(r->addr, strlen(r->addr))))
 			bad = -EINVAL;
 		break;
 	case WOP_SET_LIST:
 		r->epoch = wdec_u64(&d);
+		r->vnodes = wdec_u32(&d);
 		r->list = wdec_bytes(&d, WIRE_LIST_MAX, &n);
 		r->list_len = (uint32_t)n;
-		if (!d.err && !list_ok(r->list, n))
+		if (!d.err && (r->vnodes == 0 || r->vnodes > RING_VNODES_MAX ||
+		               wire_list_parse(r->list, n, NULL, WIRE_LIST_MAX) < 0))
 			bad = -EINVAL;
 		break;
 	case WOP_CREATE:

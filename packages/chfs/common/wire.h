@@ -33,14 +33,15 @@
 #define WIRE_REPLY 0x8000
 #define WIRE_ADDR_MAX 256
 #define WIRE_LIST_MAX 65536   /* comma-joined server list */
+#define WIRE_ID_LEN 32        /* server identity: 32 lowercase hex digits */
 #define WIRE_MAX_SEGS 1024
 #define WIRE_MAX_OFFSET (1ull << 62) /* largest logical file offset */
 #define WIRE_READDIR_MAX 60000 /* reply budget for readdir entries */
 
 enum wire_op {
-	WOP_NODE_LIST = 1, /* -> u64 epoch, str list */
-	WOP_JOIN,          /* str addr -> u64 epoch, str list */
-	WOP_SET_LIST,      /* u64 epoch, str list (server to server) */
+	WOP_NODE_LIST = 1, /* -> u64 epoch, u32 vnodes, str list */
+	WOP_JOIN,          /* str id, str addr -> u64 epoch, u32 vnodes, str list */
+	WOP_SET_LIST,      /* u64 epoch, u32 vnodes, str list (server to server) */
 	WOP_CREATE,        /* str path, md, u32 flags(WIRE_CREATE_*) -> u32 existed, md */
 	WOP_STAT,          /* str path -> md */
 	WOP_MKDIR,         /* str path, md */
@@ -79,7 +80,7 @@ const char *wire_op_name(unsigned op);
 /* A namespace entry: the metadata of a file, directory or symlink. */
 struct chfs_md {
 	uint32_t mode, uid, gid, flags;
-	uint32_t chunk_size, first;
+	uint32_t chunk_size, pkey; /* pkey: placement key of a striped file's chunks */
 	uint64_t size, fileid;
 	int64_t atime_ns, mtime_ns, ctime_ns;
 	char link[CHFS_PATH_MAX];  /* symlink target */
@@ -105,9 +106,10 @@ struct wire_req {
 	struct wire_hdr h;
 	char path[CHFS_PATH_MAX], path2[CHFS_PATH_MAX];
 	char addr[WIRE_ADDR_MAX];
+	char id[WIRE_ID_LEN + 1]; /* JOIN */
 	struct chfs_md md;
 	uint64_t fileid, size, epoch;
-	uint32_t flags, which, mode;
+	uint32_t flags, which, mode, vnodes;
 	int64_t atime_ns, mtime_ns;
 	uint32_t nseg;
 	uint64_t seg_total;
@@ -116,7 +118,7 @@ struct wire_req {
 	struct xprt_rma_desc rma;
 	const uint8_t *data;
 	uint64_t data_len;
-	const char *list; /* SET_LIST: comma-joined addresses, not NUL-terminated */
+	const char *list; /* SET_LIST: member list (see wire_list_parse), not NUL-terminated */
 	uint32_t list_len;
 };
 
@@ -168,5 +170,21 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r);
 
 /* Validate a server address string ("proto://..." printable, no ',' or spaces). */
 int wire_addr_ok(const char *a, size_t len);
+/* Validate a server identity (WIRE_ID_LEN lowercase hex digits). */
+int wire_id_ok(const char *id, size_t len);
+
+/* The pool's member list travels as one string "id=addr,id=addr,..." in pool order (sorted by
+ * id). Parse it into at most max members (m may be NULL to only validate and count): the count,
+ * or -EINVAL (malformed entry, duplicate id or address) / -E2BIG (more than max). */
+struct wire_member {
+	char id[WIRE_ID_LEN + 1];
+	char addr[WIRE_ADDR_MAX];
+};
+int wire_list_parse(const char *list, size_t len, struct wire_member *m, unsigned max);
+/* Body of a NODE_LIST/JOIN reply and of a SET_LIST request: epoch, virtual nodes per server
+ * (the pool's ring parameter) and the member list. get: list points into the message. */
+void wire_list_put(struct wenc *e, uint64_t epoch, uint32_t vnodes, const char *list);
+int wire_list_get(const void *body, size_t len, uint64_t *epoch, uint32_t *vnodes,
+                  const char **list, size_t *n);
 
 #endif

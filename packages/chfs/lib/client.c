@@ -2,9 +2,10 @@
  * client.c — library state: chfs_init/term, the setters, the server list and fork handling.
  *
  * chfs_init() reads the configuration (config.c), the pool secret, opens the transport with the
- * protocol of the first server address, and fetches the ordered server list from the first
- * bootstrap server that answers (CHFS_SERVER entries are tried starting at a random one, as
- * upstream). The list is an immutable snapshot swapped on refresh (after
+ * protocol of the first server address, and fetches the member list (server ids, addresses,
+ * the ring's virtual-node count) from the first bootstrap server that answers (CHFS_SERVER
+ * entries are tried starting at a random one, as upstream); the snapshot carries the placement
+ * ring built from the ids. The list is an immutable snapshot swapped on refresh (after
  * CHFS_NODE_LIST_CACHE_TIMEOUT seconds) so readers never lock.
  *
  * Fork: the transport's threads do not exist in a child, so a child (detected by pid, or told by
@@ -93,6 +94,9 @@ static void srvlist_free(struct srvlist *s)
 		for (unsigned i = 0; i < s->n; i++)
 			free(s->addrs[i]);
 		free(s->addrs);
+		if (s->ring)
+			ring_free(s->ring);
+		nodelist_free(&s->members);
 		free(s->peers);
 		free(s->local);
 		free(s);
@@ -100,40 +104,44 @@ static void srvlist_free(struct srvlist *s)
 	}
 }
 
-/* Build a snapshot from a comma-joined list (peers resolved on the current transport). */
-static int srvlist_build(const char *list, size_t len, struct srvlist **out)
+/* Build a snapshot from a fetched member list (peers resolved on the current transport); takes
+ * ownership of l->list. */
+static int srvlist_build(struct nodelist *l, struct srvlist **out)
 {
 	struct srvlist *s = calloc(1, sizeof *s);
-	if (!s)
+	if (!s) {
+		nodelist_free(l);
 		return -ENOMEM;
-	unsigned cap = 1;
-	for (size_t i = 0; i < len; i++)
-		cap += list[i] == ',';
-	s->addrs = calloc(cap, sizeof *s->addrs);
-	s->peers = calloc(cap, sizeof *s->peers);
-	s->local = calloc(cap, sizeof *s->local);
-	int rc = s->addrs && s->peers && s->local ? 0 : -ENOMEM;
-	size_t st = 0;
-	for (size_t i = 0; i <= len && rc == 0; i++) {
-		if (i < len && list[i] != ',')
-			continue;
-		if (i > st) {
-			char *a = strndup(list + st, i - st);
-			if (!a) {
-				rc = -ENOMEM;
-				break;
-			}
-			s->addrs[s->n] = a;
-			rc = xprt_connect(chfs_client.x, a, &s->peers[s->n]);
-			struct in_addr ip;
-			s->local[s->n] = strncmp(a, "shm://", 6) == 0 || (addr_ip(a, &ip) && ip_is_mine(ip));
-			s->nlocal += s->local[s->n];
-			s->n++;
-		}
-		st = i + 1;
 	}
-	if (rc == 0 && s->n == 0)
-		rc = -ENOTCONN;
+	s->members = *l;
+	s->epoch = l->epoch;
+	l->list = NULL;
+	int n = wire_list_parse(s->members.list, s->members.len, NULL, WIRE_LIST_MAX);
+	struct wire_member *m = n > 0 ? calloc((size_t)n, sizeof *m) : NULL;
+	const char **ids = n > 0 ? calloc((size_t)n, sizeof *ids) : NULL;
+	s->addrs = calloc((size_t)(n > 0 ? n : 1), sizeof *s->addrs);
+	s->peers = calloc((size_t)(n > 0 ? n : 1), sizeof *s->peers);
+	s->local = calloc((size_t)(n > 0 ? n : 1), sizeof *s->local);
+	int rc = n <= 0 ? -EIO : m && ids && s->addrs && s->peers && s->local ? 0 : -ENOMEM;
+	if (rc == 0 && wire_list_parse(s->members.list, s->members.len, m, (unsigned)n) != n)
+		rc = -EIO;
+	for (int i = 0; rc == 0 && i < n; i++) {
+		const char *a = m[i].addr;
+		ids[i] = m[i].id;
+		if (!(s->addrs[s->n] = strdup(a))) {
+			rc = -ENOMEM;
+			break;
+		}
+		rc = xprt_connect(chfs_client.x, a, &s->peers[s->n]);
+		struct in_addr ip;
+		s->local[s->n] = strncmp(a, "shm://", 6) == 0 || (addr_ip(a, &ip) && ip_is_mine(ip));
+		s->nlocal += s->local[s->n];
+		s->n++;
+	}
+	if (rc == 0)
+		rc = ring_build(ids, s->n, s->members.vnodes, &s->ring);
+	free(ids);
+	free(m);
 	if (rc) {
 		srvlist_free(s);
 		return rc;
@@ -146,33 +154,10 @@ static int srvlist_build(const char *list, size_t len, struct srvlist **out)
 /* Ask server `addr` for the list. */
 static int fetch_list(const char *addr, struct srvlist **out)
 {
-	xprt_peer_t *p;
-	int rc = xprt_connect(chfs_client.x, addr, &p);
-	if (rc)
-		return rc == -ENOMEM ? rc : -ENOTCONN;
-	uint8_t req[WIRE_HDR_LEN];
-	size_t cap = WIRE_HDR_LEN + WIRE_LIST_MAX + 64, rl;
-	uint8_t *rep = malloc(cap);
-	if (!rep)
-		return -ENOMEM;
-	rpc_fill_hdr(req, sizeof req, WOP_NODE_LIST);
-	int xrc = xprt_call(chfs_client.x, p, req, sizeof req, rep, cap, &rl, rpc_timeout());
-	struct wire_hdr h;
-	if (xrc) {
-		rc = -ENOTCONN;
-	} else if (wire_hdr_get(rep, rl, &h) || h.op != (WIRE_REPLY | WOP_NODE_LIST)) {
-		rc = -EIO;
-	} else if (h.status) {
-		rc = h.status;
-	} else {
-		struct wdec d;
-		size_t n;
-		wdec_init(&d, rep + WIRE_HDR_LEN, rl - WIRE_HDR_LEN);
-		wdec_u64(&d);
-		const char *list = wdec_bytes(&d, WIRE_LIST_MAX, &n);
-		rc = wdec_finish(&d) ? -EIO : srvlist_build(list, n, out);
-	}
-	free(rep);
+	struct nodelist l;
+	int rc = nodelist_fetch(chfs_client.x, addr, chfs_client.secret, rpc_timeout(), NULL, NULL, &l);
+	if (rc == 0)
+		rc = srvlist_build(&l, out);
 	if (rc == -EACCES)
 		log_err("server %s refused the client: wrong or missing pool secret (CHFS_SECRET_FILE=%s)",
 		        addr, chfs_client.cfg.secret_file);
@@ -259,18 +244,16 @@ static int reopen_after_fork(void)
 	chfs_client.pid = getpid();
 	/* Peers belong to the abandoned transport: rebuild the snapshot on the new one. */
 	struct srvlist *old = atomic_load(&chfs_client.srv);
+	if (!old)
+		return -ENOTCONN;
 	int rc = open_transport(chfs_client.bootstrap);
 	if (rc < 0)
 		return -EIO;
-	char *list = malloc(WIRE_LIST_MAX + 1);
-	if (!list)
+	struct nodelist l = old->members;
+	if (!(l.list = strndup(old->members.list, old->members.len)))
 		return -ENOMEM;
-	size_t o = 0;
-	for (unsigned i = 0; old && i < old->n; i++)
-		o += (size_t)snprintf(list + o, WIRE_LIST_MAX + 1 - o, "%s%s", i ? "," : "", old->addrs[i]);
 	struct srvlist *s;
-	rc = srvlist_build(list, o, &s);
-	free(list);
+	rc = srvlist_build(&l, &s);
 	if (rc)
 		return rc;
 	s->older = old;

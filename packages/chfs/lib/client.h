@@ -26,6 +26,7 @@
 #include "chfs.h"
 #include "config.h"
 #include "log.h"
+#include "nodelist.h"
 #include "path.h"
 #include "placement.h"
 #include "wire.h"
@@ -34,7 +35,10 @@
 /* An immutable snapshot of the pool: replaced (never modified) on refresh or after fork. */
 struct srvlist {
 	unsigned n;
-	char **addrs;
+	char **addrs;          /* in pool order (by server id) */
+	struct ring *ring;     /* placement over these n servers */
+	uint64_t epoch;
+	struct nodelist members; /* as fetched: rebuilds the snapshot after fork */
 	xprt_peer_t **peers;
 	int *local;        /* 1 if the server runs on this host */
 	int nlocal;

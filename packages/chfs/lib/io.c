@@ -2,8 +2,8 @@
  * io.c — the data path.
  *
  * A transfer [off, off+size) is cut at chunk boundaries; chunk i of a striped file lives on
- * server (first + i) mod n, every chunk of a local-placement file on its home server. The pieces
- * are grouped per server into one request each (a list of segments: logical offset, length,
+ * the ring owner of (the file's placement key, i) (placement.h), every chunk of a local-placement
+ * file on its home server. The pieces are grouped per server into one request each (a list of segments: logical offset, length,
  * offset in the caller's buffer; split only beyond WIRE_MAX_SEGS), so a 1 MiB call on 4 servers
  * costs 4 RPCs, and on one server (or a local file) a single RPC with one merged segment.
  *
@@ -77,7 +77,7 @@ static int make_pieces(struct srvlist *s, const struct chfs_md *md, size_t size,
 		for (uint64_t pos = off; pos < end;) {
 			uint64_t idx = pos / cs, cend = (idx + 1) * cs;
 			uint64_t len = (cend < end ? cend : end) - pos;
-			unsigned sv = placement_chunk_server(md->first % s->n, idx, s->n);
+			unsigned sv = placement_chunk_server(s->ring, md->pkey, idx);
 			p[n++] = (struct piece){sv, {pos, len, pos - off}};
 			pos += len;
 		}

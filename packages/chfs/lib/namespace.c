@@ -41,7 +41,7 @@ int ns_lookup(struct srvlist *s, const char *cpath, struct chfs_md *md)
 	struct rpc r;
 	rpc_begin(&r, WOP_STAT);
 	wenc_str(&r.e, cpath);
-	int rc = rpc_call(s, placement_owner(cpath, s->n), &r);
+	int rc = rpc_call(s, placement_owner(s->ring, cpath), &r);
 	if (rc == 0) {
 		wdec_md(&r.d, md);
 		if (wdec_finish(&r.d))
@@ -151,7 +151,7 @@ int ns_report_size(struct chfs_file *f)
 	wenc_i64(&r.e, 0);
 	wenc_i64(&r.e, 0);
 	wenc_u64(&r.e, end);
-	rc = rpc_call(s, placement_owner(f->path, s->n), &r);
+	rc = rpc_call(s, placement_owner(s->ring, f->path), &r);
 	if (rc == -ENOENT || rc == -ESTALE)
 		rc = 0; /* removed or replaced meanwhile: nothing to report to */
 	if (rc) {
@@ -293,8 +293,8 @@ int chfs_create_chunk_size(const char *path, int32_t flags, mode_t mode, int chu
 	md_new(&md, S_IFREG | (mode & 07777));
 	if (chunk_size > 0 && (unsigned)chunk_size <= CHFS_MAX_CHUNK_SIZE)
 		md.chunk_size = (uint32_t)chunk_size;
-	unsigned owner = placement_owner(cp, s->n);
-	md.first = owner;
+	unsigned owner = placement_owner(s->ring, cp);
+	md.pkey = placement_new_key(cp);
 	if ((flags & CHFS_O_LOCAL) || chfs_client.cfg.placement == CHFS_PLACE_LOCAL) {
 		int h = client_local_server(s);
 		if (h >= 0) {
@@ -437,7 +437,7 @@ int chfs_mkdir(const char *path, mode_t mode)
 	rpc_begin(&r, WOP_MKDIR);
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, &md);
-	return set_err(rpc_call(s, placement_owner(cp, s->n), &r));
+	return set_err(rpc_call(s, placement_owner(s->ring, cp), &r));
 }
 
 /* 1 if any server holds entries below cpath. */
@@ -496,7 +496,7 @@ int chfs_rmdir(const char *path)
 		struct rpc r;
 		rpc_begin(&r, WOP_RMDIR);
 		wenc_str(&r.e, cp);
-		rc = rpc_call(s, placement_owner(cp, s->n), &r);
+		rc = rpc_call(s, placement_owner(s->ring, cp), &r);
 		forget_parent();
 	}
 	return set_err(rc);
@@ -519,7 +519,7 @@ int chfs_unlink(const char *path)
 	struct rpc r;
 	rpc_begin(&r, WOP_UNLINK);
 	wenc_str(&r.e, cp);
-	rc = rpc_call(s, placement_owner(cp, s->n), &r);
+	rc = rpc_call(s, placement_owner(s->ring, cp), &r);
 	if (rc == 0) {
 		wdec_md(&r.d, &md);
 		if (wdec_finish(&r.d))
@@ -568,7 +568,7 @@ int chfs_rename(const char *from, const char *to)
 		if (rc)
 			return set_err(rc > 0 ? -EXDEV : rc);
 	}
-	unsigned of = placement_owner(cf, s->n), ot = placement_owner(ct, s->n);
+	unsigned of = placement_owner(s->ring, cf), ot = placement_owner(s->ring, ct);
 	struct rpc r;
 	if (of == ot) {
 		rpc_begin(&r, WOP_RENAME);
@@ -622,13 +622,13 @@ int chfs_symlink(const char *target, const char *path)
 	md_new(&md, S_IFLNK | 0777);
 	snprintf(md.link, sizeof md.link, "%s", target);
 	md.size = strlen(target);
-	md.first = placement_owner(cp, s->n);
+	unsigned owner = placement_owner(s->ring, cp);
 	struct rpc r;
 	rpc_begin(&r, WOP_CREATE);
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, &md);
 	wenc_u32(&r.e, WIRE_CREATE_EXCL);
-	rc = rpc_call(s, md.first, &r);
+	rc = rpc_call(s, owner, &r);
 	if (rc == 0) {
 		wdec_u32(&r.d);
 		wdec_md(&r.d, &got);
@@ -669,7 +669,7 @@ static int set_size(struct srvlist *s, const char *cp, const struct chfs_md *md,
 	wenc_i64(&r.e, 0);
 	wenc_i64(&r.e, 0);
 	wenc_u64(&r.e, len);
-	int rc = rpc_call(s, placement_owner(cp, s->n), &r);
+	int rc = rpc_call(s, placement_owner(s->ring, cp), &r);
 	if (rc == 0)
 		rc = data_truncate_all(s, md, len);
 	return rc;
@@ -748,7 +748,7 @@ static int setattr_path(const char *path, uint32_t which, uint32_t mode, int64_t
 	wenc_i64(&r.e, at);
 	wenc_i64(&r.e, mt);
 	wenc_u64(&r.e, 0);
-	return rpc_call(s, placement_owner(real, s->n), &r);
+	return rpc_call(s, placement_owner(s->ring, real), &r);
 }
 
 int chfs_chmod(const char *path, mode_t mode)

@@ -5,7 +5,8 @@
  * pipe until the child is serving or failed, so `chfsd` returning 0 means the server answers)
  * -> read the pool secret -> open the storage directory -> open the transport (reusing the
  * address saved in DIR/chfsd.addr when -h names no port, so a restarted server keeps its place
- * in the pool) -> load the member list, join the bootstrap server if one was given -> serve
+ * in the pool) -> read or create the identity (DIR/server.id), begin a pool of one, join
+ * the bootstrap server if one was given -> serve
  * -> write the server-info file (-S) -> wait for SIGTERM/SIGINT -> drain and exit.
  */
 #define _GNU_SOURCE
@@ -13,6 +14,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "placement.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -63,6 +65,8 @@ static void usage(FILE *f)
 	        "  -P FILE     write the process id to FILE\n"
 	        "  -T N        worker threads (default 4)\n"
 	        "  -t MSEC     RPC timeout for server-to-server calls (default 30000)\n"
+	        "  -V N        virtual nodes per server on the placement ring (default 64, 1..1024);\n"
+	        "              a pool property: set it on the first server, joining servers adopt it\n"
 	        "  -k FILE     pool secret file (default $CHFS_SECRET_FILE or ~/.chfs/secret)\n"
 	        "  -l FILE     log to FILE instead of stderr\n"
 	        "  -L LEVEL    log priority: err, warning, notice (default), info, debug\n"
@@ -123,12 +127,13 @@ int main(int argc, char **argv)
 	const char *dir = NULL, *proto = "tcp", *host = NULL, *infofile = NULL, *pidfile = NULL;
 	const char *logfile = NULL, *secretfile = NULL, *bootstrap = NULL;
 	unsigned nthreads = 4;
-	int timeout = CHFS_DEFAULT_RPC_TIMEOUT, foreground = 0, c;
+	int timeout = CHFS_DEFAULT_RPC_TIMEOUT, foreground = 0, vnodes = 0, c;
+	char *end;
 	char defdir[256], secbuf[4096];
 	static const struct option lopts[] = {{"help", no_argument, NULL, 'H'}, {0}};
 
 	chfs_log_set_prog("chfsd");
-	while ((c = getopt_long(argc, argv, "c:p:h:S:P:T:t:k:l:L:fd", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:p:h:S:P:T:t:V:k:l:L:fd", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'c': dir = optarg; break;
 		case 'p': proto = optarg; break;
@@ -137,6 +142,13 @@ int main(int argc, char **argv)
 		case 'P': pidfile = optarg; break;
 		case 'T': nthreads = (unsigned)atoi(optarg); break;
 		case 't': timeout = atoi(optarg); break;
+		case 'V':
+			vnodes = (int)strtol(optarg, &end, 10);
+			if (*end || vnodes < 1 || vnodes > RING_VNODES_MAX) {
+				fprintf(stderr, "chfsd: -V %s: expected 1..%d virtual nodes\n", optarg, RING_VNODES_MAX);
+				return 2;
+			}
+			break;
 		case 'k': secretfile = optarg; break;
 		case 'l': logfile = optarg; break;
 		case 'L':
@@ -260,11 +272,17 @@ int main(int argc, char **argv)
 	char savepath[4200];
 	snprintf(savepath, sizeof savepath, "%s/chfsd.addr", st_root(d.st));
 	write_file(savepath, d.self);
-	if ((rc = members_init(&d.mem, st_rootfd(d.st), d.self)) < 0) {
+	d.vnodes_opt = (unsigned)vnodes;
+	if ((rc = members_self_id(st_rootfd(d.st), d.id)) < 0) {
+		log_err("server identity (%s/server.id): %s", st_root(d.st), strerror(-rc));
+		return 1;
+	}
+	if ((rc = members_init(&d.mem, st_rootfd(d.st), d.id, d.self,
+	                       vnodes ? (unsigned)vnodes : RING_VNODES_DEFAULT)) < 0) {
 		log_err("member list: %s", strerror(-rc));
 		return 1;
 	}
-	if ((rc = xprt_serve(d.x, handle_request, &d)) < 0) {
+	if ((rc = members_start_broadcaster(&d)) < 0 || (rc = xprt_serve(d.x, handle_request, &d)) < 0) {
 		log_err("cannot serve: %s", strerror(-rc));
 		return 1;
 	}

@@ -12,14 +12,16 @@
 #include "wire.h"
 #include "xprt.h"
 
-/* The ordered server list, persisted in DIR/members so a restarted server (the bootstrap one
- * included) comes back knowing the whole pool. Newer epochs win. */
+/* The member list (see membership.c), persisted in DIR/members. Newer epochs win. */
 struct members {
 	pthread_mutex_t lock;
+	pthread_cond_t cond; /* wakes the broadcaster */
 	uint64_t epoch;
+	unsigned vnodes;       /* the pool's ring parameter */
 	unsigned n;
-	char **addrs; /* sorted with placement_sort_servers */
-	int rootfd;   /* storage dir, for the state file */
+	struct wire_member *m; /* sorted by id */
+	int rootfd;            /* storage dir, for the state file */
+	int pending;           /* a SET_LIST push is due */
 };
 
 struct chfsd {
@@ -28,18 +30,25 @@ struct chfsd {
 	struct members mem;
 	uint8_t secret[CHFS_SECRET_LEN];
 	char self[WIRE_ADDR_MAX];
+	char id[WIRE_ID_LEN + 1]; /* stable identity (DIR/server.id) */
+	unsigned vnodes_opt;      /* -V, 0 if not given */
 	int timeout_ms;
 };
 
-int members_init(struct members *m, int rootfd, const char *self);
-/* Add addr; 1 if the list changed (epoch bumped and saved), 0 if already present. */
-int members_add(struct members *m, const char *addr);
-/* Replace the list if epoch is newer; 1 if replaced. list is comma-joined (len bytes). */
-int members_set(struct members *m, uint64_t epoch, const char *list, size_t len);
-/* Comma-joined list into buf; returns the epoch. */
-uint64_t members_get(struct members *m, char *buf, size_t size);
-/* Tell every other server about the current list (best effort, bounded by timeout). */
-void members_broadcast(struct chfsd *d, const char *except);
+/* This server's identity from DIR/server.id, created on first use. */
+int members_self_id(int rootfd, char id[WIRE_ID_LEN + 1]);
+/* A new pool of one: this server. */
+int members_init(struct members *m, int rootfd, const char *id, const char *addr, unsigned vnodes);
+/* Add (id, addr) or give id its new address; 1 if the list changed (epoch bumped, saved). */
+int members_add(struct members *m, const char *id, const char *addr);
+/* Replace the list if epoch is newer; 1 if replaced. list as in wire_list_parse. */
+int members_set(struct members *m, uint64_t epoch, unsigned vnodes, const char *list, size_t len);
+/* The list as a string into buf (size >= WIRE_LIST_MAX); returns the epoch. */
+uint64_t members_get(struct members *m, char *buf, size_t size, unsigned *vnodes);
+/* Start the thread that pushes the list to the other members after a change. */
+int members_start_broadcaster(struct chfsd *d);
+/* The list changed: have the broadcaster tell every other server (returns at once). */
+void members_changed(struct chfsd *d);
 /* Join the pool through a bootstrap server. */
 int members_join(struct chfsd *d, const char *bootstrap);
 

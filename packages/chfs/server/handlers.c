@@ -223,25 +223,24 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	switch (q->h.op) {
 	case WOP_NODE_LIST:
 	case WOP_JOIN: {
-		int changed = 0;
 		if (q->h.op == WOP_JOIN) {
-			changed = members_add(&d->mem, q->addr);
+			int changed = members_add(&d->mem, q->id, q->addr);
 			if (changed < 0)
 				return changed;
-			if (changed)
-				log_notice("server %s joined the pool", q->addr);
+			if (changed) {
+				log_notice("server %s (%s) joined the pool", q->addr, q->id);
+				members_changed(d);
+			}
 		}
 		pthread_mutex_lock(&list_lock);
-		uint64_t epoch = members_get(&d->mem, list, sizeof list);
-		wenc_u64(e, epoch);
-		wenc_str(e, list);
+		unsigned vnodes;
+		uint64_t epoch = members_get(&d->mem, list, sizeof list, &vnodes);
+		wire_list_put(e, epoch, vnodes, list);
 		pthread_mutex_unlock(&list_lock);
-		if (changed)
-			members_broadcast(d, q->addr);
 		return 0;
 	}
 	case WOP_SET_LIST:
-		rc = members_set(&d->mem, q->epoch, q->list, q->list_len);
+		rc = members_set(&d->mem, q->epoch, q->vnodes, q->list, q->list_len);
 		return rc < 0 ? rc : 0;
 	case WOP_CREATE:
 		md = q->md;

@@ -1,17 +1,30 @@
 /*
- * membership.c — the pool's server list.
+ * membership.c — the pool's member list: (stable id, address) pairs, an epoch and the ring's
+ * virtual-node count.
  *
- * A new chfsd sends JOIN(self) to its bootstrap server; the bootstrap adds it, bumps the epoch,
- * answers with the list and pushes SET_LIST to every other member. Servers persist the list in
- * DIR/members ("epoch\naddr\naddr..."), so restarting any server on the same storage directory
- * (with the same address, which chfsd reuses from DIR/chfsd.addr) restores the pool view. There
- * is no failure detection or data migration (as upstream): a dead server stays in the list and
- * requests for its data fail with EIO until it comes back.
+ * Identity: each server has an id made once in its storage directory (DIR/server.id, 32 hex
+ * digits from getrandom, mode 0600, validated when read). The ring is keyed by ids, so a server
+ * restarted on the same directory keeps its ring place even on a new address: its JOIN carries
+ * (id, new address) and the entry with its id takes the new address.
+ *
+ * Forming a pool: a chfsd started without a bootstrap server begins a new pool holding only
+ * itself (the epoch continues from DIR/members so it only grows); servers joining it — and
+ * servers of an earlier run on the same directories restarting — come back through JOIN. So a
+ * one-server pool started on the scratch directory of a bigger, stopped pool does not wait for
+ * members that are gone. (A server restarted on its own while its pool lives names a live
+ * member as bootstrap, as chfsctl and the test pools do.)
+ *
+ * Changes: the server handling a JOIN adds or updates the entry, bumps the epoch, answers with
+ * the list and wakes the broadcaster thread, which pushes SET_LIST to every other member. The
+ * push runs outside the request workers, so a dead member (each call bounded by the RPC
+ * timeout) never holds a worker. Newer epochs win; DIR/members keeps the last list seen
+ * ("epoch\nvnodes\nid=addr\n...") for inspection and for the epoch.
  */
 #define _GNU_SOURCE
 #include "chfsd.h"
 
 #include "log.h"
+#include "nodelist.h"
 #include "placement.h"
 
 #include <errno.h>
@@ -19,33 +32,53 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-static int has_addr(struct members *m, const char *a)
+int members_self_id(int rootfd, char id[WIRE_ID_LEN + 1])
 {
-	for (unsigned i = 0; i < m->n; i++)
-		if (strcmp(m->addrs[i], a) == 0)
-			return 1;
+	char buf[WIRE_ID_LEN + 2];
+	int fd = openat(rootfd, "server.id", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, buf, sizeof buf);
+		close(fd);
+		if (n == WIRE_ID_LEN + 1 && buf[WIRE_ID_LEN] == '\n' && wire_id_ok(buf, WIRE_ID_LEN)) {
+			memcpy(id, buf, WIRE_ID_LEN);
+			id[WIRE_ID_LEN] = '\0';
+			return 0;
+		}
+		log_err("server.id in the storage directory is not %d hex digits and a newline; "
+		        "remove it to give this directory a new identity", WIRE_ID_LEN);
+		return -EINVAL;
+	}
+	if (errno != ENOENT)
+		return -errno;
+	uint8_t r[WIRE_ID_LEN / 2];
+	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+		return -EIO;
+	for (int i = 0; i < WIRE_ID_LEN / 2; i++)
+		snprintf(buf + 2 * i, 3, "%02x", r[i]);
+	buf[WIRE_ID_LEN] = '\n';
+	fd = openat(rootfd, "server.id.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	int ok = write(fd, buf, WIRE_ID_LEN + 1) == WIRE_ID_LEN + 1 && fsync(fd) == 0;
+	close(fd);
+	/* linkat-free "create once": a concurrent second chfsd on the same dir loses the race. */
+	if (!ok || renameat2(rootfd, "server.id.tmp", rootfd, "server.id", RENAME_NOREPLACE) < 0) {
+		int e = ok ? errno : EIO;
+		unlinkat(rootfd, "server.id.tmp", 0);
+		return e == EEXIST ? members_self_id(rootfd, id) : -e;
+	}
+	memcpy(id, buf, WIRE_ID_LEN);
+	id[WIRE_ID_LEN] = '\0';
 	return 0;
 }
 
-static int push(struct members *m, const char *a, size_t len)
+static int member_cmp(const void *a, const void *b)
 {
-	char **na = realloc(m->addrs, (m->n + 1) * sizeof *na);
-	if (!na)
-		return -ENOMEM;
-	m->addrs = na;
-	if (!(na[m->n] = strndup(a, len)))
-		return -ENOMEM;
-	m->n++;
-	return 0;
-}
-
-static void clear(struct members *m)
-{
-	for (unsigned i = 0; i < m->n; i++)
-		free(m->addrs[i]);
-	m->n = 0;
+	return strcmp(((const struct wire_member *)a)->id, ((const struct wire_member *)b)->id);
 }
 
 static void save(struct members *m)
@@ -59,97 +92,129 @@ static void save(struct members *m)
 		close(fd);
 		return;
 	}
-	fprintf(f, "%llu\n", (unsigned long long)m->epoch);
+	fprintf(f, "%llu\n%u\n", (unsigned long long)m->epoch, m->vnodes);
 	for (unsigned i = 0; i < m->n; i++)
-		fprintf(f, "%s\n", m->addrs[i]);
+		fprintf(f, "%s=%s\n", m->m[i].id, m->m[i].addr);
 	if (fclose(f) == 0)
 		renameat(m->rootfd, tmp, m->rootfd, "members");
 }
 
-int members_init(struct members *m, int rootfd, const char *self)
+int members_init(struct members *m, int rootfd, const char *id, const char *addr, unsigned vnodes)
 {
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_cond_init(&m->cond, NULL);
 	m->epoch = 0;
-	m->n = 0;
-	m->addrs = NULL;
+	m->vnodes = vnodes;
 	m->rootfd = rootfd;
+	m->pending = 0;
+	m->n = 1;
+	if (!(m->m = calloc(1, sizeof *m->m)))
+		return -ENOMEM;
+	snprintf(m->m[0].id, sizeof m->m[0].id, "%s", id);
+	snprintf(m->m[0].addr, sizeof m->m[0].addr, "%s", addr);
 	int fd = openat(rootfd, "members", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd >= 0) {
-		FILE *f = fdopen(fd, "r");
-		char line[WIRE_ADDR_MAX + 2];
-		if (f && fgets(line, sizeof line, f))
+		char line[32] = "";
+		ssize_t n = read(fd, line, sizeof line - 1);
+		close(fd);
+		if (n > 0)
 			m->epoch = strtoull(line, NULL, 10);
-		while (f && fgets(line, sizeof line, f)) {
-			line[strcspn(line, "\n")] = '\0';
-			if (wire_addr_ok(line, strlen(line)) && !has_addr(m, line))
-				push(m, line, strlen(line));
-		}
-		if (f)
-			fclose(f);
-		else
-			close(fd);
 	}
-	if (!has_addr(m, self)) {
-		int rc = push(m, self, strlen(self));
-		if (rc)
-			return rc;
-		m->epoch++;
-	}
-	placement_sort_servers(m->addrs, m->n);
+	m->epoch++;
 	save(m);
 	return 0;
 }
 
-int members_add(struct members *m, const char *addr)
+int members_add(struct members *m, const char *id, const char *addr)
 {
 	pthread_mutex_lock(&m->lock);
 	int rc = 0;
-	if (!has_addr(m, addr)) {
-		rc = push(m, addr, strlen(addr));
-		if (rc == 0) {
-			placement_sort_servers(m->addrs, m->n);
-			m->epoch++;
-			save(m);
+	unsigned i, same_addr = m->n;
+	for (i = 0; i < m->n && strcmp(m->m[i].id, id) != 0; i++)
+		if (strcmp(m->m[i].addr, addr) == 0)
+			same_addr = i;
+	if (i < m->n) {
+		if (strcmp(m->m[i].addr, addr) != 0) { /* restarted elsewhere: same ring place */
+			log_notice("server %s moved from %s to %s", id, m->m[i].addr, addr);
+			snprintf(m->m[i].addr, sizeof m->m[i].addr, "%s", addr);
+			rc = 1;
+		}
+		for (unsigned k = 0; rc && k < m->n; k++)
+			if (k != i && strcmp(m->m[k].addr, addr) == 0) { /* an earlier tenant of that address */
+				m->m[k] = m->m[--m->n];
+				break;
+			}
+	} else if (same_addr < m->n) {
+		/* Only one process can listen on an address: its previous server is gone. */
+		log_notice("server %s at %s replaces server %s", id, addr, m->m[same_addr].id);
+		snprintf(m->m[same_addr].id, sizeof m->m[same_addr].id, "%s", id);
+		rc = 1;
+	} else {
+		struct wire_member *nm = realloc(m->m, (m->n + 1) * sizeof *nm);
+		if (!nm) {
+			rc = -ENOMEM;
+		} else {
+			m->m = nm;
+			snprintf(nm[m->n].id, sizeof nm[m->n].id, "%s", id);
+			snprintf(nm[m->n].addr, sizeof nm[m->n].addr, "%s", addr);
+			m->n++;
 			rc = 1;
 		}
 	}
-	pthread_mutex_unlock(&m->lock);
-	return rc;
-}
-
-int members_set(struct members *m, uint64_t epoch, const char *list, size_t len)
-{
-	pthread_mutex_lock(&m->lock);
-	int rc = 0;
-	if (epoch > m->epoch) {
-		clear(m);
-		size_t s = 0;
-		for (size_t i = 0; i <= len && rc == 0; i++)
-			if (i == len || list[i] == ',') {
-				rc = push(m, list + s, i - s);
-				s = i + 1;
-			}
-		placement_sort_servers(m->addrs, m->n);
-		m->epoch = epoch;
+	if (rc == 1) {
+		qsort(m->m, m->n, sizeof *m->m, member_cmp);
+		m->epoch++;
 		save(m);
-		rc = rc ? rc : 1;
 	}
 	pthread_mutex_unlock(&m->lock);
 	return rc;
 }
 
-uint64_t members_get(struct members *m, char *buf, size_t size)
+int members_set(struct members *m, uint64_t epoch, unsigned vnodes, const char *list, size_t len)
+{
+	int n = wire_list_parse(list, len, NULL, WIRE_LIST_MAX);
+	if (n <= 0)
+		return -EINVAL;
+	struct wire_member *nm = calloc((size_t)n, sizeof *nm);
+	if (!nm)
+		return -ENOMEM;
+	if (wire_list_parse(list, len, nm, (unsigned)n) != n) {
+		free(nm);
+		return -EINVAL;
+	}
+	qsort(nm, (size_t)n, sizeof *nm, member_cmp);
+	pthread_mutex_lock(&m->lock);
+	int rc = 0;
+	if (epoch > m->epoch) {
+		free(m->m);
+		m->m = nm;
+		m->n = (unsigned)n;
+		m->epoch = epoch;
+		m->vnodes = vnodes;
+		save(m);
+		nm = NULL;
+		rc = 1;
+	}
+	pthread_mutex_unlock(&m->lock);
+	free(nm);
+	return rc;
+}
+
+uint64_t members_get(struct members *m, char *buf, size_t size, unsigned *vnodes)
 {
 	pthread_mutex_lock(&m->lock);
 	size_t o = 0;
 	buf[0] = '\0';
 	for (unsigned i = 0; i < m->n; i++) {
-		int k = snprintf(buf + o, size - o, "%s%s", i ? "," : "", m->addrs[i]);
-		if (k < 0 || (size_t)k >= size - o)
+		int k = snprintf(buf + o, size - o, "%s%s=%s", i ? "," : "", m->m[i].id, m->m[i].addr);
+		if (k < 0 || (size_t)k >= size - o) {
+			buf[o] = '\0';
 			break;
+		}
 		o += (size_t)k;
 	}
 	uint64_t e = m->epoch;
+	*vnodes = m->vnodes;
 	pthread_mutex_unlock(&m->lock);
 	return e;
 }
@@ -170,75 +235,80 @@ static void finish_hdr(struct wenc *e)
 		p[48 + i] = (uint8_t)(n >> (8 * i));
 }
 
-void members_broadcast(struct chfsd *d, const char *except)
+/* One push of the current list to every other member. */
+static void broadcast_once(struct chfsd *d, char *list, uint8_t *msg, size_t cap)
 {
-	static char list[WIRE_LIST_MAX];
-	static pthread_mutex_t bl = PTHREAD_MUTEX_INITIALIZER;
-	pthread_mutex_lock(&bl);
-	uint64_t epoch = members_get(&d->mem, list, sizeof list);
-	uint8_t *msg = malloc(WIRE_HDR_LEN + 16 + WIRE_LIST_MAX);
-	char *copy = strdup(list);
-	if (msg && copy) {
-		struct wenc e;
-		wenc_init(&e, msg, WIRE_HDR_LEN + 16 + WIRE_LIST_MAX);
-		chfsd_req_hdr(d, &e, WOP_SET_LIST);
-		wenc_u64(&e, epoch);
-		wenc_str(&e, list);
-		finish_hdr(&e);
-		for (char *save = NULL, *a = strtok_r(copy, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
-			if (strcmp(a, d->self) == 0 || (except && strcmp(a, except) == 0))
-				continue;
-			xprt_peer_t *p;
-			uint8_t rep[WIRE_HDR_LEN + 64];
-			size_t rl;
-			int rc = xprt_connect(d->x, a, &p);
-			if (rc == 0)
-				rc = xprt_call(d->x, p, msg, e.len, rep, sizeof rep, &rl, d->timeout_ms);
-			if (rc)
-				log_warn("membership: could not send the server list to %s: %s", a, strerror(-rc));
-		}
+	unsigned vnodes;
+	uint64_t epoch = members_get(&d->mem, list, WIRE_LIST_MAX, &vnodes);
+	struct wenc e;
+	wenc_init(&e, msg, cap);
+	chfsd_req_hdr(d, &e, WOP_SET_LIST);
+	wire_list_put(&e, epoch, vnodes, list);
+	finish_hdr(&e);
+	for (char *sv = NULL, *ent = strtok_r(list, ",", &sv); ent; ent = strtok_r(NULL, ",", &sv)) {
+		const char *a = ent + WIRE_ID_LEN + 1;
+		if (strcmp(a, d->self) == 0)
+			continue;
+		xprt_peer_t *p;
+		uint8_t rep[WIRE_HDR_LEN + 64];
+		size_t rl;
+		int rc = xprt_connect(d->x, a, &p);
+		if (rc == 0)
+			rc = xprt_call(d->x, p, msg, e.len, rep, sizeof rep, &rl, d->timeout_ms);
+		if (rc)
+			log_warn("membership: could not send the server list to %s: %s", a, strerror(-rc));
 	}
-	free(copy);
-	free(msg);
-	pthread_mutex_unlock(&bl);
+}
+
+static void *broadcaster(void *arg)
+{
+	struct chfsd *d = arg;
+	char *list = malloc(WIRE_LIST_MAX);
+	size_t cap = WIRE_HDR_LEN + 32 + WIRE_LIST_MAX;
+	uint8_t *msg = malloc(cap);
+	for (;;) {
+		pthread_mutex_lock(&d->mem.lock);
+		while (!d->mem.pending)
+			pthread_cond_wait(&d->mem.cond, &d->mem.lock);
+		d->mem.pending = 0; /* changes during this push trigger one more */
+		pthread_mutex_unlock(&d->mem.lock);
+		if (list && msg)
+			broadcast_once(d, list, msg, cap);
+	}
+	return NULL;
+}
+
+int members_start_broadcaster(struct chfsd *d)
+{
+	pthread_t t;
+	int rc = pthread_create(&t, NULL, broadcaster, d);
+	if (rc)
+		return -rc;
+	pthread_detach(t);
+	return 0;
+}
+
+void members_changed(struct chfsd *d)
+{
+	pthread_mutex_lock(&d->mem.lock);
+	d->mem.pending = 1;
+	pthread_cond_signal(&d->mem.cond);
+	pthread_mutex_unlock(&d->mem.lock);
 }
 
 int members_join(struct chfsd *d, const char *bootstrap)
 {
-	uint8_t msg[WIRE_HDR_LEN + WIRE_ADDR_MAX + 8];
-	size_t cap = WIRE_HDR_LEN + WIRE_LIST_MAX + 64, rl;
-	uint8_t *rep = malloc(cap);
-	struct wenc e;
-	xprt_peer_t *p;
-	if (!rep)
-		return -ENOMEM;
-	wenc_init(&e, msg, sizeof msg);
-	chfsd_req_hdr(d, &e, WOP_JOIN);
-	wenc_str(&e, d->self);
-	finish_hdr(&e);
-	int rc = xprt_connect(d->x, bootstrap, &p);
-	if (rc == 0)
-		rc = xprt_call(d->x, p, msg, e.len, rep, cap, &rl, d->timeout_ms);
-	struct wire_hdr h;
-	if (rc == 0)
-		rc = wire_hdr_get(rep, rl, &h);
-	if (rc == 0 && h.status)
-		rc = h.status;
-	if (rc == 0) {
-		struct wdec dd;
-		size_t n;
-		wdec_init(&dd, rep + WIRE_HDR_LEN, rl - WIRE_HDR_LEN);
-		uint64_t epoch = wdec_u64(&dd);
-		const char *list = wdec_bytes(&dd, WIRE_LIST_MAX, &n);
-		rc = wdec_finish(&dd);
-		if (rc == 0) {
-			/* Take the bootstrap's list even if our saved epoch is higher. */
-			pthread_mutex_lock(&d->mem.lock);
-			d->mem.epoch = 0;
-			pthread_mutex_unlock(&d->mem.lock);
-			members_set(&d->mem, epoch, list, n);
-		}
-	}
-	free(rep);
-	return rc;
+	struct nodelist l;
+	int rc = nodelist_fetch(d->x, bootstrap, d->secret, d->timeout_ms, d->id, d->self, &l);
+	if (rc)
+		return rc;
+	if (d->vnodes_opt && d->vnodes_opt != l.vnodes)
+		log_warn("-V %u ignored: the pool uses %u virtual nodes per server", d->vnodes_opt, l.vnodes);
+	/* Take the bootstrap's list even if our saved epoch is higher. */
+	pthread_mutex_lock(&d->mem.lock);
+	d->mem.epoch = 0;
+	pthread_mutex_unlock(&d->mem.lock);
+	rc = members_set(&d->mem, l.epoch, l.vnodes, l.list, l.len);
+	nodelist_free(&l);
+	return rc < 0 ? rc : 0;
 }

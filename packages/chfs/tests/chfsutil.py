@@ -1,6 +1,7 @@
-"""Helpers for the CHFS core integration tests: run chfs-io against a pool, and the placement
-function (FNV-1a 64 + splitmix64 finaliser, common/placement.c) to predict which server owns a
-path — so failure tests can assert exactly which files survive a dead server."""
+"""Helpers for the CHFS core integration tests: run chfs-io against a pool, the hash
+(FNV-1a 64 + splitmix64 finaliser, common/placement.c), and which server owns a path (asked of
+`chlist -o`, which builds the pool's placement ring as libchfs does) — so failure tests can
+assert exactly which files survive a dead server."""
 import hashlib
 import os
 import subprocess
@@ -21,14 +22,11 @@ def chfs_hash(data: bytes) -> int:
     return h
 
 
-def pool_order(addrs):
-    return sorted(addrs, key=lambda a: (chfs_hash(a.encode()), a))
-
-
-def owner(path: str, addrs):
-    """Address of the server holding the namespace entry (and chunk 0) of canonical path."""
-    order = pool_order(addrs)
-    return order[chfs_hash(path.strip("/").encode()) % len(order)]
+def owner(pool, path: str):
+    """Address of the server holding the namespace entry of path in the live pool."""
+    r = subprocess.run(["chlist", "-o", path], env=pool.env, capture_output=True, text=True,
+                       timeout=30, check=True)
+    return r.stdout.strip()
 
 
 def io(pool, *args, input=None, check=True, env=None, timeout=120):

@@ -171,7 +171,7 @@ def test_killed_server_gives_eio_within_timeout_and_others_keep_serving(chfs_poo
     survivors = 0
     for p, b in small.items():
         r = io(chfs_pool, "get", p, check=False, timeout=30)
-        if owner(p, chfs_pool.addrs) == dead:
+        if owner(chfs_pool, p) == dead:
             assert err_name(r) == "EIO"
         else:
             assert r.returncode == 0 and r.stdout == b
@@ -200,7 +200,7 @@ def test_path_traversal_attempts_fail(chfs_pool):
     assert err_name(io(chfs_pool, "stat", "/a/" * 1500, check=False)) == "ENAMETOOLONG"
     assert not os.path.exists("/escape") and not os.path.exists(os.path.dirname(chfs_pool.tmp) + "/escape")
     # A symlink planted inside a server's namespace tree is never followed.
-    own = chfs_pool.addrs.index(owner("evil/passwd", chfs_pool.addrs))
+    own = chfs_pool.addrs.index(owner(chfs_pool, "evil/passwd"))
     os.symlink("/etc", os.path.join(chfs_pool.dirs[own], "ns", "_evil"))
     assert err_name(io(chfs_pool, "stat", "/evil/passwd", check=False)) in ("ENOENT", "EIO")
 

@@ -68,7 +68,7 @@ int main(void)
 
 	/* A valid CREATE round-trips every metadata field. */
 	struct chfs_md md = {.mode = 0100644, .uid = 1, .gid = 2, .flags = MD_LOCAL, .chunk_size = 4096,
-	                     .first = 3, .size = 10, .fileid = 99, .atime_ns = -5, .mtime_ns = 6,
+	                     .pkey = 3, .size = 10, .fileid = 99, .atime_ns = -5, .mtime_ns = 6,
 	                     .ctime_ns = 7};
 	strcpy(md.home, "tcp://127.0.0.1:5");
 	strcpy(md.link, "some/target");
@@ -79,7 +79,7 @@ int main(void)
 	n = finish(&e, WOP_CREATE);
 	CHECK_EQ(wire_decode_req(buf, n, &req), 0);
 	CHECK(strcmp(req.path, "dir/file") == 0);
-	CHECK(req.md.mode == md.mode && req.md.uid == 1 && req.md.gid == 2 && req.md.first == 3);
+	CHECK(req.md.mode == md.mode && req.md.uid == 1 && req.md.gid == 2 && req.md.pkey == 3);
 	CHECK(req.md.size == 10 && req.md.fileid == 99 && req.md.atime_ns == -5);
 	CHECK(strcmp(req.md.home, md.home) == 0 && strcmp(req.md.link, md.link) == 0);
 	CHECK_EQ(req.flags, (uint32_t)WIRE_CREATE_EXCL);
@@ -180,21 +180,44 @@ int main(void)
 	wenc_u32(&e, 2); /* has_rma must be 0 or 1 */
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_READ), &req), -EBADMSG);
 
-	/* Membership messages: addresses are validated. */
+	/* Membership messages: ids, addresses and the ring parameter are validated. */
+#define ID1 "0123456789abcdef0123456789abcdef"
+#define ID2 "fedcba9876543210fedcba9876543210"
 	begin(&e, buf, sizeof buf);
+	wenc_str(&e, ID1);
 	wenc_str(&e, "tcp://1.2.3.4:5");
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_JOIN), &req), 0);
+	CHECK(strcmp(req.id, ID1) == 0 && strcmp(req.addr, "tcp://1.2.3.4:5") == 0);
 	begin(&e, buf, sizeof buf);
+	wenc_str(&e, ID1);
 	wenc_str(&e, "not an address");
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_JOIN), &req), -EINVAL);
 	begin(&e, buf, sizeof buf);
-	wenc_u64(&e, 3);
-	wenc_str(&e, "tcp://a:1,shm://b");
-	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), 0);
+	wenc_str(&e, "0123456789ABCDEF0123456789ABCDEF"); /* ids are lowercase */
+	wenc_str(&e, "tcp://1.2.3.4:5");
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_JOIN), &req), -EINVAL);
 	begin(&e, buf, sizeof buf);
-	wenc_u64(&e, 3);
-	wenc_str(&e, "tcp://a:1,,shm://b");
+	wire_list_put(&e, 3, 64, ID1 "=tcp://a:1," ID2 "=shm://b");
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), 0);
+	CHECK(req.epoch == 3 && req.vnodes == 64);
+	begin(&e, buf, sizeof buf);
+	wire_list_put(&e, 3, 64, ID1 "=tcp://a:1,," ID2 "=shm://b");
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), -EINVAL);
+	begin(&e, buf, sizeof buf);
+	wire_list_put(&e, 3, 64, "tcp://a:1"); /* entries without an id */
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), -EINVAL);
+	begin(&e, buf, sizeof buf);
+	wire_list_put(&e, 3, 0, ID1 "=tcp://a:1"); /* no virtual nodes */
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), -EINVAL);
+	{
+		struct wire_member m[2];
+		const char *l = ID1 "=tcp://a:1," ID2 "=tcp://a:1"; /* one address twice */
+		CHECK_EQ(wire_list_parse(l, strlen(l), m, 2), -EINVAL);
+		l = ID1 "=tcp://a:1," ID2 "=tcp://b:1";
+		CHECK_EQ(wire_list_parse(l, strlen(l), m, 1), -E2BIG);
+		CHECK_EQ(wire_list_parse(l, strlen(l), m, 2), 2);
+		CHECK(strcmp(m[1].id, ID2) == 0 && strcmp(m[1].addr, "tcp://b:1") == 0);
+	}
 
 	/* SETATTR: unknown bits rejected. */
 	begin(&e, buf, sizeof buf);

@@ -1,11 +1,13 @@
 /*
  * chlist — list the servers of a CHFS pool in pool order, asking one server (-s, or the first
  * answering CHFS_SERVER entry). Talks the wire protocol directly (it is an admin tool), so it
- * also works while a pool is half up. -c prints one comma-separated line for CHFS_SERVER.
+ * also works while a pool is half up. -c prints one comma-separated line for CHFS_SERVER; -o
+ * prints which server owns a path's namespace entry (the same ring libchfs builds).
  */
 #define _GNU_SOURCE
 #include "config.h"
 #include "log.h"
+#include "nodelist.h"
 #include "placement.h"
 #include "wire.h"
 #include "xprt.h"
@@ -18,15 +20,16 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: chlist [-c] [-n N] [-s SERVER] [-t MSEC]\n"
-	           "List the servers of the CHFS pool (address and placement hash per line).\n"
-	           "  -c        one comma-separated line (for CHFS_SERVER)\n"
+	fprintf(f, "usage: chlist [-c] [-n N] [-o PATH] [-s SERVER] [-t MSEC]\n"
+	           "List the servers of the CHFS pool (address and server id per line).\n"
+	           "  -c        one comma-separated line of addresses (for CHFS_SERVER)\n"
+	           "  -o PATH   print the address of the server holding PATH's namespace entry\n"
 	           "  -n N      at most N servers\n"
 	           "  -s ADDR   ask this server (default: CHFS_SERVER entries in turn)\n"
 	           "  -t MSEC   timeout (default 5000)\n");
 }
 
-static int ask(const char *addr, int timeout, const uint8_t *secret, char *list, size_t cap)
+static int ask(const char *addr, int timeout, const uint8_t *secret, struct nodelist *l)
 {
 	char proto[16];
 	const char *sep = strstr(addr, "://");
@@ -36,50 +39,53 @@ static int ask(const char *addr, int timeout, const uint8_t *secret, char *list,
 	proto[sep - addr] = '\0';
 	struct xprt_opts o = {.proto = proto};
 	xprt_t *x;
-	xprt_peer_t *p;
 	int rc = xprt_open(&o, &x);
 	if (rc)
 		return rc;
-	uint8_t req[WIRE_HDR_LEN];
-	size_t rcap = WIRE_HDR_LEN + WIRE_LIST_MAX + 64, rl;
-	uint8_t *rep = malloc(rcap);
-	struct wire_hdr h = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .op = WOP_NODE_LIST};
-	memcpy(h.secret, secret, CHFS_SECRET_LEN);
-	wire_hdr_put(req, &h);
-	rc = xprt_connect(x, addr, &p);
-	if (rc == 0)
-		rc = xprt_call(x, p, req, sizeof req, rep, rcap, &rl, timeout);
-	if (rc == 0)
-		rc = wire_hdr_get(rep, rl, &h);
-	if (rc == 0)
-		rc = h.status;
-	if (rc == 0) {
-		struct wdec d;
-		size_t n;
-		wdec_init(&d, rep + WIRE_HDR_LEN, rl - WIRE_HDR_LEN);
-		wdec_u64(&d);
-		const char *l = wdec_bytes(&d, cap - 1, &n);
-		rc = wdec_finish(&d);
-		if (rc == 0) {
-			memcpy(list, l, n);
-			list[n] = '\0';
-		}
-	}
-	free(rep);
+	rc = nodelist_fetch(x, addr, secret, timeout, NULL, NULL, l);
 	xprt_close(x);
+	return rc;
+}
+
+/* Print the owner of canonical(path) on the pool's ring. */
+static int print_owner(const struct nodelist *l, const char *path)
+{
+	char cp[CHFS_PATH_MAX];
+	int n = wire_list_parse(l->list, l->len, NULL, WIRE_LIST_MAX);
+	struct wire_member *m = n > 0 ? calloc((size_t)n, sizeof *m) : NULL;
+	const char **ids = n > 0 ? calloc((size_t)n, sizeof *ids) : NULL;
+	struct ring *r = NULL;
+	int rc = m && ids ? 0 : -ENOMEM;
+	if (rc == 0 && wire_list_parse(l->list, l->len, m, (unsigned)n) != n)
+		rc = -EIO;
+	for (int i = 0; rc == 0 && i < n; i++)
+		ids[i] = m[i].id;
+	if (rc == 0)
+		rc = path_canonical(path, cp);
+	if (rc == 0)
+		rc = ring_build(ids, (unsigned)n, l->vnodes, &r);
+	if (rc == 0) {
+		printf("%s\n", m[placement_owner(r, cp)].addr);
+		ring_free(r);
+	} else {
+		fprintf(stderr, "chlist: %s: %s\n", path, strerror(-rc));
+	}
+	free(ids);
+	free(m);
 	return rc;
 }
 
 int main(int argc, char **argv)
 {
 	int csv = 0, max = -1, timeout = 5000, c;
-	const char *server = NULL;
+	const char *server = NULL, *opath = NULL;
 	static const struct option lo[] = {{"help", no_argument, NULL, 'h'}, {0}};
 	chfs_log_set_prog("chlist");
-	while ((c = getopt_long(argc, argv, "cn:s:t:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "cn:o:s:t:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'c': csv = 1; break;
 		case 'n': max = atoi(optarg); break;
+		case 'o': opath = optarg; break;
 		case 's': server = optarg; break;
 		case 't': timeout = atoi(optarg); break;
 		case 'h': usage(stdout); return 0;
@@ -96,7 +102,8 @@ int main(int argc, char **argv)
 	int rc = secret_load(cfg.secret_file, secret);
 	if (rc)
 		fprintf(stderr, "chlist: warning: pool secret %s: %s\n", cfg.secret_file, strerror(-rc));
-	char cand[4096], *list = malloc(WIRE_LIST_MAX + 1);
+	char cand[4096];
+	struct nodelist l = {0};
 	snprintf(cand, sizeof cand, "%s", server ? server : cfg.server);
 	if (!cand[0]) {
 		fprintf(stderr, "chlist: no server: set CHFS_SERVER or use -s\n");
@@ -104,21 +111,28 @@ int main(int argc, char **argv)
 	}
 	rc = -ENOTCONN;
 	for (char *sv, *a = strtok_r(cand, ",", &sv); a && rc; a = strtok_r(NULL, ",", &sv))
-		rc = ask(a, timeout, secret, list, WIRE_LIST_MAX + 1);
+		rc = ask(a, timeout, secret, &l);
 	if (rc) {
 		fprintf(stderr, "chlist: no server answered: %s\n",
 		        rc == -EACCES ? "wrong or missing pool secret" : strerror(-rc));
 		return 1;
 	}
+	if (opath) {
+		rc = print_owner(&l, opath);
+		nodelist_free(&l);
+		return rc ? 1 : 0;
+	}
 	int i = 0;
-	for (char *sv, *a = strtok_r(list, ",", &sv); a && (max < 0 || i < max); a = strtok_r(NULL, ",", &sv), i++) {
+	for (char *sv, *e = strtok_r(l.list, ",", &sv); e && (max < 0 || i < max); e = strtok_r(NULL, ",", &sv), i++) {
+		const char *a = e + WIRE_ID_LEN + 1;
+		e[WIRE_ID_LEN] = '\0';
 		if (csv)
 			printf("%s%s", i ? "," : "", a);
 		else
-			printf("%s %016llx\n", a, (unsigned long long)chfs_hash_str(a));
+			printf("%s %s\n", a, e);
 	}
 	if (csv)
 		printf("\n");
-	free(list);
+	nodelist_free(&l);
 	return 0;
 }
