@@ -17,7 +17,8 @@
  * Changes: the server handling a JOIN adds or updates the entry, bumps the epoch, answers with
  * the list and wakes the broadcaster thread, which pushes SET_LIST to every other member. The
  * push runs outside the request workers, so a dead member (each call bounded by the RPC
- * timeout) never holds a worker. Newer epochs win; DIR/members keeps the last list seen
+ * timeout) never holds a worker; a member that missed a push gets it again (back-off 1..16 s),
+ * so a server that was stopped or partitioned does not keep handing clients an old list. Newer epochs win; DIR/members keeps the last list seen
  * ("epoch\nvnodes\nid=addr\n...") for inspection and for the epoch.
  */
 #define _GNU_SOURCE
@@ -34,6 +35,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int members_self_id(int rootfd, char id[WIRE_ID_LEN + 1])
@@ -235,9 +237,10 @@ static void finish_hdr(struct wenc *e)
 		p[48 + i] = (uint8_t)(n >> (8 * i));
 }
 
-/* One push of the current list to every other member. */
-static void broadcast_once(struct chfsd *d, char *list, uint8_t *msg, size_t cap)
+/* One push of the current list to every other member; returns how many did not take it. */
+static unsigned broadcast_once(struct chfsd *d, char *list, uint8_t *msg, size_t cap)
 {
+	unsigned failed = 0;
 	unsigned vnodes;
 	uint64_t epoch = members_get(&d->mem, list, WIRE_LIST_MAX, &vnodes);
 	struct wenc e;
@@ -255,9 +258,12 @@ static void broadcast_once(struct chfsd *d, char *list, uint8_t *msg, size_t cap
 		int rc = xprt_connect(d->x, a, &p);
 		if (rc == 0)
 			rc = xprt_call(d->x, p, msg, e.len, rep, sizeof rep, &rl, d->timeout_ms);
-		if (rc)
+		if (rc) {
 			log_warn("membership: could not send the server list to %s: %s", a, strerror(-rc));
+			failed++;
+		}
 	}
+	return failed;
 }
 
 static void *broadcaster(void *arg)
@@ -266,14 +272,25 @@ static void *broadcaster(void *arg)
 	char *list = malloc(WIRE_LIST_MAX);
 	size_t cap = WIRE_HDR_LEN + 32 + WIRE_LIST_MAX;
 	uint8_t *msg = malloc(cap);
+	int retry_s = 0; /* a member missed the last push: push again after this long */
 	for (;;) {
 		pthread_mutex_lock(&d->mem.lock);
-		while (!d->mem.pending)
-			pthread_cond_wait(&d->mem.cond, &d->mem.lock);
+		if (retry_s) {
+			struct timespec t;
+			clock_gettime(CLOCK_REALTIME, &t);
+			t.tv_sec += retry_s;
+			while (!d->mem.pending && pthread_cond_timedwait(&d->mem.cond, &d->mem.lock, &t) == 0)
+				;
+		} else {
+			while (!d->mem.pending)
+				pthread_cond_wait(&d->mem.cond, &d->mem.lock);
+		}
 		d->mem.pending = 0; /* changes during this push trigger one more */
 		pthread_mutex_unlock(&d->mem.lock);
-		if (list && msg)
-			broadcast_once(d, list, msg, cap);
+		/* Members that are up to date ignore a repeated epoch, so a retry goes to everyone;
+		 * the back-off (1, 2, 4 .. 16 s) bounds the cost of a member that stays down. */
+		unsigned failed = list && msg ? broadcast_once(d, list, msg, cap) : 0;
+		retry_s = failed ? (retry_s ? (retry_s < 16 ? retry_s * 2 : 16) : 1) : 0;
 	}
 	return NULL;
 }

@@ -1,7 +1,9 @@
 """Pool membership and placement across membership changes (issue 19): a server keeps its ring
 place across a restart on a new address (stable server identity), a server joining a pool with
 data, and a small pool started on the scratch directory of a bigger stopped one."""
+import os
 import re
+import signal
 import socket
 import subprocess
 import time
@@ -116,3 +118,24 @@ def test_one_server_pool_on_the_scratch_dir_of_a_stopped_two_server_pool(tmp_pat
         assert ls.returncode == 0 and time.time() - t0 < 5, ls.stderr
     finally:
         ctl(1, "stop")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 3}], indirect=True)
+def test_join_does_not_wait_for_a_hung_member(chfs_pool):
+    """The SET_LIST push to a member that does not answer (stopped: connections open, no reply
+    until the 5 s server RPC timeout) runs outside the JOIN request; the member gets the list
+    once it answers again."""
+    os.kill(chfs_pool.pids[2], signal.SIGSTOP)
+    try:
+        t0 = time.time()
+        chfs_pool.add()
+        took = time.time() - t0
+        r = subprocess.run(["chlist", "-c", "-s", chfs_pool.addrs[0]], env=chfs_pool.env,
+                           capture_output=True, text=True, timeout=30)
+        assert len(r.stdout.strip().split(",")) == 4, r.stdout
+        assert took < 3, f"joining took {took:.1f} s with a hung member"
+    finally:
+        os.kill(chfs_pool.pids[2], signal.SIGCONT)
+    lists_agree(chfs_pool, timeout=40)  # the hung member got the list by a retried push
+    assert len(chfs_pool.run(["chlist", "-c", "-s", chfs_pool.addrs[2]]).stdout.split(",")) == 4
