@@ -42,11 +42,14 @@ int nodelist_fetch(xprt_t *x, const char *addr, const uint8_t secret[CHFS_SECRET
 	} else if (h.status) {
 		rc = h.status;
 	} else {
-		const char *l;
+		const char *l, *dn;
 		rc = wire_list_get(rep + WIRE_HDR_LEN, rl - WIRE_HDR_LEN, &out->epoch, &out->vnodes, &l,
-		                   &out->len) ? -EIO : 0;
-		if (rc == 0 && !(out->list = strndup(l, out->len)))
+		                   &out->len, &dn, &out->ndown) ? -EIO : 0;
+		out->list = out->down = NULL;
+		if (rc == 0 && (!(out->list = strndup(l, out->len)) || !(out->down = strndup(dn, out->ndown)))) {
+			nodelist_free(out);
 			rc = -ENOMEM;
+		}
 	}
 	free(rep);
 	return rc;
@@ -55,5 +58,6 @@ int nodelist_fetch(xprt_t *x, const char *addr, const uint8_t secret[CHFS_SECRET
 void nodelist_free(struct nodelist *l)
 {
 	free(l->list);
-	l->list = NULL;
+	free(l->down);
+	l->list = l->down = NULL;
 }

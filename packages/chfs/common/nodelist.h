@@ -17,6 +17,8 @@ struct nodelist {
 	uint32_t vnodes;
 	char *list; /* "id=addr,..." (malloc'ed, NUL-terminated) */
 	size_t len;
+	char *down; /* ids the answering server considers down: "id,id" (malloc'ed, may be "") */
+	size_t ndown;
 };
 
 /* Ask server addr for the list; with join_id/join_addr (both or neither) send JOIN(id, addr)

@@ -286,23 +286,56 @@ int wire_list_parse(const char *l, size_t len, struct wire_member *m, unsigned m
 	return (int)n;
 }
 
-void wire_list_put(struct wenc *e, uint64_t epoch, uint32_t vnodes, const char *list)
+void wire_list_put(struct wenc *e, uint64_t epoch, uint32_t vnodes, const char *list,
+                   const char *down)
 {
 	wenc_u64(e, epoch);
 	wenc_u32(e, vnodes);
 	wenc_str(e, list);
+	wenc_str(e, down);
+}
+
+static int ids_ok(const char *l, size_t len)
+{
+	for (size_t s = 0, i = 0; len && i <= len; i++)
+		if (i == len || l[i] == ',') {
+			if (!wire_id_ok(l + s, i - s))
+				return 0;
+			s = i + 1;
+		}
+	return 1;
+}
+
+int wire_id_in(const char *id, const char *down, size_t n)
+{
+	for (size_t i = 0; i + WIRE_ID_LEN <= n; i += WIRE_ID_LEN + 1)
+		if (memcmp(down + i, id, WIRE_ID_LEN) == 0)
+			return 1;
+	return 0;
+}
+
+/* Decode a member-list body from d (no finish). */
+static int list_dec(struct wdec *d, uint64_t *epoch, uint32_t *vnodes, const char **list,
+                    size_t *n, const char **down, size_t *ndown)
+{
+	*epoch = wdec_u64(d);
+	*vnodes = wdec_u32(d);
+	*list = wdec_bytes(d, WIRE_LIST_MAX, n);
+	*down = wdec_bytes(d, WIRE_LIST_MAX, ndown);
+	if (d->err)
+		return d->err;
+	if (*vnodes == 0 || *vnodes > RING_VNODES_MAX || wire_list_parse(*list, *n, NULL, WIRE_LIST_MAX) < 0 ||
+	    !ids_ok(*down, *ndown))
+		return -EINVAL;
+	return 0;
 }
 
 int wire_list_get(const void *body, size_t len, uint64_t *epoch, uint32_t *vnodes,
-                  const char **list, size_t *n)
+                  const char **list, size_t *n, const char **down, size_t *ndown)
 {
 	struct wdec d;
 	wdec_init(&d, body, len);
-	*epoch = wdec_u64(&d);
-	*vnodes = wdec_u32(&d);
-	*list = wdec_bytes(&d, WIRE_LIST_MAX, n);
-	if (wdec_finish(&d) || *vnodes == 0 || *vnodes > RING_VNODES_MAX ||
-	    wire_list_parse(*list, *n, NULL, WIRE_LIST_MAX) < 0)
+	if (list_dec(&d, epoch, vnodes, list, n, down, ndown) || wdec_finish(&d))
 		return -EBADMSG;
 	return 0;
 }
@@ -408,15 +441,15 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		if (!d.err && (!wire_id_ok(r->id, strlen(r->id)) || !wire_addr_ok(r->addr, strlen(r->addr))))
 			bad = -EINVAL;
 		break;
-	case WOP_SET_LIST:
-		r->epoch = wdec_u64(&d);
-		r->vnodes = wdec_u32(&d);
-		r->list = wdec_bytes(&d, WIRE_LIST_MAX, &n);
+	case WOP_SET_LIST: {
+		const char *down;
+		size_t ndown;
+		rc = list_dec(&d, &r->epoch, &r->vnodes, &r->list, &n, &down, &ndown);
 		r->list_len = (uint32_t)n;
-		if (!d.err && (r->vnodes == 0 || r->vnodes > RING_VNODES_MAX ||
-		               wire_list_parse(r->list, n, NULL, WIRE_LIST_MAX) < 0))
+		if (rc == -EINVAL)
 			bad = -EINVAL;
 		break;
+	}
 	case WOP_CREATE:
 	case WOP_MKDIR:
 	case WOP_INSERT:

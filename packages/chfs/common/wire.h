@@ -39,9 +39,9 @@
 #define WIRE_READDIR_MAX 60000 /* reply budget for readdir entries */
 
 enum wire_op {
-	WOP_NODE_LIST = 1, /* -> u64 epoch, u32 vnodes, str list */
-	WOP_JOIN,          /* str id, str addr -> u64 epoch, u32 vnodes, str list */
-	WOP_SET_LIST,      /* u64 epoch, u32 vnodes, str list (server to server) */
+	WOP_NODE_LIST = 1, /* -> member-list body (wire_list_put) */
+	WOP_JOIN,          /* str id, str addr -> member-list body */
+	WOP_SET_LIST,      /* member-list body (server to server) */
 	WOP_CREATE,        /* str path, md, u32 flags(WIRE_CREATE_*) -> u32 existed, md */
 	WOP_STAT,          /* str path -> md */
 	WOP_MKDIR,         /* str path, md */
@@ -181,10 +181,15 @@ struct wire_member {
 	char addr[WIRE_ADDR_MAX];
 };
 int wire_list_parse(const char *list, size_t len, struct wire_member *m, unsigned max);
-/* Body of a NODE_LIST/JOIN reply and of a SET_LIST request: epoch, virtual nodes per server
- * (the pool's ring parameter) and the member list. get: list points into the message. */
-void wire_list_put(struct wenc *e, uint64_t epoch, uint32_t vnodes, const char *list);
+/* Member-list body of a NODE_LIST/JOIN reply and of a SET_LIST request: u64 epoch, u32 virtual
+ * nodes per server (the pool's ring parameter), str member list, str ids of the members the
+ * sender's failure detector considers down (comma-joined, may be empty). get: list and down
+ * point into the message. */
+void wire_list_put(struct wenc *e, uint64_t epoch, uint32_t vnodes, const char *list,
+                   const char *down);
 int wire_list_get(const void *body, size_t len, uint64_t *epoch, uint32_t *vnodes,
-                  const char **list, size_t *n);
+                  const char **list, size_t *n, const char **down, size_t *ndown);
+/* 1 if id is one of the comma-joined ids in down[0..n). */
+int wire_id_in(const char *id, const char *down, size_t n);
 
 #endif

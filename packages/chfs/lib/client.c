@@ -99,6 +99,7 @@ static void srvlist_free(struct srvlist *s)
 		nodelist_free(&s->members);
 		free(s->peers);
 		free(s->local);
+		free(s->down);
 		free(s);
 		s = o;
 	}
@@ -122,7 +123,8 @@ static int srvlist_build(struct nodelist *l, struct srvlist **out)
 	s->addrs = calloc((size_t)(n > 0 ? n : 1), sizeof *s->addrs);
 	s->peers = calloc((size_t)(n > 0 ? n : 1), sizeof *s->peers);
 	s->local = calloc((size_t)(n > 0 ? n : 1), sizeof *s->local);
-	int rc = n <= 0 ? -EIO : m && ids && s->addrs && s->peers && s->local ? 0 : -ENOMEM;
+	s->down = calloc((size_t)(n > 0 ? n : 1), sizeof *s->down);
+	int rc = n <= 0 ? -EIO : m && ids && s->addrs && s->peers && s->local && s->down ? 0 : -ENOMEM;
 	if (rc == 0 && wire_list_parse(s->members.list, s->members.len, m, (unsigned)n) != n)
 		rc = -EIO;
 	for (int i = 0; rc == 0 && i < n; i++) {
@@ -136,6 +138,7 @@ static int srvlist_build(struct nodelist *l, struct srvlist **out)
 		struct in_addr ip;
 		s->local[s->n] = strncmp(a, "shm://", 6) == 0 || (addr_ip(a, &ip) && ip_is_mine(ip));
 		s->nlocal += s->local[s->n];
+		s->down[s->n] = (unsigned char)wire_id_in(m[i].id, s->members.down, s->members.ndown);
 		s->n++;
 	}
 	if (rc == 0)
@@ -151,11 +154,16 @@ static int srvlist_build(struct nodelist *l, struct srvlist **out)
 	return 0;
 }
 
+/* A member that does not answer the list request within this long is passed over first (a hung
+ * server must not cost every new client its whole RPC timeout); the full timeout is the last
+ * resort. */
+#define LIST_QUICK_TIMEOUT_MS 1000
+
 /* Ask server `addr` for the list. */
-static int fetch_list(const char *addr, struct srvlist **out)
+static int fetch_list(const char *addr, int timeout, struct srvlist **out)
 {
 	struct nodelist l;
-	int rc = nodelist_fetch(chfs_client.x, addr, chfs_client.secret, rpc_timeout(), NULL, NULL, &l);
+	int rc = nodelist_fetch(chfs_client.x, addr, chfs_client.secret, timeout, NULL, NULL, &l);
 	if (rc == 0)
 		rc = srvlist_build(&l, out);
 	if (rc == -EACCES)
@@ -192,29 +200,32 @@ static int connect_pool(const char *server)
 	unsigned start = 0;
 	if (getrandom(&start, sizeof start, GRND_NONBLOCK) != sizeof start)
 		start = (unsigned)getpid();
-	for (int k = 0; k < n; k++) {
-		const char *a = addrs[(start + (unsigned)k) % (unsigned)n];
-		if (!wire_addr_ok(a, strlen(a))) {
-			log_err("CHFS_SERVER entry \"%s\" is not an address like tcp://10.0.0.1:40000", a);
-			return -EINVAL;
-		}
-		if (!chfs_client.x) {
-			proto_of(a, chfs_client.proto, sizeof chfs_client.proto);
-			if ((rc = open_transport(a)) < 0) {
-				log_err("cannot open the %s transport: %s", chfs_client.proto, strerror(-rc));
-				return -ENOTCONN;
+	int full = rpc_timeout(), quick = full < LIST_QUICK_TIMEOUT_MS ? full : LIST_QUICK_TIMEOUT_MS;
+	for (int pass = quick < full ? 0 : 1; pass < 2; pass++) {
+		for (int k = 0; k < n; k++) {
+			const char *a = addrs[(start + (unsigned)k) % (unsigned)n];
+			if (!wire_addr_ok(a, strlen(a))) {
+				log_err("CHFS_SERVER entry \"%s\" is not an address like tcp://10.0.0.1:40000", a);
+				return -EINVAL;
 			}
+			if (!chfs_client.x) {
+				proto_of(a, chfs_client.proto, sizeof chfs_client.proto);
+				if ((rc = open_transport(a)) < 0) {
+					log_err("cannot open the %s transport: %s", chfs_client.proto, strerror(-rc));
+					return -ENOTCONN;
+				}
+			}
+			struct srvlist *s;
+			rc = fetch_list(a, pass ? full : quick, &s);
+			if (rc == 0) {
+				snprintf(chfs_client.bootstrap, sizeof chfs_client.bootstrap, "%s", a);
+				s->older = atomic_load(&chfs_client.srv);
+				atomic_store(&chfs_client.srv, s);
+				return 0;
+			}
+			if (rc == -EACCES || rc == -ENOMEM)
+				return rc;
 		}
-		struct srvlist *s;
-		rc = fetch_list(a, &s);
-		if (rc == 0) {
-			snprintf(chfs_client.bootstrap, sizeof chfs_client.bootstrap, "%s", a);
-			s->older = atomic_load(&chfs_client.srv);
-			atomic_store(&chfs_client.srv, s);
-			return 0;
-		}
-		if (rc == -EACCES || rc == -ENOMEM)
-			return rc;
 	}
 	log_err("no CHFS server answers (tried %d address%s from %s)", n, n > 1 ? "es" : "",
 	        server ? "the argument" : "CHFS_SERVER");
@@ -250,8 +261,11 @@ static int reopen_after_fork(void)
 	if (rc < 0)
 		return -EIO;
 	struct nodelist l = old->members;
-	if (!(l.list = strndup(old->members.list, old->members.len)))
+	l.down = strndup(old->members.down, old->members.ndown);
+	if (!(l.list = strndup(old->members.list, old->members.len)) || !l.down) {
+		nodelist_free(&l);
 		return -ENOMEM;
+	}
 	struct srvlist *s;
 	rc = srvlist_build(&l, &s);
 	if (rc)
@@ -282,7 +296,8 @@ int client_begin(struct srvlist **out)
 		struct srvlist *ns;
 		int k = -1;
 		for (unsigned i = 0; i < s->n && k != 0; i++) /* any live member will do */
-			k = fetch_list(s->addrs[i], &ns);
+			if (!s->down[i])
+				k = fetch_list(s->addrs[i], rpc_timeout(), &ns);
 		if (k == 0) {
 			ns->older = s;
 			atomic_store(&chfs_client.srv, ns);
@@ -294,6 +309,8 @@ int client_begin(struct srvlist **out)
 	pthread_mutex_unlock(&chfs_client.lock);
 	return rc;
 }
+
+void client_list_stale(struct srvlist *s) { s->fetched = 0; }
 
 int client_local_server(const struct srvlist *s)
 {

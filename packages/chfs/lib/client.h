@@ -41,6 +41,7 @@ struct srvlist {
 	struct nodelist members; /* as fetched: rebuilds the snapshot after fork */
 	xprt_peer_t **peers;
 	int *local;        /* 1 if the server runs on this host */
+	unsigned char *down; /* 1 if the pool's failure detector reported the server down */
 	int nlocal;
 	time_t fetched;
 	struct srvlist *older; /* kept until chfs_term: other threads may still hold it */
@@ -70,6 +71,11 @@ int client_begin(struct srvlist **out);
 int client_local_server(const struct srvlist *s);
 /* Index of address a in the list, or -1. */
 int client_server_index(const struct srvlist *s, const char *a);
+/* 1 if server idx is known to be down: requests for it fail at once with EIO (rpc_status
+ * reports -EHOSTDOWN as such). */
+static inline int client_server_down(const struct srvlist *s, unsigned idx) { return s->down[idx]; }
+/* A request timed out: fetch a fresh list (and its down members) on the next call. */
+void client_list_stale(struct srvlist *s);
 
 /* ---- rpc.c ---- */
 struct rpc {

@@ -355,7 +355,8 @@ ssize_t io_transfer(struct chfs_file *f, int is_write, void *vbuf, size_t size, 
 	if (concurrent) {
 		for (size_t i = 0; i < nrq; i++) {
 			struct ioreq *q = &rq[i];
-			q->rc = xprt_call_start(chfs_client.x, s->peers[q->server], q->msg, q->msglen,
+			q->rc = client_server_down(s, q->server) ? -EHOSTDOWN :
+			        xprt_call_start(chfs_client.x, s->peers[q->server], q->msg, q->msglen,
 			                        q->rep, q->repcap, timeout, &q->call);
 			if (q->rc)
 				q->call = NULL;
@@ -370,7 +371,8 @@ ssize_t io_transfer(struct chfs_file *f, int is_write, void *vbuf, size_t size, 
 			rc = run_direct(p, dfd, np, is_write, buf, &shortread, &present_end);
 		for (size_t i = 0; i < nrq; i++) {
 			struct ioreq *q = &rq[i];
-			q->rc = xprt_call(chfs_client.x, s->peers[q->server], q->msg, q->msglen, q->rep,
+			q->rc = client_server_down(s, q->server) ? -EHOSTDOWN :
+			        xprt_call(chfs_client.x, s->peers[q->server], q->msg, q->msglen, q->rep,
 			                  q->repcap, &q->replen, timeout);
 			if (q->rc)
 				break;

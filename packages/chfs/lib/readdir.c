@@ -83,8 +83,13 @@ static int readdir_common(const char *path, int index, void *buf, filler_t fille
 	if (index >= 0)
 		rc = list_server(s, (unsigned)index, cp, buf, filler);
 	else
-		for (unsigned i = 0; i < s->n && rc == 0; i++)
+		for (unsigned i = 0; i < s->n && rc == 0; i++) {
+			if (client_server_down(s, i)) { /* list what the others hold, and say what is not */
+				log_warn("listing /%s without server %s: it is down", cp, s->addrs[i]);
+				continue;
+			}
 			rc = list_server(s, i, cp, buf, filler);
+		}
 	return rc < 0 ? set_err(rc) : 0;
 }
 

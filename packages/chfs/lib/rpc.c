@@ -45,6 +45,12 @@ int rpc_status(struct srvlist *s, unsigned idx, int xrc, const uint8_t *rep, siz
 	const char *addr = s->addrs[idx];
 	if (xrc == -EMSGSIZE)
 		return -EIO;
+	if (xrc == -EHOSTDOWN) {
+		log_err("server %s is down (reported by the pool's failure detector)", addr);
+		return -EIO;
+	}
+	if (xrc == -ETIMEDOUT)
+		client_list_stale(s);
 	if (xrc < 0) {
 		if (xrc == -ETIMEDOUT)
 			log_err("server %s: no reply within %d ms", addr, chfs_client.cfg.rpc_timeout_msec);
@@ -75,7 +81,8 @@ int rpc_call(struct srvlist *s, unsigned idx, struct rpc *r)
 		return r->e.err == -EMSGSIZE ? -ENAMETOOLONG : r->e.err;
 	unsigned op = (unsigned)r->buf[6] | (unsigned)r->buf[7] << 8;
 	rpc_fill_hdr(r->buf, r->e.len, op);
-	int xrc = xprt_call(chfs_client.x, s->peers[idx], r->buf, r->e.len, r->rep, r->repcap,
+	int xrc = client_server_down(s, idx) ? -EHOSTDOWN :
+	          xprt_call(chfs_client.x, s->peers[idx], r->buf, r->e.len, r->rep, r->repcap,
 	                    &r->replen, rpc_timeout());
 	return rpc_status(s, idx, xrc, r->rep, r->replen, &r->d);
 }
@@ -88,7 +95,8 @@ int rpc_multi(struct srvlist *s, const unsigned *idx, unsigned n, uint8_t *msg, 
 		return -ENOMEM;
 	rpc_fill_hdr(msg, len, op);
 	for (unsigned i = 0; i < n; i++) {
-		rc[i] = xprt_call_start(chfs_client.x, s->peers[idx[i]], msg, len, reps + i * cap, cap,
+		rc[i] = client_server_down(s, idx[i]) ? -EHOSTDOWN :
+		        xprt_call_start(chfs_client.x, s->peers[idx[i]], msg, len, reps + i * cap, cap,
 		                        rpc_timeout(), &calls[i]);
 		if (rc[i])
 			calls[i] = NULL;

@@ -22,6 +22,7 @@ struct members {
 	struct wire_member *m; /* sorted by id */
 	int rootfd;            /* storage dir, for the state file */
 	int pending;           /* a SET_LIST push is due */
+	char *down;            /* ids the failure detector considers down, "id,id" (heartbeat.c) */
 };
 
 struct chfsd {
@@ -51,6 +52,12 @@ int members_start_broadcaster(struct chfsd *d);
 void members_changed(struct chfsd *d);
 /* Join the pool through a bootstrap server. */
 int members_join(struct chfsd *d, const char *bootstrap);
+/* Ids considered down (comma-joined) into buf; set by the failure detector. */
+void members_get_down(struct members *m, char *buf, size_t size);
+void members_set_down(struct members *m, const char *ids);
+
+/* ---- heartbeat.c: the failure detector ---- */
+int heartbeat_start(struct chfsd *d);
 
 void handle_request(xprt_req_t *r, void *arg);
 /* Build a request header+body for server-to-server calls. */

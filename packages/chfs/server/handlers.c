@@ -217,7 +217,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 {
 	struct chfs_md md, old;
 	int rc = 0, flag = 0;
-	static char list[WIRE_LIST_MAX];
+	static char list[WIRE_LIST_MAX], down[WIRE_LIST_MAX];
 	static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 
 	switch (q->h.op) {
@@ -235,7 +235,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		pthread_mutex_lock(&list_lock);
 		unsigned vnodes;
 		uint64_t epoch = members_get(&d->mem, list, sizeof list, &vnodes);
-		wire_list_put(e, epoch, vnodes, list);
+		members_get_down(&d->mem, down, sizeof down);
+		wire_list_put(e, epoch, vnodes, list, down);
 		pthread_mutex_unlock(&list_lock);
 		return 0;
 	}

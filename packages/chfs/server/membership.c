@@ -109,6 +109,7 @@ int members_init(struct members *m, int rootfd, const char *id, const char *addr
 	m->vnodes = vnodes;
 	m->rootfd = rootfd;
 	m->pending = 0;
+	m->down = NULL;
 	m->n = 1;
 	if (!(m->m = calloc(1, sizeof *m->m)))
 		return -ENOMEM;
@@ -246,7 +247,7 @@ static unsigned broadcast_once(struct chfsd *d, char *list, uint8_t *msg, size_t
 	struct wenc e;
 	wenc_init(&e, msg, cap);
 	chfsd_req_hdr(d, &e, WOP_SET_LIST);
-	wire_list_put(&e, epoch, vnodes, list);
+	wire_list_put(&e, epoch, vnodes, list, "");
 	finish_hdr(&e);
 	for (char *sv = NULL, *ent = strtok_r(list, ",", &sv); ent; ent = strtok_r(NULL, ",", &sv)) {
 		const char *a = ent + WIRE_ID_LEN + 1;
@@ -293,6 +294,24 @@ static void *broadcaster(void *arg)
 		retry_s = failed ? (retry_s ? (retry_s < 16 ? retry_s * 2 : 16) : 1) : 0;
 	}
 	return NULL;
+}
+
+void members_get_down(struct members *m, char *buf, size_t size)
+{
+	pthread_mutex_lock(&m->lock);
+	snprintf(buf, size, "%s", m->down ? m->down : "");
+	pthread_mutex_unlock(&m->lock);
+}
+
+void members_set_down(struct members *m, const char *ids)
+{
+	char *c = strdup(ids);
+	pthread_mutex_lock(&m->lock);
+	if (c) {
+		free(m->down);
+		m->down = c;
+	}
+	pthread_mutex_unlock(&m->lock);
 }
 
 int members_start_broadcaster(struct chfsd *d)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from ci.testlib.chfs_pool import stack_env
-from chfsutil import get, io, put, rand, sha
+from chfsutil import err_name, get, io, owner, put, rand, sha
 
 
 def free_port():
@@ -139,3 +139,97 @@ def test_join_does_not_wait_for_a_hung_member(chfs_pool):
         os.kill(chfs_pool.pids[2], signal.SIGCONT)
     lists_agree(chfs_pool, timeout=40)  # the hung member got the list by a retried push
     assert len(chfs_pool.run(["chlist", "-c", "-s", chfs_pool.addrs[2]]).stdout.split(",")) == 4
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
+def test_server_id_is_made_once_private_and_checked(chfs_pool):
+    path = os.path.join(chfs_pool.dirs[1], "server.id")
+    sid = open(path).read()
+    assert re.fullmatch(r"[0-9a-f]{32}\n", sid) and os.stat(path).st_mode & 0o777 == 0o600
+    ids = {l.split()[1] for l in chfs_pool.run(["chlist"]).stdout.splitlines()}
+    assert sid.strip() in ids and len(ids) == 2
+    chfs_pool.restart(1)
+    assert open(path).read() == sid
+    chfs_pool.kill(1, signal.SIGTERM)
+    with open(path, "w") as f:
+        f.write("not-an-id\n")
+    with pytest.raises(subprocess.CalledProcessError):
+        chfs_pool._start(1)
+    assert "server.id" in chfs_pool.log(1)
+
+
+def down_in_view(pool, via):
+    out = subprocess.run(["chlist", "-s", via], env=pool.env, capture_output=True, text=True,
+                         timeout=30).stdout
+    return {l.split()[0] for l in out.splitlines() if l.endswith(" down")}
+
+
+def wait_view(pool, via, want, timeout=10):
+    end = time.time() + timeout
+    while down_in_view(pool, via) != want:
+        assert time.time() < end, f"pool view of down servers: {down_in_view(pool, via)}, want {want}"
+        time.sleep(0.2)
+    return time.time()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 3, "rpc_timeout_ms": 10000}], indirect=True)
+def test_hung_server_is_detected_and_its_requests_fail_within_2s(chfs_pool):
+    files = write_files(chfs_pool, 16, 700)
+    hung = chfs_pool.addrs[1]
+    os.kill(chfs_pool.pids[1], signal.SIGSTOP)
+    try:
+        t0 = time.time()
+        assert wait_view(chfs_pool, chfs_pool.addrs[0], {hung}) - t0 < 5
+        wait_view(chfs_pool, chfs_pool.addrs[2], {hung})
+        ok = 0
+        for p, b in files.items():
+            t = time.time()
+            r = io(chfs_pool, "get", p, check=False, timeout=60)
+            took = time.time() - t
+            if r.returncode == 0:
+                assert sha(r.stdout) == sha(b), p
+                ok += 1
+            else:  # the client (10 s RPC timeout) learnt from the list that the server is down
+                assert err_name(r) == "EIO" and took < 2, (p, took, r.stderr)
+                assert "down" in r.stderr.decode()
+            if owner(chfs_pool, p) == hung:
+                assert r.returncode != 0
+        assert ok >= 1
+        d = next(d for d in ["/t"] + [f"/t/d{i}" for i in range(5)] if owner(chfs_pool, d) != hung)
+        ls = io(chfs_pool, "ls", d, check=False, timeout=60)
+        assert ls.returncode == 0 and f"without server {hung}" in ls.stderr.decode(), ls.stderr
+    finally:
+        os.kill(chfs_pool.pids[1], signal.SIGCONT)
+    wait_view(chfs_pool, chfs_pool.addrs[0], set())
+    wait_view(chfs_pool, chfs_pool.addrs[2], set())
+    assert check_files(chfs_pool, files) == ([], [])
+
+
+@pytest.mark.timeout(120)
+def test_chfsctl_status_shows_a_server_the_pool_finds_down(tmp_path):
+    env = stack_env()
+    env["CHFS_SECRET_FILE"] = str(tmp_path / "secret")
+    scratch = tmp_path / "pool"
+    ctl = ["chfsctl", "-N", "2", "-c", str(scratch)]
+    try:
+        subprocess.run(ctl + ["start"], env=env, capture_output=True, text=True, timeout=60, check=True)
+        r = subprocess.run(ctl + ["status"], env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "down" not in r.stdout, r.stdout
+        pid = int((scratch / "srv1" / "chfsd.pid").read_text())
+        addr = (scratch / "srv1" / "info").read_text().strip()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            end = time.time() + 10
+            while True:
+                r = subprocess.run(ctl + ["status"], env=env, capture_output=True, text=True, timeout=60)
+                if f"pool: {addr} down" in r.stdout:
+                    break
+                assert time.time() < end, r.stdout
+                time.sleep(0.3)
+            assert r.returncode == 1
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    finally:
+        subprocess.run(ctl + ["stop"], env=env, capture_output=True, timeout=60)

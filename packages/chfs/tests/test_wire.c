@@ -197,18 +197,22 @@ int main(void)
 	wenc_str(&e, "tcp://1.2.3.4:5");
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_JOIN), &req), -EINVAL);
 	begin(&e, buf, sizeof buf);
-	wire_list_put(&e, 3, 64, ID1 "=tcp://a:1," ID2 "=shm://b");
+	wire_list_put(&e, 3, 64, ID1 "=tcp://a:1," ID2 "=shm://b", ID2);
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), 0);
 	CHECK(req.epoch == 3 && req.vnodes == 64);
 	begin(&e, buf, sizeof buf);
-	wire_list_put(&e, 3, 64, ID1 "=tcp://a:1,," ID2 "=shm://b");
+	wire_list_put(&e, 3, 64, ID1 "=tcp://a:1,," ID2 "=shm://b", "");
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), -EINVAL);
 	begin(&e, buf, sizeof buf);
-	wire_list_put(&e, 3, 64, "tcp://a:1"); /* entries without an id */
+	wire_list_put(&e, 3, 64, "tcp://a:1", ""); /* entries without an id */
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), -EINVAL);
 	begin(&e, buf, sizeof buf);
-	wire_list_put(&e, 3, 0, ID1 "=tcp://a:1"); /* no virtual nodes */
+	wire_list_put(&e, 3, 0, ID1 "=tcp://a:1", ""); /* no virtual nodes */
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), -EINVAL);
+	begin(&e, buf, sizeof buf);
+	wire_list_put(&e, 3, 64, ID1 "=tcp://a:1", "xyz"); /* down: not an id */
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), -EINVAL);
+	CHECK(wire_id_in(ID2, ID1 "," ID2, 2 * WIRE_ID_LEN + 1) && !wire_id_in(ID2, ID1, WIRE_ID_LEN));
 	{
 		struct wire_member m[2];
 		const char *l = ID1 "=tcp://a:1," ID2 "=tcp://a:1"; /* one address twice */

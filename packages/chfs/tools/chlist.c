@@ -21,7 +21,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: chlist [-c] [-n N] [-o PATH] [-s SERVER] [-t MSEC]\n"
-	           "List the servers of the CHFS pool (address and server id per line).\n"
+	           "List the servers of the CHFS pool (address and server id per line, then \"down\" if\n"
+	           "the answering server's failure detector finds it down).\n"
 	           "  -c        one comma-separated line of addresses (for CHFS_SERVER)\n"
 	           "  -o PATH   print the address of the server holding PATH's namespace entry\n"
 	           "  -n N      at most N servers\n"
@@ -129,7 +130,7 @@ int main(int argc, char **argv)
 		if (csv)
 			printf("%s%s", i ? "," : "", a);
 		else
-			printf("%s %s\n", a, e);
+			printf("%s %s%s\n", a, e, wire_id_in(e, l.down, l.ndown) ? " down" : "");
 	}
 	if (csv)
 		printf("\n");
