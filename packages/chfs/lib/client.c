@@ -139,6 +139,7 @@ static int srvlist_build(struct nodelist *l, struct srvlist **out)
 		s->local[s->n] = strncmp(a, "shm://", 6) == 0 || (addr_ip(a, &ip) && ip_is_mine(ip));
 		s->nlocal += s->local[s->n];
 		s->down[s->n] = (unsigned char)wire_id_in(m[i].id, s->members.down, s->members.ndown);
+		s->ndown += s->down[s->n];
 		s->n++;
 	}
 	if (rc == 0)
@@ -275,12 +276,22 @@ static int reopen_after_fork(void)
 	return 0;
 }
 
+/* While the list reports a server down, look again this often: it may be back. */
+#define DOWN_RECHECK_S 2
+
+/* Seconds a snapshot is used before it is fetched again (0: never). */
+static int list_ttl(const struct srvlist *s)
+{
+	int t = chfs_client.cfg.node_list_cache_timeout;
+	return s->ndown && (t == 0 || t > DOWN_RECHECK_S) ? DOWN_RECHECK_S : t;
+}
+
 int client_begin(struct srvlist **out)
 {
 	struct srvlist *s = atomic_load(&chfs_client.srv);
 	if (!chfs_client.initialized || !s)
 		return -ENOTCONN;
-	int timeout = chfs_client.cfg.node_list_cache_timeout;
+	int timeout = list_ttl(s);
 	/* No getpid() here: it is a real system call; fork is signalled by chfs_after_fork(). */
 	if (!atomic_load(&chfs_client.forked) &&
 	    (timeout == 0 || time(NULL) - s->fetched < timeout)) {
@@ -292,12 +303,15 @@ int client_begin(struct srvlist **out)
 	if (atomic_exchange(&chfs_client.forked, 0) || chfs_client.pid != getpid())
 		rc = reopen_after_fork();
 	s = atomic_load(&chfs_client.srv);
+	timeout = list_ttl(s);
 	if (rc == 0 && timeout && time(NULL) - s->fetched >= timeout) {
 		struct srvlist *ns;
 		int k = -1;
-		for (unsigned i = 0; i < s->n && k != 0; i++) /* any live member will do */
-			if (!s->down[i])
-				k = fetch_list(s->addrs[i], rpc_timeout(), &ns);
+		int full = rpc_timeout(), quick = full < LIST_QUICK_TIMEOUT_MS ? full : LIST_QUICK_TIMEOUT_MS;
+		for (int pass = quick < full ? 0 : 1; pass < 2 && k != 0; pass++)
+			for (unsigned i = 0; i < s->n && k != 0; i++) /* any live member will do */
+				if (!s->down[i])
+					k = fetch_list(s->addrs[i], pass ? full : quick, &ns);
 		if (k == 0) {
 			ns->older = s;
 			atomic_store(&chfs_client.srv, ns);

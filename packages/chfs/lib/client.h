@@ -42,6 +42,7 @@ struct srvlist {
 	xprt_peer_t **peers;
 	int *local;        /* 1 if the server runs on this host */
 	unsigned char *down; /* 1 if the pool's failure detector reported the server down */
+	unsigned ndown;
 	int nlocal;
 	time_t fetched;
 	struct srvlist *older; /* kept until chfs_term: other threads may still hold it */

@@ -233,3 +233,43 @@ def test_chfsctl_status_shows_a_server_the_pool_finds_down(tmp_path):
             os.kill(pid, signal.SIGCONT)
     finally:
         subprocess.run(ctl + ["stop"], env=env, capture_output=True, timeout=60)
+
+
+PROBE = r"""
+import ctypes, os, sys, time
+lib = ctypes.CDLL("libchfs.so.3", use_errno=True)
+assert lib.chfs_init(None) == 0
+st = ctypes.create_string_buffer(256)
+end = time.time() + float(sys.argv[2])
+while time.time() < end:
+    t = time.time()
+    rc = lib.chfs_stat(sys.argv[1].encode(), st)
+    print(f"{t:.2f} {time.time() - t:.2f} {0 if rc == 0 else ctypes.get_errno()}", flush=True)
+    time.sleep(0.2)
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 2, "rpc_timeout_ms": 3000}], indirect=True)
+def test_long_lived_client_sees_a_server_down_then_back(chfs_pool):
+    """One process keeps calling chfs_stat on a file of server 1 while server 1 hangs for 6 s:
+    the calls fail (EIO, at most one RPC timeout) and succeed again soon after it is back,
+    although CHFS_NODE_LIST_CACHE_TIMEOUT is 120 s."""
+    name = next(f"/x{i}" for i in range(100) if owner(chfs_pool, f"/x{i}") == chfs_pool.addrs[1])
+    put(chfs_pool, name, b"data")
+    p = subprocess.Popen(["python3", "-c", PROBE, name, "22"], env=chfs_pool.env,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    time.sleep(3)
+    os.kill(chfs_pool.pids[1], signal.SIGSTOP)
+    time.sleep(6)
+    back = time.time()
+    os.kill(chfs_pool.pids[1], signal.SIGCONT)
+    out, _ = p.communicate(timeout=60)
+    rows = [(float(t), float(d), int(e)) for t, d, e in (l.split() for l in out.splitlines())]
+    assert any(e == 0 for t, d, e in rows if t < back - 6), "no success before the hang"
+    failed = [(t, d, e) for t, d, e in rows if e]
+    assert failed and all(e == 5 for _, _, e in failed), rows  # EIO
+    assert max(d for _, d, _ in failed) < 3.5  # at most one RPC timeout
+    assert any(d < 0.5 for _, d, _ in failed), str([(round(t - back, 2), d, e) for t, d, e in rows])
+    ok_again = [t for t, d, e in rows if e == 0 and t > back]
+    assert ok_again and ok_again[0] - back < 5, f"still failing {rows[-1][0] - back:.1f} s after"
