@@ -1,5 +1,6 @@
 /*
- * wire.h — the CHFS RPC wire format (version 1), shared by libchfs and chfsd.
+ * wire.h — the CHFS RPC wire format (version 2: member lists with server ids, ring virtual nodes
+ * and down members), shared by libchfs and chfsd.
  *
  * Every message = a fixed 56-byte header + a body. Header (little endian):
  *   u32 magic 'CHFS' | u16 version | u16 op | u64 request id | u8 secret[32] | u32 body length |
@@ -28,7 +29,7 @@
 #include "xprt.h"
 
 #define WIRE_MAGIC 0x53464843u /* "CHFS" */
-#define WIRE_VERSION 1
+#define WIRE_VERSION 2
 #define WIRE_HDR_LEN 56
 #define WIRE_REPLY 0x8000
 #define WIRE_ADDR_MAX 256
