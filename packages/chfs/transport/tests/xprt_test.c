@@ -1,11 +1,14 @@
 /*
  * xprt_test.c — transport unit tests against a real server in a forked child.
  *
- * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork idle, and sweep (shm only).
+ * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork idle, and sweep, sweep_attack (shm only).
  * Each run is bounded by alarm(); the server child is SIGKILLed at the end (and dies with us via
  * PR_SET_PDEATHSIG if we crash). Exit status 0 = every check passed.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -423,6 +426,97 @@ static void case_sweep(void)
 	echo_server_remove_shm(name);
 }
 
+/* A doorbell file left by a dead process names the libfabric region to remove with it. Another
+ * user can plant such a file (0666, a dead pid, a name with "../"): the sweep of a root process
+ * must then remove nothing — neither the file the name points at nor anything of that user. */
+static pid_t dead_pid(void)
+{
+	pid_t p = fork();
+	if (p == 0)
+		_exit(0);
+	waitpid(p, NULL, 0);
+	return p;
+}
+
+static int plant_doorbell(const char *bell, pid_t pid, const char *epname)
+{
+	int fd = open(bell, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	if (fd < 0)
+		return -errno;
+	struct shm_doorbell db;
+	memset(&db, 0, sizeof db);
+	db.owner_pid = (int32_t)pid;
+	snprintf(db.epname, sizeof db.epname, "%s", epname);
+	int rc = ftruncate(fd, 4096) == 0 && pwrite(fd, &db, sizeof db, 0) == (ssize_t)sizeof db &&
+	                 fchmod(fd, 0666) == 0
+	             ? 0
+	             : -errno;
+	close(fd);
+	return rc;
+}
+
+static void case_sweep_attack(void)
+{
+	char victim[128], victim_ep[160], own_bell[128], region[128], bell[128], bell2[128];
+	int me = (int)getpid();
+	pid_t dead = dead_pid();
+	snprintf(victim, sizeof victim, "/tmp/chfs-sweep-victim-%d", me);
+	snprintf(victim_ep, sizeof victim_ep, "../..%s", victim);
+	snprintf(region, sizeof region, "/dev/shm/chfs-sweep-other-%d", me);
+	snprintf(bell, sizeof bell, "/dev/shm/chfs-xprt-db.sweep-evil-%d", me);
+	snprintf(bell2, sizeof bell2, "/dev/shm/chfs-xprt-db.sweep-other-%d", me);
+	snprintf(own_bell, sizeof own_bell, "/dev/shm/chfs-xprt-db.sweep-own-%d", me);
+	int fd = open(victim, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(fd >= 0, "cannot create %s: %s", victim, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	/* Our own doorbell naming a path outside /dev/shm: names are validated, not trusted. */
+	CHECK(plant_doorbell(own_bell, dead, victim_ep) == 0, "cannot plant %s", own_bell);
+	struct passwd *pw = getuid() == 0 ? getpwnam("nobody") : NULL;
+	CHECK(getuid() != 0 || pw, "no user nobody");
+	if (pw) {
+		/* The other user's files: a doorbell naming our victim, and a doorbell + region of
+		 * its own (a dead pid, so the old sweep removed both). */
+		pid_t c = fork();
+		if (c == 0) {
+			if (setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 ||
+			    setuid(pw->pw_uid) != 0)
+				_exit(3);
+			int rfd = open(region, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+			if (rfd < 0)
+				_exit(4);
+			close(rfd);
+			_exit(plant_doorbell(bell, dead, victim_ep) == 0 &&
+			              plant_doorbell(bell2, dead, region + strlen("/dev/shm/")) == 0
+			          ? 0
+			          : 5);
+		}
+		int st = -1;
+		waitpid(c, &st, 0);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "planting as nobody failed (%#x)", st);
+	}
+	pid_t c = fork();
+	if (c == 0) {
+		execl("/proc/self/exe", "xprt_test", "shm", "echo", (char *)NULL);
+		_exit(127);
+	}
+	int status = -1;
+	waitpid(c, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fresh shm process failed");
+	CHECK(access(victim, F_OK) == 0, "the sweep deleted %s", victim);
+	if (pw) {
+		CHECK(access(bell, F_OK) == 0, "the sweep deleted nobody's %s", bell);
+		CHECK(access(bell2, F_OK) == 0, "the sweep deleted nobody's %s", bell2);
+		CHECK(access(region, F_OK) == 0, "the sweep deleted nobody's %s", region);
+	}
+	CHECK(access(own_bell, F_OK) != 0, "our own dead doorbell %s was not swept", own_bell);
+	unlink(victim);
+	unlink(bell);
+	unlink(bell2);
+	unlink(region);
+	unlink(own_bell);
+}
+
 static double proc_cpu_s(pid_t pid)
 {
 	char path[64], buf[1024];
@@ -467,7 +561,7 @@ static void case_idle(void)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|sweep(shm)\n",
+		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|sweep|sweep_attack(shm)\n",
 			argv[0]);
 		return 2;
 	}
@@ -494,6 +588,8 @@ int main(int argc, char **argv)
 		case_fork();
 	else if (!strcmp(c, "sweep") && !strcmp(proto, "shm"))
 		case_sweep();
+	else if (!strcmp(c, "sweep_attack") && !strcmp(proto, "shm"))
+		case_sweep_attack();
 	else if (!strcmp(c, "idle"))
 		case_idle();
 	else {
