@@ -8,7 +8,8 @@
  *
  * Bulk data: WRITE pulls RMA data into the bulk buffer piecewise (BULK_PIECE at a time) and
  * pwrite()s it to the backing file; READ pread()s into it and pushes by RMA. Inline data is
- * written straight from / read straight into the message buffers.
+ * written straight from / read straight into the message buffers. After a failed transfer the
+ * bulk buffer is retired to the transport (a late transfer may still touch it) and replaced.
  */
 #define _GNU_SOURCE
 #include "chfsd.h"
@@ -40,16 +41,23 @@ static struct worker *worker_get(struct chfsd *d)
 			return NULL;
 		w->repcap = xprt_max_msg(d->x);
 		w->rep = malloc(w->repcap);
-		w->bulk = malloc(BULK_PIECE);
-		if (!w->rep || !w->bulk) {
-			free(w->rep);
-			free(w->bulk);
+		if (!w->rep) {
 			free(w);
 			return NULL;
 		}
 		tls_worker = w;
 	}
+	if (!tls_worker->bulk && !(tls_worker->bulk = malloc(BULK_PIECE)))
+		return NULL;
 	return tls_worker;
+}
+
+/* A failed transfer may still land in (or read from) the bulk buffer: the transport keeps it
+ * until that cannot happen any more, and this worker takes a new one next time. */
+static void bulk_retire(xprt_req_t *r, struct worker *w)
+{
+	xprt_rma_retire(r, w->bulk);
+	w->bulk = NULL;
 }
 
 static int full_pwrite(int fd, const uint8_t *p, size_t n, uint64_t off)
@@ -106,6 +114,8 @@ static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 			rc = xprt_rma_read(r, &q->rma, s->bufoff + k, w->bulk, piece);
 			if (rc == 0)
 				rc = full_pwrite(fd, w->bulk, piece, s->off + k);
+			else
+				bulk_retire(r, w);
 			k += piece;
 		}
 	}
@@ -154,8 +164,9 @@ static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct wo
 					rc = (int)k;
 					break;
 				}
-				if (k > 0)
-					rc = xprt_rma_write(r, &q->rma, s->bufoff + got, w->bulk, (size_t)k);
+				if (k > 0 &&
+				    (rc = xprt_rma_write(r, &q->rma, s->bufoff + got, w->bulk, (size_t)k)) < 0)
+					bulk_retire(r, w);
 				got += (uint64_t)k;
 				if ((size_t)k < piece)
 					break;

@@ -100,12 +100,24 @@ const void *xprt_req_data(const xprt_req_t *r, size_t *len);
 /* The client's address string (for logs and membership). */
 const char *xprt_req_peer_addr(const xprt_req_t *r);
 /* Pull len bytes at remote->addr + off of the requesting client into local (write RPCs), or push
- * local to it (read RPCs). Blocks the calling worker until the transfer completed or failed. */
+ * local to it (read RPCs). Blocks the calling worker until the transfer completed or failed;
+ * -ETIMEDOUT only when no XPRT_RMA_CHUNK completed for XPRT_RMA_STALL_MS (a slow transfer that
+ * progresses never times out). After a failure, parts of the transfer may still be running and
+ * touch `local`: hand that buffer (from malloc) to xprt_rma_retire() and never use it again. */
+#define XPRT_RMA_CHUNK ((size_t)1 << 20)
+#define XPRT_RMA_STALL_MS 10000
 int xprt_rma_read(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local,
                   size_t len);
 int xprt_rma_write(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off,
                    const void *local, size_t len);
+/* Give up the malloc'd buffer of a failed xprt_rma_read/write of request r (before replying): it
+ * is freed once no operation of r can touch it any more (at once if none is left). */
+void xprt_rma_retire(xprt_req_t *r, void *buf);
 int xprt_reply(xprt_req_t *r, const void *rep, size_t len);
+/* Client side: the timeout for a call whose server moves `bytes` by RMA, given the timeout of a
+ * call without bulk data (<= 0: none). Covers a server that progresses by one XPRT_RMA_CHUNK per
+ * XPRT_RMA_STALL_MS. */
+int xprt_transfer_timeout_ms(int base_ms, uint64_t bytes);
 
 /* Counters for benchmarks and tests. */
 struct xprt_stats {

@@ -40,7 +40,6 @@
 #define XPRT_NBUFS_SERVER 48 /* receive buffers posted at open by a server */
 #define XPRT_NBUFS_CLIENT 16 /* ... by a client; both grow with the calls in flight */
 #define XPRT_NBUFS_MAX 4096
-#define XPRT_RMA_TIMEOUT_MS 30000
 #define XPRT_SHM_TAG_SEP '~' /* separates an shm name from its incarnation tag */
 
 enum xprt_kind { XPRT_TCP, XPRT_SHM, XPRT_VERBS, XPRT_SOCKETS };
@@ -73,6 +72,7 @@ struct xprt_rmaop { /* an RMA a worker waits for; two references (worker, comple
 	atomic_bool done;
 	int err;
 	struct fid_mr *local_mr; /* only with FI_MR_LOCAL */
+	struct xprt_rma_late *late; /* set when the worker gave up on it: freed with it */
 };
 
 struct xprt_peer {
@@ -115,6 +115,7 @@ struct xprt_req {
 	const char *body;
 	size_t bodylen;
 	struct xprt_rbuf *buf; /* owns body */
+	struct xprt_rma_late *late; /* RMA operations given up on but maybe still running */
 };
 
 #define XPRT_HASH 1024

@@ -65,7 +65,8 @@ static void handle(xprt_req_t *r, void *arg)
 		return;
 	}
 	case 'R':
-	case 'W': {
+	case 'W':
+	case 'P': {
 		/* one buffer per worker thread, kept: a fresh 1 MiB malloc per request would be an
 		 * mmap plus 256 page faults each time */
 		static __thread char *buf;
@@ -76,9 +77,11 @@ static void handle(xprt_req_t *r, void *arg)
 			cap = q.len;
 			buf = malloc(cap);
 		}
-		int rc;
+		int rc = 0;
 		uint64_t h = 0;
-		if (b[0] == 'R') {
+		if (b[0] == 'P') {
+			h = fnv1a(buf, q.len); /* what this worker's buffer holds now */
+		} else if (b[0] == 'R') {
 			rc = xprt_rma_read(r, &q.desc, 0, buf, q.len);
 			if (q.seed)
 				h = fnv1a(buf, q.len);
@@ -86,6 +89,11 @@ static void handle(xprt_req_t *r, void *arg)
 			if (q.seed)
 				fill_pattern(buf, q.len, q.seed);
 			rc = xprt_rma_write(r, &q.desc, 0, buf, q.len);
+		}
+		if (rc < 0) { /* a late transfer may still touch buf */
+			xprt_rma_retire(r, buf);
+			buf = NULL;
+			cap = 0;
 		}
 		int64_t out[2] = {rc, (int64_t)h};
 		xprt_reply(r, out, sizeof out);

@@ -1,7 +1,7 @@
 /*
  * xprt_test.c — transport unit tests against a real server in a forked child.
  *
- * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork idle, and sweep, sweep_attack (shm only).
+ * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork idle, sweep, sweep_attack (shm only), stall, slow (tcp only).
  * Each run is bounded by alarm(); the server child is SIGKILLed at the end (and dies with us via
  * PR_SET_PDEATHSIG if we crash). Exit status 0 = every check passed.
  */
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -517,6 +518,124 @@ static void case_sweep_attack(void)
 	unlink(own_bell);
 }
 
+/* One 'R'/'W'/'P' call of `len` bytes of `buf` to peer `to`; returns the server's {rc, hash}. */
+static int rma_call(xprt_t *x, xprt_peer_t *to, char op, void *buf, size_t len, uint32_t seed,
+                    int timeout_ms, int64_t out[2])
+{
+	xprt_mem_t *mr;
+	struct echo_rma_req q = {.len = len, .seed = seed};
+	int rc = xprt_mem_register(x, buf, len, XPRT_MEM_REMOTE_READ | XPRT_MEM_REMOTE_WRITE, &mr,
+	                           &q.desc);
+	if (rc < 0)
+		return rc;
+	unsigned char req[1 + sizeof q];
+	req[0] = (unsigned char)op;
+	memcpy(req + 1, &q, sizeof q);
+	size_t got;
+	out[0] = -1;
+	out[1] = 0;
+	rc = xprt_call(x, to, req, sizeof req, out, 2 * sizeof *out, &got, timeout_ms);
+	xprt_mem_deregister(mr);
+	return rc;
+}
+
+/* tcp: a client that stops progressing in the middle of the server's RMA read (SIGSTOP). The
+ * server must give up with a clear error and must not use the buffer the late transfer can still
+ * land in: once the stalled client resumes, the worker's buffer (which meanwhile served another
+ * client) must still hold that other client's data. */
+#define STALL_LEN (16u << 20)
+static void case_stall(void)
+{
+	char addr[256];
+	pid_t s1 = echo_server_start(proto, NULL, 1, addr, sizeof addr); /* one worker, one buffer */
+	xprt_peer_t *one;
+	CHECK(s1 > 0 && xprt_connect(cx, addr, &one) == 0, "cannot start a 1-worker server");
+	if (s1 <= 0)
+		return;
+	char *mine = malloc(STALL_LEN);
+	fill_pattern(mine, STALL_LEN, 202);
+	uint64_t want = fnv1a(mine, STALL_LEN);
+	int64_t out[2];
+	/* prime the worker's buffer at full size */
+	CHECK(rma_call(cx, one, 'R', mine, STALL_LEN, 202, 20000, out) == 0 && out[0] == 0,
+	      "first read failed");
+	int ready[2];
+	CHECK(pipe(ready) == 0, "pipe");
+	pid_t a = fork();
+	if (a == 0) {
+		close(ready[0]);
+		xprt_t *ax;
+		xprt_peer_t *ap;
+		struct xprt_opts o = {.proto = proto};
+		if (xprt_open(&o, &ax) < 0 || xprt_connect(ax, addr, &ap) < 0)
+			_exit(2);
+		char *buf = malloc(STALL_LEN);
+		fill_pattern(buf, STALL_LEN, 101);
+		xprt_mem_t *mr;
+		struct echo_rma_req q = {.len = STALL_LEN, .seed = 101};
+		char e[] = "Ehi", rep[8];
+		size_t got;
+		if (xprt_call(ax, ap, e, sizeof e, rep, sizeof rep, &got, 5000) < 0 ||
+		    xprt_mem_register(ax, buf, STALL_LEN, XPRT_MEM_REMOTE_READ, &mr, &q.desc) < 0)
+			_exit(3);
+		unsigned char req[1 + sizeof q];
+		req[0] = 'R';
+		memcpy(req + 1, &q, sizeof q);
+		int64_t res[2] = {1, 0};
+		xprt_call_t *c;
+		if (xprt_call_start(ax, ap, req, sizeof req, res, sizeof res, 120000, &c) < 0)
+			_exit(4);
+		if (write(ready[1], "x", 1) != 1)
+			_exit(5);
+		raise(SIGSTOP); /* every thread stops: the server's read of buf stalls */
+		int rc = xprt_call_wait(c, &got);
+		printf("stalled client: call %s, server status %s\n", strerror(-rc),
+		       strerror((int)-res[0]));
+		_exit(rc == 0 && res[0] == -ETIMEDOUT ? 0 : 6);
+	}
+	close(ready[1]);
+	char x;
+	CHECK(read(ready[0], &x, 1) == 1, "stalling client did not start");
+	close(ready[0]);
+	int st = 0;
+	waitpid(a, &st, WUNTRACED);
+	CHECK(WIFSTOPPED(st), "client did not stop");
+	/* Queued behind the stalled read on the single worker: runs once the server gave up. */
+	double t0 = now_s();
+	int rc = rma_call(cx, one, 'R', mine, STALL_LEN, 202, 120000, out);
+	printf("%s read queued behind a stalled transfer: %.1f s\n", proto, now_s() - t0);
+	CHECK(rc == 0 && out[0] == 0 && (uint64_t)out[1] == want, "read after the stall: rc %d %d",
+	      rc, (int)out[0]);
+	kill(a, SIGCONT); /* the late transfer now completes into whatever buffer it targeted */
+	st = -1;
+	waitpid(a, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "stalled client got no clear error (%#x)", st);
+	usleep(300000);
+	rc = rma_call(cx, one, 'P', mine, STALL_LEN, 0, 20000, out);
+	CHECK(rc == 0 && (uint64_t)out[1] == want,
+	      "the worker's buffer changed after the timed-out transfer (silent corruption)");
+	free(mine);
+	echo_server_kill(s1);
+}
+
+/* tcp under a 10 Mbit/s rate limit (ctest runs it in its own network namespace): a 40 MiB
+ * transfer takes ~35 s. Slow but progressing, it must succeed. */
+static void case_slow(void)
+{
+	size_t len = 40u << 20;
+	char *buf = malloc(len);
+	fill_pattern(buf, len, 303);
+	int64_t out[2];
+	double t0 = now_s();
+	int rc = rma_call(cx, srv, 'R', buf, len, 303, 0, out);
+	double dt = now_s() - t0;
+	printf("%s slow read of %zu MiB: %.1f s (%.2f MB/s), rc %d server %d\n", proto, len >> 20,
+	       dt, len / dt / 1e6, rc, (int)out[0]);
+	CHECK(rc == 0 && out[0] == 0 && (uint64_t)out[1] == fnv1a(buf, len),
+	      "slow but progressing transfer failed: rc %d server %s", rc, strerror((int)-out[0]));
+	free(buf);
+}
+
 static double proc_cpu_s(pid_t pid)
 {
 	char path[64], buf[1024];
@@ -561,13 +680,13 @@ static void case_idle(void)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|sweep|sweep_attack(shm)\n",
+		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|sweep|sweep_attack(shm)|stall|slow(tcp)\n",
 			argv[0]);
 		return 2;
 	}
 	proto = argv[1];
 	const char *c = argv[2];
-	alarm(120);
+	alarm(140);
 	if (setup() < 0)
 		return 1;
 	if (!strcmp(c, "echo"))
@@ -590,6 +709,10 @@ int main(int argc, char **argv)
 		case_sweep();
 	else if (!strcmp(c, "sweep_attack") && !strcmp(proto, "shm"))
 		case_sweep_attack();
+	else if (!strcmp(c, "stall") && !strcmp(proto, "tcp"))
+		case_stall();
+	else if (!strcmp(c, "slow") && !strcmp(proto, "tcp"))
+		case_slow();
 	else if (!strcmp(c, "idle"))
 		case_idle();
 	else {
