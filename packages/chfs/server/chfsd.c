@@ -264,7 +264,8 @@ int main(int argc, char **argv)
 		log_err("member list: %s", strerror(-rc));
 		return 1;
 	}
-	if ((rc = xprt_serve(d.x, handle_request, &d)) < 0) {
+	if ((rc = xprt_serve_admit(d.x, handle_admit, &d)) < 0 ||
+	    (rc = xprt_serve(d.x, handle_request, &d)) < 0) {
 		log_err("cannot serve: %s", strerror(-rc));
 		return 1;
 	}

@@ -44,6 +44,8 @@ void members_broadcast(struct chfsd *d, const char *except);
 int members_join(struct chfsd *d, const char *bootstrap);
 
 void handle_request(xprt_req_t *r, void *arg);
+/* Admission (progress thread): only requests carrying the pool secret reach a worker. */
+int handle_admit(const void *msg, size_t len, void *arg);
 /* Build a request header+body for server-to-server calls. */
 void chfsd_req_hdr(struct chfsd *d, struct wenc *e, unsigned op);
 

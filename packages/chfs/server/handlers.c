@@ -1,8 +1,10 @@
 /*
  * handlers.c — one function per wire op, called on the transport's worker threads.
  *
- * handle_request() decodes and validates the whole request (wire_decode_req), checks the pool
- * secret in constant time, dispatches, and sends exactly one reply: header with status 0 or
+ * handle_admit() runs first, on the transport's progress thread: a request without the pool
+ * secret (compared in constant time) is dropped before the transport keeps any state for its
+ * claimed sender or replies to it. handle_request() decodes and validates the whole request
+ * (wire_decode_req), checks the secret again, dispatches, and sends exactly one reply: header with status 0 or
  * -errno, then the op's reply body. Each worker thread keeps its own request struct, reply
  * buffer and bulk buffer (allocated on first use), so handlers never allocate per request.
  *
@@ -17,9 +19,11 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BULK_PIECE (4u << 20)
@@ -359,6 +363,20 @@ static void reply_status(xprt_req_t *r, uint8_t *buf, const struct wire_hdr *rq,
 	                     .body_len = (uint32_t)(len - WIRE_HDR_LEN), .status = status};
 	wire_hdr_put(buf, &h);
 	xprt_reply(r, buf, len);
+}
+
+int handle_admit(const void *msg, size_t len, void *arg)
+{
+	struct chfsd *d = arg;
+	struct wire_hdr h;
+	if (wire_hdr_get(msg, len, &h) == 0 && secret_equal(h.secret, d->secret))
+		return 1;
+	/* The sender's address is only claimed: no reply, and at most one log line a second. */
+	static _Atomic long last;
+	long now = (long)time(NULL);
+	if (atomic_exchange(&last, now) != now)
+		log_warn("refused a request: wrong or missing pool secret, or malformed (no reply sent)");
+	return 0;
 }
 
 void handle_request(xprt_req_t *r, void *arg)

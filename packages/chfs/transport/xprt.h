@@ -93,6 +93,12 @@ void xprt_mem_deregister(xprt_mem_t *mr);
 /* ---- server side ---- */
 
 typedef void (*xprt_handler_fn)(xprt_req_t *r, void *arg);
+/* Admission: called on the progress thread with each request's body before the transport keeps
+ * any state for its sender (the sender's address in a request is only claimed, not proven). A
+ * request it rejects (returns 0) is dropped: no peer or address-vector entry, no reply to the
+ * claimed address. Must be cheap and must not block. Set it before xprt_serve. */
+typedef int (*xprt_admit_fn)(const void *body, size_t len, void *arg);
+int xprt_serve_admit(xprt_t *x, xprt_admit_fn fn, void *arg);
 /* Start calling h(r, arg) on the worker threads for every request; returns at once. Each request
  * must be answered with exactly one xprt_reply() (which releases r). */
 int xprt_serve(xprt_t *x, xprt_handler_fn h, void *arg);
@@ -122,6 +128,8 @@ int xprt_transfer_timeout_ms(int base_ms, uint64_t bytes);
 /* Counters for benchmarks and tests. */
 struct xprt_stats {
 	uint64_t calls, requests, replies, rma_reads, rma_writes, rma_bytes, timeouts, wakeups;
+	uint64_t refused; /* requests the admission function rejected */
+	uint64_t peers;   /* entries in the peer cache */
 };
 void xprt_get_stats(const xprt_t *x, struct xprt_stats *s);
 

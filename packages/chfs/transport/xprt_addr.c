@@ -240,6 +240,7 @@ int xprt_peer_by_raw(xprt_t *x, const void *raw, size_t rawlen, xprt_peer_t **ou
 	}
 	p->next = x->peers[h];
 	x->peers[h] = p;
+	atomic_fetch_add(&x->st.peers, 1);
 	*out = p;
 	p = NULL;
 	rc = 0;

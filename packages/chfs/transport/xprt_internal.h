@@ -169,6 +169,8 @@ struct xprt {
 	/* server */
 	xprt_handler_fn handler;
 	void *handler_arg;
+	xprt_admit_fn admit;
+	void *admit_arg;
 	unsigned nworkers;
 	pthread_t *workers;
 	unsigned nworkers_started;
@@ -182,7 +184,7 @@ struct xprt {
 
 	struct {
 		atomic_uint_fast64_t calls, requests, replies, rma_reads, rma_writes, rma_bytes,
-			timeouts, wakeups;
+			timeouts, wakeups, refused, peers;
 	} st;
 };
 

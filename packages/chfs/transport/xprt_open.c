@@ -314,4 +314,6 @@ void xprt_get_stats(const xprt_t *x, struct xprt_stats *s)
 	s->rma_bytes = x->st.rma_bytes;
 	s->timeouts = x->st.timeouts;
 	s->wakeups = x->st.wakeups;
+	s->refused = x->st.refused;
+	s->peers = x->st.peers;
 }

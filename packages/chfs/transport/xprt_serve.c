@@ -1,7 +1,9 @@
 /*
  * xprt_serve.c — the server side: request queue, worker pool, replies and RMA.
  *
- * The progress thread hands each received request buffer to the queue and posts a fresh buffer
+ * The progress thread first asks the admission function (the layer above checks its credential
+ * there), so a request without one creates no peer, no AV entry and gets no reply; then it hands
+ * each received request buffer to the queue and posts a fresh buffer
  * in its place (so receives stay posted while handlers run); the buffer then belongs to the
  * request until xprt_reply returns it to a small free list. Workers pop requests FIFO and call
  * the handler. RMA operations are issued from the worker and completed by the progress thread;
@@ -62,6 +64,12 @@ void xprt_enqueue_request(xprt_t *x, struct xprt_rbuf *b, const struct xprt_hdr 
 	xprt_peer_t *peer;
 	struct xprt_req *r = NULL;
 	struct xprt_rbuf *nb = NULL;
+	if (x->admit && !x->admit(b->data + XPRT_HDR_SIZE + h->addrlen, h->bodylen, x->admit_arg)) {
+		atomic_fetch_add(&x->st.refused, 1);
+		if (xprt_post_recv(x, b) < 0)
+			fprintf(stderr, "xprt: cannot repost a receive buffer\n");
+		return;
+	}
 	if (xprt_peer_by_raw(x, b->data + XPRT_HDR_SIZE, h->addrlen, &peer) < 0 ||
 	    !(r = malloc(sizeof *r)) || !(nb = rbuf_get())) {
 		/* keep the receive posted; this request is dropped and its caller times out */
@@ -141,6 +149,15 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&x->q_mu);
 		x->handler(r, x->handler_arg);
 	}
+}
+
+int xprt_serve_admit(xprt_t *x, xprt_admit_fn fn, void *arg)
+{
+	if (!x || !x->is_server || x->workers)
+		return -EINVAL;
+	x->admit = fn;
+	x->admit_arg = arg;
+	return 0;
 }
 
 int xprt_serve(xprt_t *x, xprt_handler_fn h, void *arg)

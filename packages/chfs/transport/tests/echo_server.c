@@ -34,6 +34,13 @@ void fill_pattern(void *buf, size_t len, uint32_t seed)
 	}
 }
 
+/* Requests starting with 'X' lack the "credential": refused before any state is kept. */
+static int admit(const void *body, size_t len, void *arg)
+{
+	(void)arg;
+	return !(len > 0 && *(const unsigned char *)body == 'X');
+}
+
 static void handle(xprt_req_t *r, void *arg)
 {
 	size_t len;
@@ -47,6 +54,13 @@ static void handle(xprt_req_t *r, void *arg)
 	case 'E':
 		xprt_reply(r, b + 1, len - 1);
 		return;
+	case 'T': {
+		struct xprt_stats st;
+		xprt_get_stats(arg, &st);
+		uint64_t out[2] = {st.peers, st.refused};
+		xprt_reply(r, out, sizeof out);
+		return;
+	}
 	case 'S': {
 		uint32_t ms;
 		memcpy(&ms, b + 1, 4);
@@ -122,7 +136,9 @@ pid_t echo_server_start(const char *proto, const char *host, unsigned nworkers, 
 		if (rc == 0)
 			rc = xprt_self_addr(x, a, sizeof a);
 		if (rc == 0)
-			rc = xprt_serve(x, handle, NULL);
+			rc = xprt_serve_admit(x, admit, NULL);
+		if (rc == 0)
+			rc = xprt_serve(x, handle, x);
 		if (rc < 0)
 			snprintf(a, sizeof a, "ERROR %s", strerror(-rc));
 		if (write(fds[1], a, strlen(a) + 1) < 0)

@@ -1,7 +1,7 @@
 /*
  * xprt_test.c — transport unit tests against a real server in a forked child.
  *
- * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork idle, sweep, sweep_attack (shm only), stall, slow (tcp only).
+ * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork idle admit, sweep, sweep_attack (shm only), stall, slow (tcp only).
  * Each run is bounded by alarm(); the server child is SIGKILLed at the end (and dies with us via
  * PR_SET_PDEATHSIG if we crash). Exit status 0 = every check passed.
  */
@@ -539,6 +539,45 @@ static int rma_call(xprt_t *x, xprt_peer_t *to, char op, void *buf, size_t len, 
 	return rc;
 }
 
+/* Requests the server's admission function rejects get no reply and leave no peer behind, however
+ * many sender addresses claim them. */
+#define ADMIT_CLIENTS 12
+static void case_admit(void)
+{
+	uint64_t before[2] = {0}, after[2] = {0};
+	size_t got;
+	char t = 'T';
+	CHECK(xprt_call(cx, srv, &t, 1, before, sizeof before, &got, 5000) == 0, "stats");
+	xprt_t *xs[ADMIT_CLIENTS];
+	xprt_call_t *calls[ADMIT_CLIENTS];
+	char rep[ADMIT_CLIENTS][8];
+	for (int i = 0; i < ADMIT_CLIENTS; i++) {
+		struct xprt_opts o = {.proto = proto};
+		xprt_peer_t *p;
+		calls[i] = NULL;
+		if (xprt_open(&o, &xs[i]) < 0 ||
+		    xprt_connect(xs[i], xprt_peer_addr(srv), &p) < 0 ||
+		    xprt_call_start(xs[i], p, "Xhello", 6, rep[i], sizeof rep[i], 800, &calls[i]) < 0)
+			CHECK(0, "client %d could not send", i);
+	}
+	int replies = 0;
+	for (int i = 0; i < ADMIT_CLIENTS; i++) {
+		if (calls[i] && xprt_call_wait(calls[i], &got) != -ETIMEDOUT)
+			replies++;
+		xprt_close(xs[i]);
+	}
+	CHECK(replies == 0, "%d refused requests got a reply", replies);
+	CHECK(xprt_call(cx, srv, &t, 1, after, sizeof after, &got, 5000) == 0, "stats");
+	printf("%s admission: peers %llu -> %llu, refused %llu -> %llu\n", proto,
+	       (unsigned long long)before[0], (unsigned long long)after[0],
+	       (unsigned long long)before[1], (unsigned long long)after[1]);
+	CHECK(after[0] == before[0], "refused senders became peers (%llu -> %llu)",
+	      (unsigned long long)before[0], (unsigned long long)after[0]);
+	CHECK(after[1] - before[1] == ADMIT_CLIENTS, "refused %llu of %d",
+	      (unsigned long long)(after[1] - before[1]), ADMIT_CLIENTS);
+	echo(100);
+}
+
 /* tcp: a client that stops progressing in the middle of the server's RMA read (SIGSTOP). The
  * server must give up with a clear error and must not use the buffer the late transfer can still
  * land in: once the stalled client resumes, the worker's buffer (which meanwhile served another
@@ -680,7 +719,7 @@ static void case_idle(void)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|sweep|sweep_attack(shm)|stall|slow(tcp)\n",
+		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|admit|sweep|sweep_attack(shm)|stall|slow(tcp)\n",
 			argv[0]);
 		return 2;
 	}
@@ -709,6 +748,8 @@ int main(int argc, char **argv)
 		case_sweep();
 	else if (!strcmp(c, "sweep_attack") && !strcmp(proto, "shm"))
 		case_sweep_attack();
+	else if (!strcmp(c, "admit"))
+		case_admit();
 	else if (!strcmp(c, "stall") && !strcmp(proto, "tcp"))
 		case_stall();
 	else if (!strcmp(c, "slow") && !strcmp(proto, "tcp"))
