@@ -133,25 +133,45 @@ static void doorbell_name(const xprt_peer_t *p, char *name, size_t size)
 	snprintf(name, size, "%s", p->addr + strlen("shm://"));
 }
 
+/* peer_mu held. Other threads may still use a replaced mapping (they load p->db without a lock
+ * and ring it or read `closed`), so it stays mapped until xprt_close; 4 KiB per peer restart. If
+ * even the list cannot grow, the mapping is leaked rather than unmapped under a user. */
+static void db_retire(xprt_t *x, struct shm_doorbell *db)
+{
+	if (!db)
+		return;
+	if (x->ndb_retired == x->capdb_retired) {
+		size_t cap = x->capdb_retired ? 2 * x->capdb_retired : 16;
+		struct shm_doorbell **v = realloc(x->db_retired, cap * sizeof *v);
+		if (!v)
+			return;
+		x->db_retired = v;
+		x->capdb_retired = cap;
+	}
+	x->db_retired[x->ndb_retired++] = db;
+}
+
 /* shm, peer_mu held: find the endpoint name now serving p and make fi_addr point at it. A name
  * seen for the first time gets its own AV entry; the entry of a previous incarnation is left in
- * the AV unused (removing it is what crashes libfabric 1.17, see shm_doorbell.h). */
+ * the AV unused (removing it is what crashes libfabric 1.17, see shm_doorbell.h). The new
+ * doorbell mapping is published only once it is final. */
 static void shm_resolve(xprt_t *x, xprt_peer_t *p)
 {
 	char name[XPRT_ADDR_MAX], ep[XPRT_ADDR_MAX];
 	doorbell_name(p, name, sizeof name);
-	shm_doorbell_unmap(p->db);
 	p->db_ident = shm_doorbell_ident(name);
-	p->db = shm_doorbell_open(name);
-	int have = shm_doorbell_epname(p->db, ep, sizeof ep);
+	struct shm_doorbell *db = shm_doorbell_open(name);
+	int have = shm_doorbell_epname(db, ep, sizeof ep);
 	if (p->pinned) {
 		/* The incarnation is fixed; its doorbell is useful only while it is that one's. */
 		if (have < 0 || strcmp(ep, (const char *)p->raw) != 0) {
-			shm_doorbell_unmap(p->db);
-			p->db = NULL;
+			shm_doorbell_unmap(db); /* never published */
+			db = NULL;
 		}
 		snprintf(ep, sizeof ep, "%s", (const char *)p->raw);
-	} else if (have < 0) {
+	}
+	db_retire(x, atomic_exchange(&p->db, db));
+	if (!p->pinned && have < 0) {
 		p->fi_addr = FI_ADDR_NOTAVAIL;
 		p->ep[0] = 0;
 		return;
@@ -259,6 +279,11 @@ void xprt_peers_free(xprt_t *x)
 			shm_doorbell_unmap(p->db);
 			free(p);
 		}
+	for (size_t i = 0; i < x->ndb_retired; i++)
+		shm_doorbell_unmap(x->db_retired[i]);
+	free(x->db_retired);
+	x->db_retired = NULL;
+	x->ndb_retired = x->capdb_retired = 0;
 }
 
 int xprt_connect(xprt_t *x, const char *addr, xprt_peer_t **out)

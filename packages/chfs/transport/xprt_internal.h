@@ -81,7 +81,9 @@ struct xprt_peer {
 	size_t rawlen;
 	unsigned char raw[XPRT_ADDR_MAX];
 	char addr[XPRT_ADDR_MAX + 16]; /* printable "<proto>://..." */
-	struct shm_doorbell *db;      /* shm: the peer's wake-up word, NULL if unavailable */
+	/* shm: the peer's wake-up word, NULL if unavailable. Loaded without a lock by senders; a
+	 * mapping replaced after a restart is retired (x->db_retired), never unmapped before close. */
+	struct shm_doorbell *_Atomic db;
 	unsigned long db_ident;       /* shm: which incarnation of the peer db belongs to */
 	atomic_bool stale;            /* shm: the peer restarted; resolve again before the next send */
 	/* shm: a raw address with a "~tag" names one incarnation (requests carry those); one
@@ -147,6 +149,8 @@ struct xprt {
 	/* peers, by raw address */
 	pthread_mutex_t peer_mu;
 	struct xprt_peer *peers[XPRT_HASH];
+	struct shm_doorbell **db_retired; /* peer_mu: replaced doorbell mappings, unmapped at close */
+	size_t ndb_retired, capdb_retired;
 
 	/* calls in flight, by id */
 	pthread_mutex_t call_mu;

@@ -258,7 +258,8 @@ void xprt_kick(xprt_t *x, xprt_peer_t *peer)
 {
 	if (x->kind != XPRT_SHM)
 		return;
-	if (peer && peer->db)
-		shm_doorbell_ring(peer->db);
+	struct shm_doorbell *db = peer ? peer->db : NULL; /* one load: may be replaced meanwhile */
+	if (db)
+		shm_doorbell_ring(db);
 	shm_doorbell_ring(x->self_db);
 }

@@ -1,7 +1,7 @@
 /*
  * xprt_test.c — transport unit tests against a real server in a forked child.
  *
- * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork idle admit, sweep, sweep_attack (shm only), stall, slow (tcp only).
+ * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork idle admit, sweep, sweep_attack, dblife (shm only), stall, slow (tcp only).
  * Each run is bounded by alarm(); the server child is SIGKILLed at the end (and dies with us via
  * PR_SET_PDEATHSIG if we crash). Exit status 0 = every check passed.
  */
@@ -23,6 +23,7 @@
 #include "echo_server.h"
 #include "shm_doorbell.h"
 #include "xprt.h"
+#include "xprt_internal.h" /* dblife: the peer's doorbell mapping */
 
 static int failures;
 #define CHECK(cond, ...)                                                                           \
@@ -539,6 +540,47 @@ static int rma_call(xprt_t *x, xprt_peer_t *to, char op, void *buf, size_t len, 
 	return rc;
 }
 
+/* shm: a peer's doorbell mapping is used without a lock by every thread that sends or kicks (one
+ * load per send); when the peer restarts, the resolving thread must not unmap the old mapping
+ * under them. Hold on to the old mapping as a concurrent sender would, let the peer restart and
+ * be resolved again, then use it: it must still be mapped and still be the old one's. */
+static void case_dblife(void)
+{
+	echo(10);
+	struct shm_doorbell *old = srv->db;
+	CHECK(old != NULL, "no doorbell mapped for the server");
+	if (!old)
+		return;
+	char host[128], addr[256];
+	snprintf(host, sizeof host, "%s", strstr(xprt_peer_addr(srv), "://") + 3);
+	echo_server_kill(srv_pid);
+	srv_pid = echo_server_start(proto, host, 4, addr, sizeof addr);
+	CHECK(srv_pid > 0, "restart on %s failed", host);
+	if (srv_pid <= 0)
+		return;
+	char req[] = "Ex", rep[8];
+	size_t got;
+	int rc;
+	double t0 = now_s();
+	do
+		rc = xprt_call(cx, srv, req, 2, rep, sizeof rep, &got, 1000);
+	while (rc < 0 && now_s() - t0 < 5);
+	CHECK(rc == 0, "the restarted server is unreachable: %s", strerror(-rc));
+	CHECK(srv->db != old, "the old doorbell was unmapped under its users (its address now "
+	                      "holds the new mapping)");
+	/* what a thread that loaded the pointer before the re-resolution does next: the mapping is
+	 * still the old incarnation's (not unmapped, not reused for the new one) */
+	(void)atomic_load(&old->closed);
+	shm_doorbell_ring(old);
+	struct shm_doorbell *now = srv->db;
+	CHECK(now && strncmp(old->epname, now->epname, sizeof old->epname) != 0,
+	      "the old mapping now shows the new incarnation %s", now ? now->epname : "-");
+	echo(100);
+	echo_server_kill(srv_pid);
+	srv_pid = -1;
+	echo_server_remove_shm(host);
+}
+
 /* Requests the server's admission function rejects get no reply and leave no peer behind, however
  * many sender addresses claim them. */
 #define ADMIT_CLIENTS 12
@@ -719,7 +761,7 @@ static void case_idle(void)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|admit|sweep|sweep_attack(shm)|stall|slow(tcp)\n",
+		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|admit|sweep|sweep_attack|dblife(shm)|stall|slow(tcp)\n",
 			argv[0]);
 		return 2;
 	}
@@ -748,6 +790,8 @@ int main(int argc, char **argv)
 		case_sweep();
 	else if (!strcmp(c, "sweep_attack") && !strcmp(proto, "shm"))
 		case_sweep_attack();
+	else if (!strcmp(c, "dblife") && !strcmp(proto, "shm"))
+		case_dblife();
 	else if (!strcmp(c, "admit"))
 		case_admit();
 	else if (!strcmp(c, "stall") && !strcmp(proto, "tcp"))
