@@ -39,7 +39,10 @@
 #define XPRT_RBUF_SIZE (XPRT_HDR_SIZE + XPRT_ADDR_MAX + XPRT_MAX_BODY)
 #define XPRT_NBUFS_SERVER 48 /* receive buffers posted at open by a server */
 #define XPRT_NBUFS_CLIENT 16 /* ... by a client; both grow with the calls in flight */
-#define XPRT_NBUFS_MAX 4096
+/* Bound of the receive-buffer pool (~135 KiB each, so ~35 MB): with more calls in flight, the
+ * extra replies arrive unexpected and the provider buffers them (untagged messages, see above).
+ * Was 4096 (~550 MB, never freed). */
+#define XPRT_NBUFS_MAX 256
 #define XPRT_SHM_TAG_SEP '~' /* separates an shm name from its incarnation tag */
 
 enum xprt_kind { XPRT_TCP, XPRT_SHM, XPRT_VERBS, XPRT_SOCKETS };

@@ -1,7 +1,7 @@
 /*
  * xprt_test.c — transport unit tests against a real server in a forked child.
  *
- * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork idle admit, sweep, sweep_attack, dblife (shm only), stall, slow (tcp only).
+ * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork idle admit bufs, sweep, sweep_attack, dblife (shm only), stall, slow (tcp only).
  * Each run is bounded by alarm(); the server child is SIGKILLed at the end (and dies with us via
  * PR_SET_PDEATHSIG if we crash). Exit status 0 = every check passed.
  */
@@ -581,6 +581,52 @@ static void case_dblife(void)
 	echo_server_remove_shm(host);
 }
 
+static long vm_data_kb(void)
+{
+	char line[256];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VmData: %ld kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/* Receive buffers (~135 KiB each) follow the calls in flight; their pool must stay bounded:
+ * 1000 calls in flight at once cost at most a few tens of MB, and all of them still succeed. */
+#define BUFS_CALLS 1000
+static void case_bufs(void)
+{
+	echo(10);
+	static xprt_call_t *calls[BUFS_CALLS];
+	static char rep[BUFS_CALLS][16];
+	long before = vm_data_kb();
+	int started = 0, ok = 0;
+	for (int i = 0; i < BUFS_CALLS; i++) {
+		char req[16];
+		int n = snprintf(req, sizeof req, "E%d", i);
+		calls[i] = NULL;
+		if (xprt_call_start(cx, srv, req, (size_t)n, rep[i], sizeof rep[i], 30000, &calls[i]) == 0)
+			started++;
+	}
+	long peak = vm_data_kb();
+	for (int i = 0; i < BUFS_CALLS; i++) {
+		size_t got;
+		char want[16];
+		int n = snprintf(want, sizeof want, "%d", i);
+		if (calls[i] && xprt_call_wait(calls[i], &got) == 0 && got == (size_t)n &&
+		    memcmp(rep[i], want, got) == 0)
+			ok++;
+	}
+	printf("%s %d calls in flight: data segment %+ld MB, %d replies ok\n", proto, started,
+	       (peak - before) / 1024, ok);
+	CHECK(ok == BUFS_CALLS, "%d of %d calls failed", BUFS_CALLS - ok, BUFS_CALLS);
+	CHECK(before > 0 && peak - before < 48 * 1024, "receive buffers grew by %ld MB",
+	      (peak - before) / 1024);
+}
+
 /* Requests the server's admission function rejects get no reply and leave no peer behind, however
  * many sender addresses claim them. */
 #define ADMIT_CLIENTS 12
@@ -761,7 +807,7 @@ static void case_idle(void)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|admit|sweep|sweep_attack|dblife(shm)|stall|slow(tcp)\n",
+		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|admit|bufs|sweep|sweep_attack|dblife(shm)|stall|slow(tcp)\n",
 			argv[0]);
 		return 2;
 	}
@@ -792,6 +838,8 @@ int main(int argc, char **argv)
 		case_sweep_attack();
 	else if (!strcmp(c, "dblife") && !strcmp(proto, "shm"))
 		case_dblife();
+	else if (!strcmp(c, "bufs"))
+		case_bufs();
 	else if (!strcmp(c, "admit"))
 		case_admit();
 	else if (!strcmp(c, "stall") && !strcmp(proto, "tcp"))
