@@ -56,6 +56,12 @@ static struct worker *worker_get(struct chfsd *d)
 	return tls_worker;
 }
 
+/* The protocol's RMA descriptor as the transport takes it. */
+static struct xprt_rma_desc rma_desc(const struct wire_req *q)
+{
+	return (struct xprt_rma_desc){.addr = q->rma.addr, .key = q->rma.key, .len = q->rma.len};
+}
+
 /* A failed transfer may still land in (or read from) the bulk buffer: the transport keeps it
  * until that cannot happen any more, and this worker takes a new one next time. */
 static void bulk_retire(xprt_req_t *r, struct worker *w)
@@ -106,6 +112,7 @@ static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return fd;
 	int rc = 0;
 	const uint8_t *src = q->data;
+	const struct xprt_rma_desc rd = rma_desc(q);
 	for (uint32_t i = 0; i < q->nseg && rc == 0; i++) {
 		const struct wire_seg *s = &q->seg[i];
 		if (!q->has_rma) {
@@ -115,7 +122,7 @@ static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		}
 		for (uint64_t k = 0; k < s->len && rc == 0;) {
 			size_t piece = s->len - k > BULK_PIECE ? BULK_PIECE : (size_t)(s->len - k);
-			rc = xprt_rma_read(r, &q->rma, s->bufoff + k, w->bulk, piece);
+			rc = xprt_rma_read(r, &rd, s->bufoff + k, w->bulk, piece);
 			if (rc == 0)
 				rc = full_pwrite(fd, w->bulk, piece, s->off + k);
 			else
@@ -136,6 +143,7 @@ static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct wo
 	if (fd < 0 && fd != -ENOENT)
 		return fd;
 	uint8_t *gotp = wenc_reserve(e, 4 + 8 * (size_t)q->nseg);
+	const struct xprt_rma_desc rd = rma_desc(q);
 	uint8_t *data = NULL;
 	int rc = 0;
 	if (!gotp)
@@ -169,7 +177,7 @@ static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct wo
 					break;
 				}
 				if (k > 0 &&
-				    (rc = xprt_rma_write(r, &q->rma, s->bufoff + got, w->bulk, (size_t)k)) < 0)
+				    (rc = xprt_rma_write(r, &rd, s->bufoff + got, w->bulk, (size_t)k)) < 0)
 					bulk_retire(r, w);
 				got += (uint64_t)k;
 				if ((size_t)k < piece)
