@@ -121,8 +121,11 @@ int xprt_rma_write(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t o
 void xprt_rma_retire(xprt_req_t *r, void *buf);
 int xprt_reply(xprt_req_t *r, const void *rep, size_t len);
 /* Client side: the timeout for a call whose server moves `bytes` by RMA, given the timeout of a
- * call without bulk data (<= 0: none). Covers a server that progresses by one XPRT_RMA_CHUNK per
- * XPRT_RMA_STALL_MS. */
+ * call without bulk data (<= 0: none): base_ms plus the time the bytes take at
+ * XPRT_TRANSFER_MIN_RATE. The client cannot see the server's progress, so this is a rate, not a
+ * stall detector: generous enough for slow links, short enough that a dead server is noticed
+ * (a 1 MiB write to a killed server fails after base_ms + 1 s, not base_ms + 10 s). */
+#define XPRT_TRANSFER_MIN_RATE ((uint64_t)1 << 20) /* bytes per second */
 int xprt_transfer_timeout_ms(int base_ms, uint64_t bytes);
 
 /* Counters for benchmarks and tests. */

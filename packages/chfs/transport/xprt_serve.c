@@ -409,8 +409,7 @@ int xprt_transfer_timeout_ms(int base_ms, uint64_t bytes)
 {
 	if (base_ms <= 0)
 		return base_ms;
-	uint64_t chunks = (bytes + XPRT_RMA_CHUNK - 1) / XPRT_RMA_CHUNK;
-	uint64_t t = (uint64_t)base_ms + chunks * (uint64_t)XPRT_RMA_STALL_MS;
+	uint64_t t = (uint64_t)base_ms + bytes * 1000 / XPRT_TRANSFER_MIN_RATE;
 	return t > INT_MAX ? INT_MAX : (int)t;
 }
 
