@@ -4,8 +4,10 @@
  * Module map: xprt_open.c (provider choice, endpoint set-up and teardown), xprt_addr.c (address
  * strings, the peer cache), xprt_progress.c (the progress thread: reads the CQ and routes each
  * completion to its operation), xprt_call.c (client calls matched to replies by id), xprt_serve.c
- * (request queue, worker pool, replies, RMA), xprt_mem.c (memory registration), xprt_fastinit.c (cheap libfabric start-up), shm_doorbell.c
- * (futex wake-up for the shm provider, which has no CQ wait object in libfabric 1.17).
+ * (request queue, worker pool, replies, RMA), xprt_mem.c (memory registration), xprt_fastinit.c
+ * (cheap libfabric start-up), xprt_shm.c (everything only the shm provider needs: incarnation
+ * names, peers that follow restarts, the sleeping progress loop), shm_doorbell.c (the futex
+ * wake-up file it uses, as shm has no CQ wait object in libfabric 1.17).
  *
  * Every posted libfabric operation carries a struct xprt_op as its context; the progress thread
  * dispatches on op->kind. Messages are untagged (fi_send/fi_recv): libfabric 1.17's shm matches
@@ -206,6 +208,24 @@ int xprt_post_recv(xprt_t *x, struct xprt_rbuf *b);
  * thread. Returns when *flag is set or the spin budget is spent. No-op on other providers. */
 void xprt_poll_before_wait(xprt_t *x, atomic_bool *flag);
 int xprt_fi_err(int fi_err);
+
+/* Read one batch of completions (timeout_ms < 0: do not wait); returns how many were handled. */
+int xprt_poll_cq(xprt_t *x, int timeout_ms);
+
+/* xprt_shm.c — the shm backend; the generic modules call these only when kind == XPRT_SHM. */
+bool xprt_shm_name_ok(const char *s);
+/* Choose the stable name (host, or a unique "chfs-<pid>-<n>") and this incarnation's endpoint
+ * name x->shm_epname. */
+int xprt_shm_name(xprt_t *x, const char *host, char *name, size_t size);
+/* Sweep what killed processes left (once per process), then create our doorbell. */
+int xprt_shm_open_doorbell(xprt_t *x);
+void xprt_shm_resolve(xprt_t *x, xprt_peer_t *p); /* peer_mu held */
+void xprt_shm_peer_check(xprt_t *x, xprt_peer_t *p);
+fi_addr_t xprt_shm_peer_fi_addr(xprt_t *x, xprt_peer_t *p);
+void xprt_shm_retired_free(xprt_t *x); /* at close, threads stopped */
+void xprt_shm_progress(xprt_t *x);
+void xprt_shm_kick(xprt_t *x, xprt_peer_t *peer);
+void xprt_shm_poll_before_wait(xprt_t *x, atomic_bool *flag);
 
 /* xprt_fastinit.c: bracket the process's first fi_getinfo (see there). */
 void xprt_fastinit_begin(void);
