@@ -4,9 +4,10 @@
  * handle_admit() runs first, on the transport's progress thread: a request without the pool
  * secret (compared in constant time) is dropped before the transport keeps any state for its
  * claimed sender or replies to it. handle_request() decodes and validates the whole request
- * (wire_decode_req), checks the secret again, dispatches, and sends exactly one reply: header with status 0 or
- * -errno, then the op's reply body. Each worker thread keeps its own request struct, reply
- * buffer and bulk buffer (allocated on first use), so handlers never allocate per request.
+ * (wire_decode_req), checks the secret again, dispatches, and sends exactly one reply: header
+ * with status 0 or -errno, then the op's reply body. Each worker thread keeps its own request
+ * struct, reply buffer and bulk buffer (allocated on first use), so handlers never allocate per
+ * request.
  *
  * Bulk data: WRITE pulls RMA data into the bulk buffer piecewise (BULK_PIECE at a time) and
  * pwrite()s it to the backing file; READ pread()s into it and pushes by RMA. Inline data is

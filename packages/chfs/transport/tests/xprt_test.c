@@ -1,7 +1,8 @@
 /*
  * xprt_test.c — transport unit tests against a real server in a forked child.
  *
- * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork idle admit bufs, sweep, sweep_attack, dblife (shm only), stall, slow (tcp only).
+ * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork
+ * idle admit bufs; sweep sweep_attack dblife (shm only); stall slow (tcp only).
  * Each run is bounded by alarm(); the server child is SIGKILLed at the end (and dies with us via
  * PR_SET_PDEATHSIG if we crash). Exit status 0 = every check passed.
  */
