@@ -26,7 +26,6 @@
 
 #include "path.h"
 #include "secret.h"
-#include "xprt.h"
 
 #define WIRE_MAGIC 0x53464843u /* "CHFS" */
 #define WIRE_VERSION 2
@@ -101,6 +100,15 @@ struct wire_seg {
 	uint64_t off, len, bufoff;
 };
 
+/* A client buffer the server reaches by RMA, as a request carries it (24 bytes, little endian):
+ * the protocol's own type, so the wire format does not depend on the transport. libchfs encodes
+ * it from the transport's descriptor, chfsd converts it back at the call into the transport. */
+struct wire_rma {
+	uint64_t addr; /* provider-specific base (virtual address or 0) */
+	uint64_t key;  /* remote key */
+	uint64_t len;  /* bytes exposed */
+};
+
 /* A decoded, validated request. Strings are NUL-terminated copies; data points into the
  * message. Large (~13 KiB): keep one per worker thread, not on small stacks. */
 struct wire_req {
@@ -116,7 +124,7 @@ struct wire_req {
 	uint64_t seg_total;
 	struct wire_seg seg[WIRE_MAX_SEGS];
 	int has_rma;
-	struct xprt_rma_desc rma;
+	struct wire_rma rma;
 	const uint8_t *data;
 	uint64_t data_len;
 	const char *list; /* SET_LIST: member list (see wire_list_parse), not NUL-terminated */

@@ -228,8 +228,9 @@ static int connect_pool(const char *server)
 				return rc;
 		}
 	}
-	log_err("no CHFS server answers (tried %d address%s from %s)", n, n > 1 ? "es" : "",
-	        server ? "the argument" : "CHFS_SERVER");
+	log_err("no CHFS server answers (tried %d address%s from %s; servers do not answer without "
+	        "the pool secret, CHFS_SECRET_FILE=%s)", n, n > 1 ? "es" : "",
+	        server ? "the argument" : "CHFS_SERVER", chfs_client.cfg.secret_file);
 	return -ENOTCONN;
 }
 
@@ -364,9 +365,11 @@ int chfs_init(const char *server)
 	atomic_store(&chfs_client.async_access, chfs_client.cfg.async_access);
 	rc = secret_load(chfs_client.cfg.secret_file, chfs_client.secret);
 	if (rc) {
-		log_warn("pool secret %s: %s%s; servers will refuse requests", chfs_client.cfg.secret_file,
-		         strerror(-rc), rc == -EACCES ? " (must be readable only by its owner)" : "");
-		memset(chfs_client.secret, 0, sizeof chfs_client.secret);
+		/* Servers drop requests without the secret unanswered: fail here, clearly. */
+		log_err("pool secret %s: %s%s", chfs_client.cfg.secret_file, strerror(-rc),
+		        rc == -EACCES ? " (must be readable only by its owner)" : "");
+		rc = -EACCES;
+		goto out;
 	}
 	chfs_client.pid = getpid();
 	rc = connect_pool(server);

@@ -351,7 +351,7 @@ ssize_t io_transfer(struct chfs_file *f, int is_write, void *vbuf, size_t size, 
 		goto out_mr;
 
 	concurrent = (nrq > 1 || (nrq && ndirect)) && (atomic_load(&chfs_client.async_access) || size > thresh);
-	int timeout = rpc_timeout();
+	int timeout = need_rma ? xprt_transfer_timeout_ms(rpc_timeout(), size) : rpc_timeout();
 	if (concurrent) {
 		for (size_t i = 0; i < nrq; i++) {
 			struct ioreq *q = &rq[i];

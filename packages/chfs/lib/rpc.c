@@ -53,7 +53,9 @@ int rpc_status(struct srvlist *s, unsigned idx, int xrc, const uint8_t *rep, siz
 		client_list_stale(s);
 	if (xrc < 0) {
 		if (xrc == -ETIMEDOUT)
-			log_err("server %s: no reply within %d ms", addr, chfs_client.cfg.rpc_timeout_msec);
+			log_err("server %s: no reply within %d ms (down, or the pool secret differs: "
+			        "CHFS_SECRET_FILE=%s)", addr, chfs_client.cfg.rpc_timeout_msec,
+			        chfs_client.cfg.secret_file);
 		else
 			log_err("server %s unreachable: %s", addr, strerror(-xrc));
 		return xrc == -ENOMEM ? -ENOMEM : -EIO;

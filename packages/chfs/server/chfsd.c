@@ -283,6 +283,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if ((rc = members_start_broadcaster(&d)) < 0 || (rc = heartbeat_start(&d)) < 0 ||
+	    (rc = xprt_serve_admit(d.x, handle_admit, &d)) < 0 ||
 	    (rc = xprt_serve(d.x, handle_request, &d)) < 0) {
 		log_err("cannot serve: %s", strerror(-rc));
 		return 1;

@@ -60,6 +60,8 @@ void members_set_down(struct members *m, const char *ids);
 int heartbeat_start(struct chfsd *d);
 
 void handle_request(xprt_req_t *r, void *arg);
+/* Admission (progress thread): only requests carrying the pool secret reach a worker. */
+int handle_admit(const void *msg, size_t len, void *arg);
 /* Build a request header+body for server-to-server calls. */
 void chfsd_req_hdr(struct chfsd *d, struct wenc *e, unsigned op);
 

@@ -1,14 +1,18 @@
 /*
  * handlers.c — one function per wire op, called on the transport's worker threads.
  *
- * handle_request() decodes and validates the whole request (wire_decode_req), checks the pool
- * secret in constant time, dispatches, and sends exactly one reply: header with status 0 or
- * -errno, then the op's reply body. Each worker thread keeps its own request struct, reply
- * buffer and bulk buffer (allocated on first use), so handlers never allocate per request.
+ * handle_admit() runs first, on the transport's progress thread: a request without the pool
+ * secret (compared in constant time) is dropped before the transport keeps any state for its
+ * claimed sender or replies to it. handle_request() decodes and validates the whole request
+ * (wire_decode_req), checks the secret again, dispatches, and sends exactly one reply: header
+ * with status 0 or -errno, then the op's reply body. Each worker thread keeps its own request
+ * struct, reply buffer and bulk buffer (allocated on first use), so handlers never allocate per
+ * request.
  *
  * Bulk data: WRITE pulls RMA data into the bulk buffer piecewise (BULK_PIECE at a time) and
  * pwrite()s it to the backing file; READ pread()s into it and pushes by RMA. Inline data is
- * written straight from / read straight into the message buffers.
+ * written straight from / read straight into the message buffers. After a failed transfer the
+ * bulk buffer is retired to the transport (a late transfer may still touch it) and replaced.
  */
 #define _GNU_SOURCE
 #include "chfsd.h"
@@ -16,9 +20,11 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BULK_PIECE (4u << 20)
@@ -40,16 +46,29 @@ static struct worker *worker_get(struct chfsd *d)
 			return NULL;
 		w->repcap = xprt_max_msg(d->x);
 		w->rep = malloc(w->repcap);
-		w->bulk = malloc(BULK_PIECE);
-		if (!w->rep || !w->bulk) {
-			free(w->rep);
-			free(w->bulk);
+		if (!w->rep) {
 			free(w);
 			return NULL;
 		}
 		tls_worker = w;
 	}
+	if (!tls_worker->bulk && !(tls_worker->bulk = malloc(BULK_PIECE)))
+		return NULL;
 	return tls_worker;
+}
+
+/* The protocol's RMA descriptor as the transport takes it. */
+static struct xprt_rma_desc rma_desc(const struct wire_req *q)
+{
+	return (struct xprt_rma_desc){.addr = q->rma.addr, .key = q->rma.key, .len = q->rma.len};
+}
+
+/* A failed transfer may still land in (or read from) the bulk buffer: the transport keeps it
+ * until that cannot happen any more, and this worker takes a new one next time. */
+static void bulk_retire(xprt_req_t *r, struct worker *w)
+{
+	xprt_rma_retire(r, w->bulk);
+	w->bulk = NULL;
 }
 
 static int full_pwrite(int fd, const uint8_t *p, size_t n, uint64_t off)
@@ -94,6 +113,7 @@ static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return fd;
 	int rc = 0;
 	const uint8_t *src = q->data;
+	const struct xprt_rma_desc rd = rma_desc(q);
 	for (uint32_t i = 0; i < q->nseg && rc == 0; i++) {
 		const struct wire_seg *s = &q->seg[i];
 		if (!q->has_rma) {
@@ -103,9 +123,11 @@ static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		}
 		for (uint64_t k = 0; k < s->len && rc == 0;) {
 			size_t piece = s->len - k > BULK_PIECE ? BULK_PIECE : (size_t)(s->len - k);
-			rc = xprt_rma_read(r, &q->rma, s->bufoff + k, w->bulk, piece);
+			rc = xprt_rma_read(r, &rd, s->bufoff + k, w->bulk, piece);
 			if (rc == 0)
 				rc = full_pwrite(fd, w->bulk, piece, s->off + k);
+			else
+				bulk_retire(r, w);
 			k += piece;
 		}
 	}
@@ -122,6 +144,7 @@ static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct wo
 	if (fd < 0 && fd != -ENOENT)
 		return fd;
 	uint8_t *gotp = wenc_reserve(e, 4 + 8 * (size_t)q->nseg);
+	const struct xprt_rma_desc rd = rma_desc(q);
 	uint8_t *data = NULL;
 	int rc = 0;
 	if (!gotp)
@@ -154,8 +177,9 @@ static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct wo
 					rc = (int)k;
 					break;
 				}
-				if (k > 0)
-					rc = xprt_rma_write(r, &q->rma, s->bufoff + got, w->bulk, (size_t)k);
+				if (k > 0 &&
+				    (rc = xprt_rma_write(r, &rd, s->bufoff + got, w->bulk, (size_t)k)) < 0)
+					bulk_retire(r, w);
 				got += (uint64_t)k;
 				if ((size_t)k < piece)
 					break;
@@ -348,6 +372,20 @@ static void reply_status(xprt_req_t *r, uint8_t *buf, const struct wire_hdr *rq,
 	                     .body_len = (uint32_t)(len - WIRE_HDR_LEN), .status = status};
 	wire_hdr_put(buf, &h);
 	xprt_reply(r, buf, len);
+}
+
+int handle_admit(const void *msg, size_t len, void *arg)
+{
+	struct chfsd *d = arg;
+	struct wire_hdr h;
+	if (wire_hdr_get(msg, len, &h) == 0 && secret_equal(h.secret, d->secret))
+		return 1;
+	/* The sender's address is only claimed: no reply, and at most one log line a second. */
+	static _Atomic long last;
+	long now = (long)time(NULL);
+	if (atomic_exchange(&last, now) != now)
+		log_warn("refused a request: wrong or missing pool secret, or malformed (no reply sent)");
+	return 0;
 }
 
 void handle_request(xprt_req_t *r, void *arg)

@@ -93,6 +93,12 @@ void xprt_mem_deregister(xprt_mem_t *mr);
 /* ---- server side ---- */
 
 typedef void (*xprt_handler_fn)(xprt_req_t *r, void *arg);
+/* Admission: called on the progress thread with each request's body before the transport keeps
+ * any state for its sender (the sender's address in a request is only claimed, not proven). A
+ * request it rejects (returns 0) is dropped: no peer or address-vector entry, no reply to the
+ * claimed address. Must be cheap and must not block. Set it before xprt_serve. */
+typedef int (*xprt_admit_fn)(const void *body, size_t len, void *arg);
+int xprt_serve_admit(xprt_t *x, xprt_admit_fn fn, void *arg);
 /* Start calling h(r, arg) on the worker threads for every request; returns at once. Each request
  * must be answered with exactly one xprt_reply() (which releases r). */
 int xprt_serve(xprt_t *x, xprt_handler_fn h, void *arg);
@@ -100,16 +106,33 @@ const void *xprt_req_data(const xprt_req_t *r, size_t *len);
 /* The client's address string (for logs and membership). */
 const char *xprt_req_peer_addr(const xprt_req_t *r);
 /* Pull len bytes at remote->addr + off of the requesting client into local (write RPCs), or push
- * local to it (read RPCs). Blocks the calling worker until the transfer completed or failed. */
+ * local to it (read RPCs). Blocks the calling worker until the transfer completed or failed;
+ * -ETIMEDOUT only when no XPRT_RMA_CHUNK completed for XPRT_RMA_STALL_MS (a slow transfer that
+ * progresses never times out). After a failure, parts of the transfer may still be running and
+ * touch `local`: hand that buffer (from malloc) to xprt_rma_retire() and never use it again. */
+#define XPRT_RMA_CHUNK ((size_t)1 << 20)
+#define XPRT_RMA_STALL_MS 10000
 int xprt_rma_read(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local,
                   size_t len);
 int xprt_rma_write(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off,
                    const void *local, size_t len);
+/* Give up the malloc'd buffer of a failed xprt_rma_read/write of request r (before replying): it
+ * is freed once no operation of r can touch it any more (at once if none is left). */
+void xprt_rma_retire(xprt_req_t *r, void *buf);
 int xprt_reply(xprt_req_t *r, const void *rep, size_t len);
+/* Client side: the timeout for a call whose server moves `bytes` by RMA, given the timeout of a
+ * call without bulk data (<= 0: none): base_ms plus the time the bytes take at
+ * XPRT_TRANSFER_MIN_RATE. The client cannot see the server's progress, so this is a rate, not a
+ * stall detector: generous enough for slow links, short enough that a dead server is noticed
+ * (a 1 MiB write to a killed server fails after base_ms + 1 s, not base_ms + 10 s). */
+#define XPRT_TRANSFER_MIN_RATE ((uint64_t)1 << 20) /* bytes per second */
+int xprt_transfer_timeout_ms(int base_ms, uint64_t bytes);
 
 /* Counters for benchmarks and tests. */
 struct xprt_stats {
 	uint64_t calls, requests, replies, rma_reads, rma_writes, rma_bytes, timeouts, wakeups;
+	uint64_t refused; /* requests the admission function rejected */
+	uint64_t peers;   /* entries in the peer cache */
 };
 void xprt_get_stats(const xprt_t *x, struct xprt_stats *s);
 

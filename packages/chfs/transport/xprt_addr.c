@@ -7,7 +7,8 @@
  * NUL-terminated endpoint name "<name>~<tag>" (set with fi_setname; the tag is new for every
  * incarnation) and <rest> is the stable <name>. Peers are cached by raw address: a peer connected
  * by string has the bare name as key and follows restarts through the doorbell file; a peer seen
- * in a request is pinned to that incarnation (replies must go to the process that asked).
+ * in a request is pinned to that incarnation (replies must go to the process that asked). How an
+ * shm peer is resolved and re-resolved lives in xprt_shm.c.
  */
 #include "xprt_internal.h"
 
@@ -85,19 +86,6 @@ int xprt_format_addr(enum xprt_kind k, const void *raw, size_t rawlen, char *buf
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
-/* Valid shm endpoint names: what shm_open accepts and a shell prints safely. */
-static bool shm_name_ok(const char *s)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n > 64)
-		return false;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-		      *s == '-' || *s == '_' || *s == '.'))
-			return false;
-	return true;
-}
-
 /* "host:port" (IPv4 literal or resolvable name) -> sockaddr_in. */
 static int parse_inet(const char *rest, struct sockaddr_in *sin)
 {
@@ -128,74 +116,15 @@ static int parse_inet(const char *rest, struct sockaddr_in *sin)
 	return 0;
 }
 
-static void doorbell_name(const xprt_peer_t *p, char *name, size_t size)
-{
-	snprintf(name, size, "%s", p->addr + strlen("shm://"));
-}
-
-/* shm, peer_mu held: find the endpoint name now serving p and make fi_addr point at it. A name
- * seen for the first time gets its own AV entry; the entry of a previous incarnation is left in
- * the AV unused (removing it is what crashes libfabric 1.17, see shm_doorbell.h). */
-static void shm_resolve(xprt_t *x, xprt_peer_t *p)
-{
-	char name[XPRT_ADDR_MAX], ep[XPRT_ADDR_MAX];
-	doorbell_name(p, name, sizeof name);
-	shm_doorbell_unmap(p->db);
-	p->db_ident = shm_doorbell_ident(name);
-	p->db = shm_doorbell_open(name);
-	int have = shm_doorbell_epname(p->db, ep, sizeof ep);
-	if (p->pinned) {
-		/* The incarnation is fixed; its doorbell is useful only while it is that one's. */
-		if (have < 0 || strcmp(ep, (const char *)p->raw) != 0) {
-			shm_doorbell_unmap(p->db);
-			p->db = NULL;
-		}
-		snprintf(ep, sizeof ep, "%s", (const char *)p->raw);
-	} else if (have < 0) {
-		p->fi_addr = FI_ADDR_NOTAVAIL;
-		p->ep[0] = 0;
-		return;
-	}
-	if (p->ep[0] && strcmp(p->ep, ep) == 0)
-		return;
-	fi_addr_t fa;
-	if (fi_av_insert(x->av, ep, 1, &fa, 0, NULL) != 1) {
-		p->fi_addr = FI_ADDR_NOTAVAIL;
-		p->ep[0] = 0;
-		return;
-	}
-	p->fi_addr = fa;
-	snprintf(p->ep, sizeof p->ep, "%s", ep);
-}
-
 void xprt_peer_check(xprt_t *x, xprt_peer_t *p)
 {
-	if (x->kind != XPRT_SHM || atomic_load(&p->stale))
-		return;
-	char name[XPRT_ADDR_MAX];
-	doorbell_name(p, name, sizeof name);
-	if (shm_doorbell_ident(name) != p->db_ident)
-		atomic_store(&p->stale, true);
+	if (x->kind == XPRT_SHM)
+		xprt_shm_peer_check(x, p);
 }
 
 fi_addr_t xprt_peer_fi_addr(xprt_t *x, xprt_peer_t *p)
 {
-	if (x->kind != XPRT_SHM)
-		return p->fi_addr;
-	/* One load per send: the owner marks its doorbell closed at close, a successor marks its
-	 * predecessor's; a peer first resolved while nobody served the name has no doorbell. */
-	struct shm_doorbell *db = p->db;
-	if (!atomic_load(&p->stale) && db && !atomic_load(&db->closed))
-		return p->fi_addr;
-	pthread_mutex_lock(&x->peer_mu);
-	db = p->db;
-	if (atomic_load(&p->stale) || !db || atomic_load(&db->closed)) {
-		atomic_store(&p->stale, false);
-		shm_resolve(x, p);
-	}
-	fi_addr_t fa = p->fi_addr;
-	pthread_mutex_unlock(&x->peer_mu);
-	return fa;
+	return x->kind == XPRT_SHM ? xprt_shm_peer_fi_addr(x, p) : p->fi_addr;
 }
 
 static unsigned raw_hash(const void *raw, size_t len)
@@ -230,7 +159,7 @@ int xprt_peer_by_raw(xprt_t *x, const void *raw, size_t rawlen, xprt_peer_t **ou
 		goto out;
 	if (x->kind == XPRT_SHM) {
 		p->pinned = memchr(raw, XPRT_SHM_TAG_SEP, rawlen) != NULL;
-		shm_resolve(x, p); /* may leave FI_ADDR_NOTAVAIL: resolved again at the next send */
+		xprt_shm_resolve(x, p); /* may leave FI_ADDR_NOTAVAIL: resolved at the next send */
 	} else {
 		int n = fi_av_insert(x->av, p->raw, 1, &p->fi_addr, 0, NULL);
 		if (n != 1) {
@@ -240,6 +169,7 @@ int xprt_peer_by_raw(xprt_t *x, const void *raw, size_t rawlen, xprt_peer_t **ou
 	}
 	p->next = x->peers[h];
 	x->peers[h] = p;
+	atomic_fetch_add(&x->st.peers, 1);
 	*out = p;
 	p = NULL;
 	rc = 0;
@@ -258,6 +188,7 @@ void xprt_peers_free(xprt_t *x)
 			shm_doorbell_unmap(p->db);
 			free(p);
 		}
+	xprt_shm_retired_free(x);
 }
 
 int xprt_connect(xprt_t *x, const char *addr, xprt_peer_t **out)
@@ -278,7 +209,7 @@ int xprt_connect(xprt_t *x, const char *addr, xprt_peer_t **out)
 		return -EINVAL;
 	const char *rest = sep + 3;
 	if (k == XPRT_SHM) {
-		if (!shm_name_ok(rest))
+		if (!xprt_shm_name_ok(rest))
 			return -EINVAL;
 		return xprt_peer_by_raw(x, rest, strlen(rest) + 1, out);
 	}

@@ -4,8 +4,10 @@
  * Module map: xprt_open.c (provider choice, endpoint set-up and teardown), xprt_addr.c (address
  * strings, the peer cache), xprt_progress.c (the progress thread: reads the CQ and routes each
  * completion to its operation), xprt_call.c (client calls matched to replies by id), xprt_serve.c
- * (request queue, worker pool, replies, RMA), xprt_mem.c (memory registration), xprt_fastinit.c (cheap libfabric start-up), shm_doorbell.c
- * (futex wake-up for the shm provider, which has no CQ wait object in libfabric 1.17).
+ * (request queue, worker pool, replies, RMA), xprt_mem.c (memory registration), xprt_fastinit.c
+ * (cheap libfabric start-up), xprt_shm.c (everything only the shm provider needs: incarnation
+ * names, peers that follow restarts, the sleeping progress loop), shm_doorbell.c (the futex
+ * wake-up file it uses, as shm has no CQ wait object in libfabric 1.17).
  *
  * Every posted libfabric operation carries a struct xprt_op as its context; the progress thread
  * dispatches on op->kind. Messages are untagged (fi_send/fi_recv): libfabric 1.17's shm matches
@@ -39,8 +41,10 @@
 #define XPRT_RBUF_SIZE (XPRT_HDR_SIZE + XPRT_ADDR_MAX + XPRT_MAX_BODY)
 #define XPRT_NBUFS_SERVER 48 /* receive buffers posted at open by a server */
 #define XPRT_NBUFS_CLIENT 16 /* ... by a client; both grow with the calls in flight */
-#define XPRT_NBUFS_MAX 4096
-#define XPRT_RMA_TIMEOUT_MS 30000
+/* Bound of the receive-buffer pool (~135 KiB each, so ~35 MB): with more calls in flight, the
+ * extra replies arrive unexpected and the provider buffers them (untagged messages, see above).
+ * Was 4096 (~550 MB, never freed). */
+#define XPRT_NBUFS_MAX 256
 #define XPRT_SHM_TAG_SEP '~' /* separates an shm name from its incarnation tag */
 
 enum xprt_kind { XPRT_TCP, XPRT_SHM, XPRT_VERBS, XPRT_SOCKETS };
@@ -73,6 +77,7 @@ struct xprt_rmaop { /* an RMA a worker waits for; two references (worker, comple
 	atomic_bool done;
 	int err;
 	struct fid_mr *local_mr; /* only with FI_MR_LOCAL */
+	struct xprt_rma_late *late; /* set when the worker gave up on it: freed with it */
 };
 
 struct xprt_peer {
@@ -81,7 +86,9 @@ struct xprt_peer {
 	size_t rawlen;
 	unsigned char raw[XPRT_ADDR_MAX];
 	char addr[XPRT_ADDR_MAX + 16]; /* printable "<proto>://..." */
-	struct shm_doorbell *db;      /* shm: the peer's wake-up word, NULL if unavailable */
+	/* shm: the peer's wake-up word, NULL if unavailable. Loaded without a lock by senders; a
+	 * mapping replaced after a restart is retired (x->db_retired), never unmapped before close. */
+	struct shm_doorbell *_Atomic db;
 	unsigned long db_ident;       /* shm: which incarnation of the peer db belongs to */
 	atomic_bool stale;            /* shm: the peer restarted; resolve again before the next send */
 	/* shm: a raw address with a "~tag" names one incarnation (requests carry those); one
@@ -115,6 +122,7 @@ struct xprt_req {
 	const char *body;
 	size_t bodylen;
 	struct xprt_rbuf *buf; /* owns body */
+	struct xprt_rma_late *late; /* RMA operations given up on but maybe still running */
 };
 
 #define XPRT_HASH 1024
@@ -146,6 +154,8 @@ struct xprt {
 	/* peers, by raw address */
 	pthread_mutex_t peer_mu;
 	struct xprt_peer *peers[XPRT_HASH];
+	struct shm_doorbell **db_retired; /* peer_mu: replaced doorbell mappings, unmapped at close */
+	size_t ndb_retired, capdb_retired;
 
 	/* calls in flight, by id */
 	pthread_mutex_t call_mu;
@@ -168,6 +178,8 @@ struct xprt {
 	/* server */
 	xprt_handler_fn handler;
 	void *handler_arg;
+	xprt_admit_fn admit;
+	void *admit_arg;
 	unsigned nworkers;
 	pthread_t *workers;
 	unsigned nworkers_started;
@@ -181,7 +193,7 @@ struct xprt {
 
 	struct {
 		atomic_uint_fast64_t calls, requests, replies, rma_reads, rma_writes, rma_bytes,
-			timeouts, wakeups;
+			timeouts, wakeups, refused, peers;
 	} st;
 };
 
@@ -196,6 +208,24 @@ int xprt_post_recv(xprt_t *x, struct xprt_rbuf *b);
  * thread. Returns when *flag is set or the spin budget is spent. No-op on other providers. */
 void xprt_poll_before_wait(xprt_t *x, atomic_bool *flag);
 int xprt_fi_err(int fi_err);
+
+/* Read one batch of completions (timeout_ms < 0: do not wait); returns how many were handled. */
+int xprt_poll_cq(xprt_t *x, int timeout_ms);
+
+/* xprt_shm.c — the shm backend; the generic modules call these only when kind == XPRT_SHM. */
+bool xprt_shm_name_ok(const char *s);
+/* Choose the stable name (host, or a unique "chfs-<pid>-<n>") and this incarnation's endpoint
+ * name x->shm_epname. */
+int xprt_shm_name(xprt_t *x, const char *host, char *name, size_t size);
+/* Sweep what killed processes left (once per process), then create our doorbell. */
+int xprt_shm_open_doorbell(xprt_t *x);
+void xprt_shm_resolve(xprt_t *x, xprt_peer_t *p); /* peer_mu held */
+void xprt_shm_peer_check(xprt_t *x, xprt_peer_t *p);
+fi_addr_t xprt_shm_peer_fi_addr(xprt_t *x, xprt_peer_t *p);
+void xprt_shm_retired_free(xprt_t *x); /* at close, threads stopped */
+void xprt_shm_progress(xprt_t *x);
+void xprt_shm_kick(xprt_t *x, xprt_peer_t *peer);
+void xprt_shm_poll_before_wait(xprt_t *x, atomic_bool *flag);
 
 /* xprt_fastinit.c: bracket the process's first fi_getinfo (see there). */
 void xprt_fastinit_begin(void);

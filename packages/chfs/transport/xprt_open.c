@@ -21,15 +21,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 
-static atomic_uint shm_name_seq;
-static pthread_once_t shm_sweep_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t first_getinfo_mu = PTHREAD_MUTEX_INITIALIZER;
 static bool first_getinfo_done;
 
@@ -126,23 +123,11 @@ static int get_info(xprt_t *x, const struct xprt_opts *o, char *shm_name, size_t
 	uint64_t flags = 0;
 	int rc = 0;
 	if (x->kind == XPRT_SHM) {
-		if (o->host && *o->host) {
-			if (strchr(o->host, XPRT_SHM_TAG_SEP) || strlen(o->host) > 64) {
-				rc = -EINVAL;
-				goto out;
-			}
-			snprintf(shm_name, shm_size, "%s", o->host);
-		}
-		else
-			snprintf(shm_name, shm_size, "chfs-%d-%u", (int)getpid(),
-				 atomic_fetch_add(&shm_name_seq, 1));
+		rc = xprt_shm_name(x, o->host, shm_name, shm_size);
+		if (rc < 0)
+			goto out;
 		n = shm_name;
 		flags = FI_SOURCE;
-		uint32_t tag = 0;
-		if (getrandom(&tag, sizeof tag, 0) != (ssize_t)sizeof tag)
-			tag = (uint32_t)getpid() ^ (uint32_t)time(NULL) ^ atomic_load(&shm_name_seq) << 20;
-		snprintf(x->shm_epname, sizeof x->shm_epname, "%s%c%08x", shm_name, XPRT_SHM_TAG_SEP,
-			 tag);
 	} else if (o->is_server || (o->host && *o->host)) {
 		rc = resolve_listen(o->host ? o->host : "127.0.0.1", node, sizeof node, service,
 				    sizeof service);
@@ -244,12 +229,8 @@ int xprt_open(const struct xprt_opts *o, xprt_t **out)
 	rc = get_info(x, o, x->shm_name, sizeof x->shm_name);
 	if (!rc)
 		rc = open_endpoint(x);
-	if (!rc && x->kind == XPRT_SHM) {
-		pthread_once(&shm_sweep_once, shm_doorbell_sweep);
-		x->self_db = shm_doorbell_create(x->shm_name, x->shm_epname);
-		if (!x->self_db)
-			rc = -errno;
-	}
+	if (!rc && x->kind == XPRT_SHM)
+		rc = xprt_shm_open_doorbell(x);
 	x->nbufs_base = x->is_server ? XPRT_NBUFS_SERVER : XPRT_NBUFS_CLIENT;
 	if (!rc)
 		rc = xprt_grow_bufs(x, x->nbufs_base);
@@ -314,4 +295,6 @@ void xprt_get_stats(const xprt_t *x, struct xprt_stats *s)
 	s->rma_bytes = x->st.rma_bytes;
 	s->timeouts = x->st.timeouts;
 	s->wakeups = x->st.wakeups;
+	s->refused = x->st.refused;
+	s->peers = x->st.peers;
 }

@@ -9,11 +9,8 @@
  * Waiting when idle:
  *  - tcp, verbs, sockets: fi_cq_sread on a FI_WAIT_UNSPEC CQ blocks in the kernel and still drives
  *    progress; xprt_close interrupts it with fi_cq_signal.
- *  - shm has no wait object (sread spins at 100% and ignores its timeout), so the thread polls
- *    with fi_cq_read, yields for a few empty polls after the last activity, then sleeps on its
- *    futex doorbell. Whoever posts work for this process — a peer sending to it, a local thread
- *    starting a send or an RMA — rings the bell; the sleep timeout doubles from 1 ms to 100 ms
- *    as a safety net, so an idle process wakes ~10 times a second (0.1% CPU measured).
+ *  - shm has no wait object (sread spins at 100% and ignores its timeout): its loop polls and
+ *    sleeps on a futex doorbell, in xprt_shm.c.
  */
 #include "xprt_internal.h"
 
@@ -28,16 +25,6 @@
 #include <rdma/fi_errno.h>
 
 #define CQ_BATCH 16
-/* Empty polls (each followed by sched_yield) before the progress thread sleeps on its doorbell.
- * Every party that posts work rings the bell, so spinning buys little and costs a core that
- * the peer process needs: profiles showed half the CPU in clock/lock calls of idle polls. */
-#define SHM_IDLE_POLLS 4
-/* Polls a waiting thread makes itself: enough to pick up a completion that is already queued
- * (a CMA RMA completes inside fi_read) without a hand-off through the progress thread. */
-#define SHM_WAITER_POLLS 2
-#define SHM_SLEEP_MIN_US 1000L
-#define SHM_SLEEP_MAX_US 100000L
-
 void xprt_deadline(struct timespec *ts, int timeout_ms)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);
@@ -155,7 +142,7 @@ static void handle_err(xprt_t *x)
 }
 
 /* Read one batch; returns the number of completions handled (errors count), 0 if none. */
-static int poll_cq(xprt_t *x, int timeout_ms)
+int xprt_poll_cq(xprt_t *x, int timeout_ms)
 {
 	struct fi_cq_tagged_entry ents[CQ_BATCH];
 	ssize_t n = timeout_ms >= 0 ? fi_cq_sread(x->cq, ents, CQ_BATCH, NULL, timeout_ms)
@@ -172,53 +159,11 @@ static int poll_cq(xprt_t *x, int timeout_ms)
 	return 0;
 }
 
-void xprt_poll_before_wait(xprt_t *x, atomic_bool *flag)
-{
-	if (x->kind != XPRT_SHM)
-		return;
-	for (int i = 0; i < SHM_WAITER_POLLS && !atomic_load(flag); i++)
-		poll_cq(x, -1);
-}
-
 static void progress_blocking(xprt_t *x)
 {
 	while (!atomic_load(&x->stopping)) {
 		atomic_fetch_add(&x->st.wakeups, 1);
-		poll_cq(x, 200);
-	}
-}
-
-static void progress_shm(xprt_t *x)
-{
-	struct shm_doorbell *db = x->self_db;
-	long sleep_us = SHM_SLEEP_MIN_US;
-	int idle = 0;
-	while (!atomic_load(&x->stopping)) {
-		if (poll_cq(x, -1) > 0) {
-			idle = 0;
-			sleep_us = SHM_SLEEP_MIN_US;
-			continue;
-		}
-		if (++idle < SHM_IDLE_POLLS) {
-			sched_yield();
-			continue;
-		}
-		idle = 0;
-		uint32_t seq = atomic_load(&db->seq);
-		atomic_store(&db->sleeping, 1);
-		atomic_thread_fence(memory_order_seq_cst);
-		if (poll_cq(x, -1) > 0 || atomic_load(&x->stopping)) {
-			atomic_store(&db->sleeping, 0);
-			continue;
-		}
-		shm_doorbell_wait(db, seq, sleep_us);
-		atomic_store(&db->sleeping, 0);
-		atomic_fetch_add(&x->st.wakeups, 1);
-		if (atomic_load(&db->seq) != seq) {
-			sleep_us = SHM_SLEEP_MIN_US;
-		} else if (sleep_us < SHM_SLEEP_MAX_US) {
-			sleep_us *= 2;
-		}
+		xprt_poll_cq(x, 200);
 	}
 }
 
@@ -226,7 +171,7 @@ static void *progress_main(void *arg)
 {
 	xprt_t *x = arg;
 	if (x->kind == XPRT_SHM)
-		progress_shm(x);
+		xprt_shm_progress(x);
 	else
 		progress_blocking(x);
 	return NULL;
@@ -256,9 +201,12 @@ void xprt_progress_stop(xprt_t *x)
 
 void xprt_kick(xprt_t *x, xprt_peer_t *peer)
 {
-	if (x->kind != XPRT_SHM)
-		return;
-	if (peer && peer->db)
-		shm_doorbell_ring(peer->db);
-	shm_doorbell_ring(x->self_db);
+	if (x->kind == XPRT_SHM)
+		xprt_shm_kick(x, peer);
+}
+
+void xprt_poll_before_wait(xprt_t *x, atomic_bool *flag)
+{
+	if (x->kind == XPRT_SHM)
+		xprt_shm_poll_before_wait(x, flag);
 }

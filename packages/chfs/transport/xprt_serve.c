@@ -1,16 +1,27 @@
 /*
  * xprt_serve.c — the server side: request queue, worker pool, replies and RMA.
  *
- * The progress thread hands each received request buffer to the queue and posts a fresh buffer
+ * The progress thread first asks the admission function (the layer above checks its credential
+ * there), so a request without one creates no peer, no AV entry and gets no reply; then it hands
+ * each received request buffer to the queue and posts a fresh buffer
  * in its place (so receives stay posted while handlers run); the buffer then belongs to the
  * request until xprt_reply returns it to a small free list. Workers pop requests FIFO and call
  * the handler. RMA operations are issued from the worker and completed by the progress thread;
- * the operation is reference-counted (worker + completion), so a worker that gives up after
- * XPRT_RMA_TIMEOUT_MS leaves a live object behind for a completion that may still come.
+ * each operation is reference-counted (worker + completion), so a worker that gives up leaves a
+ * live object behind for a completion that may still come.
+ *
+ * A transfer is cut into chunks (XPRT_RMA_CHUNK, a few in flight) and is declared stalled only
+ * when no chunk completed for XPRT_RMA_STALL_MS: the allowed time scales with the bytes moved.
+ * A transfer the worker gave up on may still land in (or read from) the worker's buffer later:
+ * libfabric 1.17 cannot cancel an RMA, and the providers here need no local registration that
+ * could be closed. So the operations still in flight are attached to a "late" record of the
+ * request, and the caller hands the buffer over with xprt_rma_retire(): it is freed only when
+ * the last late operation has ended, and never reused.
  */
 #include "xprt_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +64,12 @@ void xprt_enqueue_request(xprt_t *x, struct xprt_rbuf *b, const struct xprt_hdr 
 	xprt_peer_t *peer;
 	struct xprt_req *r = NULL;
 	struct xprt_rbuf *nb = NULL;
+	if (x->admit && !x->admit(b->data + XPRT_HDR_SIZE + h->addrlen, h->bodylen, x->admit_arg)) {
+		atomic_fetch_add(&x->st.refused, 1);
+		if (xprt_post_recv(x, b) < 0)
+			fprintf(stderr, "xprt: cannot repost a receive buffer\n");
+		return;
+	}
 	if (xprt_peer_by_raw(x, b->data + XPRT_HDR_SIZE, h->addrlen, &peer) < 0 ||
 	    !(r = malloc(sizeof *r)) || !(nb = rbuf_get())) {
 		/* keep the receive posted; this request is dropped and its caller times out */
@@ -76,6 +93,7 @@ void xprt_enqueue_request(xprt_t *x, struct xprt_rbuf *b, const struct xprt_hdr 
 	r->body = b->data + XPRT_HDR_SIZE + h->addrlen;
 	r->bodylen = h->bodylen;
 	r->buf = b;
+	r->late = NULL;
 	atomic_fetch_add(&x->st.requests, 1);
 	pthread_mutex_lock(&x->q_mu);
 	if (x->q_tail)
@@ -87,8 +105,28 @@ void xprt_enqueue_request(xprt_t *x, struct xprt_rbuf *b, const struct xprt_hdr 
 	pthread_mutex_unlock(&x->q_mu);
 }
 
+/* Shared by the operations of a request that were still in flight when the worker gave up: the
+ * buffer they target (handed over by xprt_rma_retire) is freed when the last of them ends. */
+struct xprt_rma_late {
+	atomic_int refs; /* one per such operation + one for the request until it retires */
+	void *buf;
+};
+
+static void late_put(struct xprt_rma_late *l)
+{
+	if (atomic_fetch_sub(&l->refs, 1) != 1)
+		return;
+	free(l->buf);
+	free(l);
+}
+
 static void req_free(struct xprt_req *r)
 {
+	if (r->late) {
+		struct xprt_rma_late *l = r->late;
+		r->late = NULL;
+		late_put(l);
+	}
 	rbuf_put(r->buf);
 	free(r);
 }
@@ -111,6 +149,15 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&x->q_mu);
 		x->handler(r, x->handler_arg);
 	}
+}
+
+int xprt_serve_admit(xprt_t *x, xprt_admit_fn fn, void *arg)
+{
+	if (!x || !x->is_server || x->workers)
+		return -EINVAL;
+	x->admit = fn;
+	x->admit_arg = arg;
+	return 0;
 }
 
 int xprt_serve(xprt_t *x, xprt_handler_fn h, void *arg)
@@ -183,6 +230,8 @@ static void rmaop_put(struct xprt_rmaop *op)
 		return;
 	if (op->local_mr)
 		fi_close(&op->local_mr->fid);
+	if (op->late)
+		late_put(op->late);
 	pthread_mutex_destroy(&op->mu);
 	pthread_cond_destroy(&op->cv);
 	free(op);
@@ -198,17 +247,11 @@ void xprt_rma_complete(struct xprt_rmaop *op, int err)
 	rmaop_put(op);
 }
 
-static int rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local,
-               size_t len, bool is_read)
+static struct xprt_rmaop *rmaop_new(void)
 {
-	if (!r || !remote || (!local && len) || off > remote->len || len > remote->len - off)
-		return -EINVAL;
-	if (len == 0)
-		return 0;
-	xprt_t *x = r->x;
 	struct xprt_rmaop *op = calloc(1, sizeof *op);
 	if (!op)
-		return -ENOMEM;
+		return NULL;
 	op->op.kind = XPRT_OP_RMA;
 	atomic_init(&op->refs, 2);
 	pthread_condattr_t ca;
@@ -217,39 +260,37 @@ static int rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, 
 	pthread_cond_init(&op->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&op->mu, NULL);
+	return op;
+}
+
+static void rmaop_abort(struct xprt_rmaop *op) /* never posted: only our reference exists */
+{
+	atomic_store(&op->refs, 1);
+	rmaop_put(op);
+}
+
+/* Post one chunk; retries -FI_EAGAIN (the provider's queue is full) until the deadline. */
+static int rma_post(xprt_req_t *r, fi_addr_t dest, struct xprt_rmaop *op, char *local,
+                    size_t len, uint64_t raddr, uint64_t key, bool is_read,
+                    const struct timespec *deadline)
+{
+	xprt_t *x = r->x;
 	void *desc = NULL;
 	ssize_t rc;
 	if (x->mr_mode & FI_MR_LOCAL) {
 		rc = fi_mr_reg(x->domain, local, len, is_read ? FI_READ : FI_WRITE, 0,
 			       atomic_fetch_add(&x->next_key, 1), 0, &op->local_mr, NULL);
-		if (rc) {
-			atomic_store(&op->refs, 1);
-			rmaop_put(op);
+		if (rc)
 			return xprt_fi_err((int)rc);
-		}
 		desc = fi_mr_desc(op->local_mr);
 	}
-	struct timespec deadline;
-	xprt_deadline(&deadline, XPRT_RMA_TIMEOUT_MS);
-	uint64_t raddr = remote->addr + off;
-	fi_addr_t dest = xprt_peer_fi_addr(x, r->peer);
-	if (dest == FI_ADDR_NOTAVAIL) {
-		atomic_store(&op->refs, 1);
-		rmaop_put(op);
-		return -EHOSTUNREACH;
-	}
 	for (unsigned spins = 0;; spins++) {
-		rc = is_read ? fi_read(x->ep, local, len, desc, dest, raddr, remote->key,
-				       &op->op)
-			     : fi_write(x->ep, local, len, desc, dest, raddr, remote->key,
-					&op->op);
+		rc = is_read ? fi_read(x->ep, local, len, desc, dest, raddr, key, &op->op)
+			     : fi_write(x->ep, local, len, desc, dest, raddr, key, &op->op);
 		if (rc == 0)
 			break;
-		if (rc != -FI_EAGAIN || xprt_past(&deadline)) {
-			atomic_store(&op->refs, 1);
-			rmaop_put(op);
+		if (rc != -FI_EAGAIN || xprt_past(deadline))
 			return rc == -FI_EAGAIN ? -ETIMEDOUT : xprt_fi_err((int)rc);
-		}
 		xprt_kick(x, r->peer);
 		if (spins < 16)
 			sched_yield();
@@ -257,19 +298,119 @@ static int rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, 
 			usleep(10);
 	}
 	xprt_kick(x, r->peer);
+	return 0;
+}
+
+static int rma_wait(xprt_t *x, struct xprt_rmaop *op, const struct timespec *deadline)
+{
 	xprt_poll_before_wait(x, &op->done);
 	pthread_mutex_lock(&op->mu);
 	while (!op->done)
-		if (pthread_cond_timedwait(&op->cv, &op->mu, &deadline) == ETIMEDOUT)
+		if (pthread_cond_timedwait(&op->cv, &op->mu, deadline) == ETIMEDOUT)
 			break;
 	int err = op->done ? op->err : -ETIMEDOUT;
 	pthread_mutex_unlock(&op->mu);
+	return err;
+}
+
+/* The worker gives up on an operation that may still be running: it keeps the request's late
+ * record alive, so the buffer it targets is never recycled before it ended. Without memory for
+ * the record, wait for the operation however long it takes (never corrupt). */
+static void rma_detach(xprt_req_t *r, struct xprt_rmaop *op)
+{
+	if (!r->late && (r->late = calloc(1, sizeof *r->late)) != NULL)
+		atomic_init(&r->late->refs, 1);
+	pthread_mutex_lock(&op->mu);
+	if (!op->done && r->late) {
+		atomic_fetch_add(&r->late->refs, 1);
+		op->late = r->late;
+	}
+	while (!op->done && !op->late)
+		pthread_cond_wait(&op->cv, &op->mu);
+	pthread_mutex_unlock(&op->mu);
 	rmaop_put(op);
+}
+
+/* A transfer is cut into XPRT_RMA_CHUNK pieces with up to RMA_WINDOW of them in flight; the
+ * deadline is XPRT_RMA_STALL_MS after the last chunk that completed, so a slow but progressing
+ * transfer of any size goes on and only a stalled one fails. */
+#define RMA_WINDOW 4
+static int rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local,
+               size_t len, bool is_read)
+{
+	if (!r || !remote || (!local && len) || off > remote->len || len > remote->len - off)
+		return -EINVAL;
+	if (len == 0)
+		return 0;
+	xprt_t *x = r->x;
+	fi_addr_t dest = xprt_peer_fi_addr(x, r->peer);
+	if (dest == FI_ADDR_NOTAVAIL)
+		return -EHOSTUNREACH;
+	struct xprt_rmaop *win[RMA_WINDOW];
+	unsigned head = 0, n = 0; /* win[head .. head+n) in flight, oldest first */
+	size_t posted = 0;
+	int err = 0;
+	struct timespec deadline;
+	xprt_deadline(&deadline, XPRT_RMA_STALL_MS);
+	while (err == 0 && (posted < len || n > 0)) {
+		while (err == 0 && posted < len && n < RMA_WINDOW) {
+			size_t k = len - posted > XPRT_RMA_CHUNK ? XPRT_RMA_CHUNK : len - posted;
+			struct xprt_rmaop *op = rmaop_new();
+			err = op ? rma_post(r, dest, op, (char *)local + posted, k,
+			                    remote->addr + off + posted, remote->key, is_read,
+			                    &deadline)
+			         : -ENOMEM;
+			if (err) {
+				if (op)
+					rmaop_abort(op);
+				break;
+			}
+			win[(head + n++) % RMA_WINDOW] = op;
+			posted += k;
+		}
+		if (n == 0)
+			break;
+		struct xprt_rmaop *op = win[head];
+		int rc = rma_wait(x, op, &deadline);
+		if (rc == -ETIMEDOUT) {
+			err = rc;
+			break;
+		}
+		head = (head + 1) % RMA_WINDOW;
+		n--;
+		rmaop_put(op);
+		err = rc;
+		xprt_deadline(&deadline, XPRT_RMA_STALL_MS); /* progress: the stall clock restarts */
+	}
+	for (; n > 0; n--, head = (head + 1) % RMA_WINDOW)
+		rma_detach(r, win[head]);
 	if (err == 0) {
 		atomic_fetch_add(is_read ? &x->st.rma_reads : &x->st.rma_writes, 1);
 		atomic_fetch_add(&x->st.rma_bytes, len);
+	} else if (err == -ETIMEDOUT) {
+		atomic_fetch_add(&x->st.timeouts, 1);
 	}
 	return err;
+}
+
+void xprt_rma_retire(xprt_req_t *r, void *buf)
+{
+	struct xprt_rma_late *l = r ? r->late : NULL;
+	if (!l) {
+		free(buf); /* nothing can touch it any more */
+		return;
+	}
+	l->buf = buf;
+	r->late = NULL;
+	late_put(l); /* freed now or when the last late operation ends */
+}
+
+int xprt_transfer_timeout_ms(int base_ms, uint64_t bytes)
+{
+	if (base_ms <= 0)
+		return base_ms;
+	uint64_t t = (uint64_t)base_ms + bytes * 1000 / XPRT_TRANSFER_MIN_RATE;
+	return t > INT_MAX ? INT_MAX : (int)t;
 }
 
 int xprt_rma_read(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local,

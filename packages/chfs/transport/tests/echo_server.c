@@ -34,6 +34,13 @@ void fill_pattern(void *buf, size_t len, uint32_t seed)
 	}
 }
 
+/* Requests starting with 'X' lack the "credential": refused before any state is kept. */
+static int admit(const void *body, size_t len, void *arg)
+{
+	(void)arg;
+	return !(len > 0 && *(const unsigned char *)body == 'X');
+}
+
 static void handle(xprt_req_t *r, void *arg)
 {
 	size_t len;
@@ -47,6 +54,13 @@ static void handle(xprt_req_t *r, void *arg)
 	case 'E':
 		xprt_reply(r, b + 1, len - 1);
 		return;
+	case 'T': {
+		struct xprt_stats st;
+		xprt_get_stats(arg, &st);
+		uint64_t out[2] = {st.peers, st.refused};
+		xprt_reply(r, out, sizeof out);
+		return;
+	}
 	case 'S': {
 		uint32_t ms;
 		memcpy(&ms, b + 1, 4);
@@ -65,7 +79,8 @@ static void handle(xprt_req_t *r, void *arg)
 		return;
 	}
 	case 'R':
-	case 'W': {
+	case 'W':
+	case 'P': {
 		/* one buffer per worker thread, kept: a fresh 1 MiB malloc per request would be an
 		 * mmap plus 256 page faults each time */
 		static __thread char *buf;
@@ -76,9 +91,11 @@ static void handle(xprt_req_t *r, void *arg)
 			cap = q.len;
 			buf = malloc(cap);
 		}
-		int rc;
+		int rc = 0;
 		uint64_t h = 0;
-		if (b[0] == 'R') {
+		if (b[0] == 'P') {
+			h = fnv1a(buf, q.len); /* what this worker's buffer holds now */
+		} else if (b[0] == 'R') {
 			rc = xprt_rma_read(r, &q.desc, 0, buf, q.len);
 			if (q.seed)
 				h = fnv1a(buf, q.len);
@@ -86,6 +103,11 @@ static void handle(xprt_req_t *r, void *arg)
 			if (q.seed)
 				fill_pattern(buf, q.len, q.seed);
 			rc = xprt_rma_write(r, &q.desc, 0, buf, q.len);
+		}
+		if (rc < 0) { /* a late transfer may still touch buf */
+			xprt_rma_retire(r, buf);
+			buf = NULL;
+			cap = 0;
 		}
 		int64_t out[2] = {rc, (int64_t)h};
 		xprt_reply(r, out, sizeof out);
@@ -114,7 +136,9 @@ pid_t echo_server_start(const char *proto, const char *host, unsigned nworkers, 
 		if (rc == 0)
 			rc = xprt_self_addr(x, a, sizeof a);
 		if (rc == 0)
-			rc = xprt_serve(x, handle, NULL);
+			rc = xprt_serve_admit(x, admit, NULL);
+		if (rc == 0)
+			rc = xprt_serve(x, handle, x);
 		if (rc < 0)
 			snprintf(a, sizeof a, "ERROR %s", strerror(-rc));
 		if (write(fds[1], a, strlen(a) + 1) < 0)

@@ -8,6 +8,10 @@
  *   'W' RMA-write <len> bytes of pattern(seed) into the caller's <desc>, reply {rc, 0}
  *   (seed 0: no hashing / pattern — pure transfer, for xprt-bench)
  *   'Z' reply with <u32 n> bytes of pattern
+ *   'T' reply {u64 peers, u64 refused} (transport stats)
+ *   'X' refused by the admission function: no reply, no state for the sender
+ *   'P' <desc,len> reply {0, hash of the first len bytes of this worker's buffer} (no transfer:
+ *       shows whether the buffer changed after the worker was done with it)
  * The parent gets the address and the child's pid; echo_server_kill() ends it.
  */
 #ifndef CHFS_ECHO_SERVER_H

@@ -1,17 +1,22 @@
 /*
  * xprt_test.c — transport unit tests against a real server in a forked child.
  *
- * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork idle, and sweep (shm only).
+ * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork
+ * idle admit bufs; sweep sweep_attack dblife (shm only); stall slow (tcp only).
  * Each run is bounded by alarm(); the server child is SIGKILLed at the end (and dies with us via
  * PR_SET_PDEATHSIG if we crash). Exit status 0 = every check passed.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,6 +24,7 @@
 #include "echo_server.h"
 #include "shm_doorbell.h"
 #include "xprt.h"
+#include "xprt_internal.h" /* dblife: the peer's doorbell mapping */
 
 static int failures;
 #define CHECK(cond, ...)                                                                           \
@@ -423,6 +429,341 @@ static void case_sweep(void)
 	echo_server_remove_shm(name);
 }
 
+/* A doorbell file left by a dead process names the libfabric region to remove with it. Another
+ * user can plant such a file (0666, a dead pid, a name with "../"): the sweep of a root process
+ * must then remove nothing — neither the file the name points at nor anything of that user. */
+static pid_t dead_pid(void)
+{
+	pid_t p = fork();
+	if (p == 0)
+		_exit(0);
+	waitpid(p, NULL, 0);
+	return p;
+}
+
+static int plant_doorbell(const char *bell, pid_t pid, const char *epname)
+{
+	int fd = open(bell, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	if (fd < 0)
+		return -errno;
+	struct shm_doorbell db;
+	memset(&db, 0, sizeof db);
+	db.owner_pid = (int32_t)pid;
+	snprintf(db.epname, sizeof db.epname, "%s", epname);
+	int rc = ftruncate(fd, 4096) == 0 && pwrite(fd, &db, sizeof db, 0) == (ssize_t)sizeof db &&
+	                 fchmod(fd, 0666) == 0
+	             ? 0
+	             : -errno;
+	close(fd);
+	return rc;
+}
+
+static void case_sweep_attack(void)
+{
+	char victim[128], victim_ep[160], own_bell[128], region[128], bell[128], bell2[128];
+	int me = (int)getpid();
+	pid_t dead = dead_pid();
+	snprintf(victim, sizeof victim, "/tmp/chfs-sweep-victim-%d", me);
+	snprintf(victim_ep, sizeof victim_ep, "../..%s", victim);
+	snprintf(region, sizeof region, "/dev/shm/chfs-sweep-other-%d", me);
+	snprintf(bell, sizeof bell, "/dev/shm/chfs-xprt-db.sweep-evil-%d", me);
+	snprintf(bell2, sizeof bell2, "/dev/shm/chfs-xprt-db.sweep-other-%d", me);
+	snprintf(own_bell, sizeof own_bell, "/dev/shm/chfs-xprt-db.sweep-own-%d", me);
+	int fd = open(victim, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(fd >= 0, "cannot create %s: %s", victim, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	/* Our own doorbell naming a path outside /dev/shm: names are validated, not trusted. */
+	CHECK(plant_doorbell(own_bell, dead, victim_ep) == 0, "cannot plant %s", own_bell);
+	struct passwd *pw = getuid() == 0 ? getpwnam("nobody") : NULL;
+	CHECK(getuid() != 0 || pw, "no user nobody");
+	if (pw) {
+		/* The other user's files: a doorbell naming our victim, and a doorbell + region of
+		 * its own (a dead pid, so the old sweep removed both). */
+		pid_t c = fork();
+		if (c == 0) {
+			if (setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 ||
+			    setuid(pw->pw_uid) != 0)
+				_exit(3);
+			int rfd = open(region, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+			if (rfd < 0)
+				_exit(4);
+			close(rfd);
+			_exit(plant_doorbell(bell, dead, victim_ep) == 0 &&
+			              plant_doorbell(bell2, dead, region + strlen("/dev/shm/")) == 0
+			          ? 0
+			          : 5);
+		}
+		int st = -1;
+		waitpid(c, &st, 0);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "planting as nobody failed (%#x)", st);
+	}
+	pid_t c = fork();
+	if (c == 0) {
+		execl("/proc/self/exe", "xprt_test", "shm", "echo", (char *)NULL);
+		_exit(127);
+	}
+	int status = -1;
+	waitpid(c, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fresh shm process failed");
+	CHECK(access(victim, F_OK) == 0, "the sweep deleted %s", victim);
+	if (pw) {
+		CHECK(access(bell, F_OK) == 0, "the sweep deleted nobody's %s", bell);
+		CHECK(access(bell2, F_OK) == 0, "the sweep deleted nobody's %s", bell2);
+		CHECK(access(region, F_OK) == 0, "the sweep deleted nobody's %s", region);
+	}
+	CHECK(access(own_bell, F_OK) != 0, "our own dead doorbell %s was not swept", own_bell);
+	unlink(victim);
+	unlink(bell);
+	unlink(bell2);
+	unlink(region);
+	unlink(own_bell);
+}
+
+/* One 'R'/'W'/'P' call of `len` bytes of `buf` to peer `to`; returns the server's {rc, hash}. */
+static int rma_call(xprt_t *x, xprt_peer_t *to, char op, void *buf, size_t len, uint32_t seed,
+                    int timeout_ms, int64_t out[2])
+{
+	xprt_mem_t *mr;
+	struct echo_rma_req q = {.len = len, .seed = seed};
+	int rc = xprt_mem_register(x, buf, len, XPRT_MEM_REMOTE_READ | XPRT_MEM_REMOTE_WRITE, &mr,
+	                           &q.desc);
+	if (rc < 0)
+		return rc;
+	unsigned char req[1 + sizeof q];
+	req[0] = (unsigned char)op;
+	memcpy(req + 1, &q, sizeof q);
+	size_t got;
+	out[0] = -1;
+	out[1] = 0;
+	rc = xprt_call(x, to, req, sizeof req, out, 2 * sizeof *out, &got, timeout_ms);
+	xprt_mem_deregister(mr);
+	return rc;
+}
+
+/* shm: a peer's doorbell mapping is used without a lock by every thread that sends or kicks (one
+ * load per send); when the peer restarts, the resolving thread must not unmap the old mapping
+ * under them. Hold on to the old mapping as a concurrent sender would, let the peer restart and
+ * be resolved again, then use it: it must still be mapped and still be the old one's. */
+static void case_dblife(void)
+{
+	echo(10);
+	struct shm_doorbell *old = srv->db;
+	CHECK(old != NULL, "no doorbell mapped for the server");
+	if (!old)
+		return;
+	char host[128], addr[256];
+	snprintf(host, sizeof host, "%s", strstr(xprt_peer_addr(srv), "://") + 3);
+	echo_server_kill(srv_pid);
+	srv_pid = echo_server_start(proto, host, 4, addr, sizeof addr);
+	CHECK(srv_pid > 0, "restart on %s failed", host);
+	if (srv_pid <= 0)
+		return;
+	char req[] = "Ex", rep[8];
+	size_t got;
+	int rc;
+	double t0 = now_s();
+	do
+		rc = xprt_call(cx, srv, req, 2, rep, sizeof rep, &got, 1000);
+	while (rc < 0 && now_s() - t0 < 5);
+	CHECK(rc == 0, "the restarted server is unreachable: %s", strerror(-rc));
+	CHECK(srv->db != old, "the old doorbell was unmapped under its users (its address now "
+	                      "holds the new mapping)");
+	/* what a thread that loaded the pointer before the re-resolution does next: the mapping is
+	 * still the old incarnation's (not unmapped, not reused for the new one) */
+	(void)atomic_load(&old->closed);
+	shm_doorbell_ring(old);
+	struct shm_doorbell *now = srv->db;
+	CHECK(now && strncmp(old->epname, now->epname, sizeof old->epname) != 0,
+	      "the old mapping now shows the new incarnation %s", now ? now->epname : "-");
+	echo(100);
+	echo_server_kill(srv_pid);
+	srv_pid = -1;
+	echo_server_remove_shm(host);
+}
+
+static long vm_data_kb(void)
+{
+	char line[256];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VmData: %ld kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/* Receive buffers (~135 KiB each) follow the calls in flight; their pool must stay bounded:
+ * 1000 calls in flight at once cost at most a few tens of MB, and all of them still succeed. */
+#define BUFS_CALLS 1000
+static void case_bufs(void)
+{
+	echo(10);
+	static xprt_call_t *calls[BUFS_CALLS];
+	static char rep[BUFS_CALLS][16];
+	long before = vm_data_kb();
+	int started = 0, ok = 0;
+	for (int i = 0; i < BUFS_CALLS; i++) {
+		char req[16];
+		int n = snprintf(req, sizeof req, "E%d", i);
+		calls[i] = NULL;
+		if (xprt_call_start(cx, srv, req, (size_t)n, rep[i], sizeof rep[i], 30000, &calls[i]) == 0)
+			started++;
+	}
+	long peak = vm_data_kb();
+	for (int i = 0; i < BUFS_CALLS; i++) {
+		size_t got;
+		char want[16];
+		int n = snprintf(want, sizeof want, "%d", i);
+		if (calls[i] && xprt_call_wait(calls[i], &got) == 0 && got == (size_t)n &&
+		    memcmp(rep[i], want, got) == 0)
+			ok++;
+	}
+	printf("%s %d calls in flight: data segment %+ld MB, %d replies ok\n", proto, started,
+	       (peak - before) / 1024, ok);
+	CHECK(ok == BUFS_CALLS, "%d of %d calls failed", BUFS_CALLS - ok, BUFS_CALLS);
+	CHECK(before > 0 && peak - before < 48 * 1024, "receive buffers grew by %ld MB",
+	      (peak - before) / 1024);
+}
+
+/* Requests the server's admission function rejects get no reply and leave no peer behind, however
+ * many sender addresses claim them. */
+#define ADMIT_CLIENTS 12
+static void case_admit(void)
+{
+	uint64_t before[2] = {0}, after[2] = {0};
+	size_t got;
+	char t = 'T';
+	CHECK(xprt_call(cx, srv, &t, 1, before, sizeof before, &got, 5000) == 0, "stats");
+	xprt_t *xs[ADMIT_CLIENTS];
+	xprt_call_t *calls[ADMIT_CLIENTS];
+	char rep[ADMIT_CLIENTS][8];
+	for (int i = 0; i < ADMIT_CLIENTS; i++) {
+		struct xprt_opts o = {.proto = proto};
+		xprt_peer_t *p;
+		calls[i] = NULL;
+		if (xprt_open(&o, &xs[i]) < 0 ||
+		    xprt_connect(xs[i], xprt_peer_addr(srv), &p) < 0 ||
+		    xprt_call_start(xs[i], p, "Xhello", 6, rep[i], sizeof rep[i], 800, &calls[i]) < 0)
+			CHECK(0, "client %d could not send", i);
+	}
+	int replies = 0;
+	for (int i = 0; i < ADMIT_CLIENTS; i++) {
+		if (calls[i] && xprt_call_wait(calls[i], &got) != -ETIMEDOUT)
+			replies++;
+		xprt_close(xs[i]);
+	}
+	CHECK(replies == 0, "%d refused requests got a reply", replies);
+	CHECK(xprt_call(cx, srv, &t, 1, after, sizeof after, &got, 5000) == 0, "stats");
+	printf("%s admission: peers %llu -> %llu, refused %llu -> %llu\n", proto,
+	       (unsigned long long)before[0], (unsigned long long)after[0],
+	       (unsigned long long)before[1], (unsigned long long)after[1]);
+	CHECK(after[0] == before[0], "refused senders became peers (%llu -> %llu)",
+	      (unsigned long long)before[0], (unsigned long long)after[0]);
+	CHECK(after[1] - before[1] == ADMIT_CLIENTS, "refused %llu of %d",
+	      (unsigned long long)(after[1] - before[1]), ADMIT_CLIENTS);
+	echo(100);
+}
+
+/* tcp: a client that stops progressing in the middle of the server's RMA read (SIGSTOP). The
+ * server must give up with a clear error and must not use the buffer the late transfer can still
+ * land in: once the stalled client resumes, the worker's buffer (which meanwhile served another
+ * client) must still hold that other client's data. */
+#define STALL_LEN (16u << 20)
+static void case_stall(void)
+{
+	char addr[256];
+	pid_t s1 = echo_server_start(proto, NULL, 1, addr, sizeof addr); /* one worker, one buffer */
+	xprt_peer_t *one;
+	CHECK(s1 > 0 && xprt_connect(cx, addr, &one) == 0, "cannot start a 1-worker server");
+	if (s1 <= 0)
+		return;
+	char *mine = malloc(STALL_LEN);
+	fill_pattern(mine, STALL_LEN, 202);
+	uint64_t want = fnv1a(mine, STALL_LEN);
+	int64_t out[2];
+	/* prime the worker's buffer at full size */
+	CHECK(rma_call(cx, one, 'R', mine, STALL_LEN, 202, 20000, out) == 0 && out[0] == 0,
+	      "first read failed");
+	int ready[2];
+	CHECK(pipe(ready) == 0, "pipe");
+	pid_t a = fork();
+	if (a == 0) {
+		close(ready[0]);
+		xprt_t *ax;
+		xprt_peer_t *ap;
+		struct xprt_opts o = {.proto = proto};
+		if (xprt_open(&o, &ax) < 0 || xprt_connect(ax, addr, &ap) < 0)
+			_exit(2);
+		char *buf = malloc(STALL_LEN);
+		fill_pattern(buf, STALL_LEN, 101);
+		xprt_mem_t *mr;
+		struct echo_rma_req q = {.len = STALL_LEN, .seed = 101};
+		char e[] = "Ehi", rep[8];
+		size_t got;
+		if (xprt_call(ax, ap, e, sizeof e, rep, sizeof rep, &got, 5000) < 0 ||
+		    xprt_mem_register(ax, buf, STALL_LEN, XPRT_MEM_REMOTE_READ, &mr, &q.desc) < 0)
+			_exit(3);
+		unsigned char req[1 + sizeof q];
+		req[0] = 'R';
+		memcpy(req + 1, &q, sizeof q);
+		int64_t res[2] = {1, 0};
+		xprt_call_t *c;
+		if (xprt_call_start(ax, ap, req, sizeof req, res, sizeof res, 120000, &c) < 0)
+			_exit(4);
+		if (write(ready[1], "x", 1) != 1)
+			_exit(5);
+		raise(SIGSTOP); /* every thread stops: the server's read of buf stalls */
+		int rc = xprt_call_wait(c, &got);
+		printf("stalled client: call %s, server status %s\n", strerror(-rc),
+		       strerror((int)-res[0]));
+		_exit(rc == 0 && res[0] == -ETIMEDOUT ? 0 : 6);
+	}
+	close(ready[1]);
+	char x;
+	CHECK(read(ready[0], &x, 1) == 1, "stalling client did not start");
+	close(ready[0]);
+	int st = 0;
+	waitpid(a, &st, WUNTRACED);
+	CHECK(WIFSTOPPED(st), "client did not stop");
+	/* Queued behind the stalled read on the single worker: runs once the server gave up. */
+	double t0 = now_s();
+	int rc = rma_call(cx, one, 'R', mine, STALL_LEN, 202, 120000, out);
+	printf("%s read queued behind a stalled transfer: %.1f s\n", proto, now_s() - t0);
+	CHECK(rc == 0 && out[0] == 0 && (uint64_t)out[1] == want, "read after the stall: rc %d %d",
+	      rc, (int)out[0]);
+	kill(a, SIGCONT); /* the late transfer now completes into whatever buffer it targeted */
+	st = -1;
+	waitpid(a, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "stalled client got no clear error (%#x)", st);
+	usleep(300000);
+	rc = rma_call(cx, one, 'P', mine, STALL_LEN, 0, 20000, out);
+	CHECK(rc == 0 && (uint64_t)out[1] == want,
+	      "the worker's buffer changed after the timed-out transfer (silent corruption)");
+	free(mine);
+	echo_server_kill(s1);
+}
+
+/* tcp under a 10 Mbit/s rate limit (ctest runs it in its own network namespace): a 40 MiB
+ * transfer takes ~35 s. Slow but progressing, it must succeed. */
+static void case_slow(void)
+{
+	size_t len = 40u << 20;
+	char *buf = malloc(len);
+	fill_pattern(buf, len, 303);
+	int64_t out[2];
+	double t0 = now_s();
+	int rc = rma_call(cx, srv, 'R', buf, len, 303, 0, out);
+	double dt = now_s() - t0;
+	printf("%s slow read of %zu MiB: %.1f s (%.2f MB/s), rc %d server %d\n", proto, len >> 20,
+	       dt, len / dt / 1e6, rc, (int)out[0]);
+	CHECK(rc == 0 && out[0] == 0 && (uint64_t)out[1] == fnv1a(buf, len),
+	      "slow but progressing transfer failed: rc %d server %s", rc, strerror((int)-out[0]));
+	free(buf);
+}
+
 static double proc_cpu_s(pid_t pid)
 {
 	char path[64], buf[1024];
@@ -467,13 +808,13 @@ static void case_idle(void)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|sweep(shm)\n",
+		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|admit|bufs|sweep|sweep_attack|dblife(shm)|stall|slow(tcp)\n",
 			argv[0]);
 		return 2;
 	}
 	proto = argv[1];
 	const char *c = argv[2];
-	alarm(120);
+	alarm(140);
 	if (setup() < 0)
 		return 1;
 	if (!strcmp(c, "echo"))
@@ -494,6 +835,18 @@ int main(int argc, char **argv)
 		case_fork();
 	else if (!strcmp(c, "sweep") && !strcmp(proto, "shm"))
 		case_sweep();
+	else if (!strcmp(c, "sweep_attack") && !strcmp(proto, "shm"))
+		case_sweep_attack();
+	else if (!strcmp(c, "dblife") && !strcmp(proto, "shm"))
+		case_dblife();
+	else if (!strcmp(c, "bufs"))
+		case_bufs();
+	else if (!strcmp(c, "admit"))
+		case_admit();
+	else if (!strcmp(c, "stall") && !strcmp(proto, "tcp"))
+		case_stall();
+	else if (!strcmp(c, "slow") && !strcmp(proto, "tcp"))
+		case_slow();
 	else if (!strcmp(c, "idle"))
 		case_idle();
 	else {
