@@ -274,6 +274,8 @@ print(' '.join([
     err(os.write, fd, b'x'), err(os.read, 999, 1), err(os.close, 999), err(os.fstat, 999),
     err(os.lseek, fd, -5, os.SEEK_SET), err(os.symlink, 'x', base + '/file'),
     err(os.readlink, base + '/file'), err(os.open, base + '/file', os.O_RDONLY | os.O_DIRECTORY),
+    err(open, base + '/nodir/f', 'w'), err(os.read, os.open(base + '/file', os.O_WRONLY), 1),
+    err(os.ftruncate, os.open(base + '/file', os.O_RDONLY), 0),
 ]))
 print(os.readlink(f'/proc/self/fd/{fd}') == os.path.realpath(base + '/file'))
 os.close(fd)

@@ -279,20 +279,43 @@ static int new_file(const char *cpath, const struct chfs_md *md, int accmode, in
 	return fd;
 }
 
-int chfs_create_chunk_size(const char *path, int32_t flags, mode_t mode, int chunk_size)
+/* Create the missing directories above cpath (upstream's namespace makes them implicitly, so
+ * programs written for it create "/bw/f" without "/bw"). An existing component must be a
+ * directory; a concurrent creator of the same one is not an error. */
+static int make_parents(struct srvlist *s, const char *cpath)
 {
-	char cp[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md, got;
-	int rc = canon(path, cp);
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = check_parent(s, cp);
-	if (rc == -EEXIST)
-		rc = -EISDIR;
-	if (rc)
-		return set_err(rc);
+	char parent[CHFS_PATH_MAX], dir[CHFS_PATH_MAX];
+	struct chfs_md md;
+	if (!path_split(cpath, parent))
+		return -EEXIST;
+	for (size_t i = 0; parent[i]; i++) {
+		if (parent[i + 1] != '/' && parent[i + 1] != '\0')
+			continue;
+		memcpy(dir, parent, i + 1);
+		dir[i + 1] = '\0';
+		md_new(&md, S_IFDIR | 0755);
+		struct rpc r;
+		rpc_begin(&r, WOP_MKDIR);
+		wenc_str(&r.e, dir);
+		wenc_md(&r.e, &md);
+		int rc = rpc_call(s, placement_owner(dir, s->n), &r);
+		if (rc == -EEXIST) {
+			rc = ns_resolve(s, dir, NULL, &md);
+			if (rc == 0 && !S_ISDIR(md.mode))
+				rc = -ENOTDIR;
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Create cpath exclusively (WOP_CREATE with EXCL): -EEXIST if any entry has the name, so an
+ * existing file is never reset by a create. */
+static int create_excl(struct srvlist *s, const char *cp, int32_t flags, mode_t mode,
+                       int chunk_size, struct chfs_md *got)
+{
+	struct chfs_md md;
 	md_new(&md, S_IFREG | (mode & 07777));
 	if (chunk_size > 0 && (unsigned)chunk_size <= CHFS_MAX_CHUNK_SIZE)
 		md.chunk_size = (uint32_t)chunk_size;
@@ -311,22 +334,84 @@ int chfs_create_chunk_size(const char *path, int32_t flags, mode_t mode, int chu
 	rpc_begin(&r, WOP_CREATE);
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, &md);
-	wenc_u32(&r.e, (flags & O_EXCL) ? WIRE_CREATE_EXCL : 0);
-	rc = rpc_call(s, owner, &r);
-	uint32_t existed = 0;
+	wenc_u32(&r.e, WIRE_CREATE_EXCL);
+	int rc = rpc_call(s, owner, &r);
 	if (rc == 0) {
-		existed = wdec_u32(&r.d);
-		wdec_md(&r.d, &got);
+		wdec_u32(&r.d);
+		wdec_md(&r.d, got);
 		if (wdec_finish(&r.d))
 			rc = -EIO;
 	}
-	if (rc == 0 && existed) {
-		fd_sync_sizes(got.fileid);
-		rc = data_truncate_all(s, &got, 0);
-	}
+	return rc;
+}
+
+/* Open the existing entry at cp (symlinks followed): O_DIRECTORY and directory checks, then
+ * O_TRUNC through ns_truncate, which first reports this process's own dirty writes of the
+ * file and clamps its descriptors — else their later size report would resurrect the old
+ * length as zeros. */
+static int open_existing(struct srvlist *s, const char *cp, int32_t flags)
+{
+	char real[CHFS_PATH_MAX];
+	struct chfs_md md;
+	int rc = fd_sync_sizes(0);
+	if (rc == 0)
+		rc = ns_resolve(s, cp, real, &md);
 	if (rc)
-		return set_err(rc);
-	return set_err(new_file(cp, &got, flags & O_ACCMODE, !!(flags & O_APPEND)));
+		return rc;
+	int acc = flags & O_ACCMODE;
+	if (S_ISDIR(md.mode) && acc != O_RDONLY)
+		return -EISDIR;
+	if (!S_ISDIR(md.mode) && (flags & O_DIRECTORY))
+		return -ENOTDIR;
+	if ((flags & O_TRUNC) && acc != O_RDONLY && S_ISREG(md.mode)) {
+		if ((rc = ns_truncate(s, real, &md, 0)) < 0)
+			return rc;
+		md.size = 0;
+	}
+	return new_file(real, &md, acc, !!(flags & O_APPEND));
+}
+
+/* The one open path of libchfs. Without O_CREAT: open_existing. With O_CREAT: create
+ * exclusively; if the name exists (and O_EXCL was not asked), open what is there — so
+ * concurrent creators of one file (IOR's ranks, two nodes through FUSE) all share the first
+ * one's file and nobody's bytes are truncated. A name removed between the two steps is
+ * created again. Missing parents are created when `make_missing`, else ENOENT. */
+static int open_file(const char *path, int32_t flags, mode_t mode, int chunk_size,
+                     int make_missing)
+{
+	char cp[CHFS_PATH_MAX];
+	struct srvlist *s;
+	struct chfs_md got;
+	int rc = canon(path, cp);
+	if (rc == 0)
+		rc = client_begin(&s);
+	if (rc)
+		return rc;
+	if (!(flags & O_CREAT))
+		return open_existing(s, cp, flags);
+	rc = check_parent(s, cp);
+	if (rc == -ENOENT && make_missing)
+		rc = make_parents(s, cp);
+	if (rc == -EEXIST)
+		rc = -EISDIR; /* the root */
+	if (rc)
+		return rc;
+	for (int attempt = 0; attempt < 4; attempt++) {
+		rc = create_excl(s, cp, flags, mode, chunk_size, &got);
+		if (rc == 0)
+			return new_file(cp, &got, flags & O_ACCMODE, !!(flags & O_APPEND));
+		if (rc != -EEXIST || (flags & O_EXCL))
+			return rc;
+		rc = open_existing(s, cp, flags);
+		if (rc != -ENOENT)
+			return rc;
+	}
+	return rc;
+}
+
+int chfs_create_chunk_size(const char *path, int32_t flags, mode_t mode, int chunk_size)
+{
+	return set_err(open_file(path, flags | O_CREAT, mode, chunk_size, 1));
 }
 
 int chfs_create(const char *path, int32_t flags, mode_t mode)
@@ -334,33 +419,15 @@ int chfs_create(const char *path, int32_t flags, mode_t mode)
 	return chfs_create_chunk_size(path, flags, mode, 0);
 }
 
-static int set_size(struct srvlist *s, const char *cp, const struct chfs_md *md, uint64_t len);
-
 int chfs_open(const char *path, int32_t flags)
 {
-	char cp[CHFS_PATH_MAX], real[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md;
-	int rc = canon(path, cp);
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = fd_sync_sizes(0);
-	if (rc == 0)
-		rc = ns_resolve(s, cp, real, &md);
-	if (rc)
-		return set_err(rc);
-	int acc = flags & O_ACCMODE;
-	if (S_ISDIR(md.mode) && acc != O_RDONLY)
-		return set_err(-EISDIR);
-	if (!S_ISDIR(md.mode) && (flags & O_DIRECTORY))
-		return set_err(-ENOTDIR);
-	if ((flags & O_TRUNC) && acc != O_RDONLY && S_ISREG(md.mode) && md.size > 0) {
-		if ((rc = set_size(s, real, &md, 0)) < 0)
-			return set_err(rc);
-		md.size = 0;
-	}
-	return set_err(new_file(real, &md, acc, !!(flags & O_APPEND)));
+	/* O_CREAT and O_EXCL are not open's business (IOR_EXCL is 0x40 = O_CREAT) */
+	return set_err(open_file(path, flags & ~(O_CREAT | O_EXCL), 0, 0, 0));
+}
+
+int chfs_open_posix(const char *path, int32_t flags, mode_t mode, int chunk_size)
+{
+	return set_err(open_file(path, flags, mode, chunk_size, 0));
 }
 
 int chfs_stat(const char *path, struct stat *st)

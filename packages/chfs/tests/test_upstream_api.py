@@ -73,3 +73,25 @@ def test_ior_shaped_client_writes_reads_and_verifies_every_byte(chfs_pool, ior_s
     run_mpi(chfs_pool, ior_shaped, ranks, f"/bw{layout}{ranks}/sub/f", layout, 256 << 10,
             65536, 1)
     assert io(chfs_pool, "stat", f"/bw{layout}{ranks}/sub").stdout.split()[0].startswith(b"4")
+
+
+@pytest.fixture(scope="module")
+def api_cases(tmp_path_factory):
+    out = tmp_path_factory.mktemp("api-cases") / "api_cases"
+    prefix = os.environ["CHFS_STACK_PREFIX"]
+    subprocess.run(["cc", "-O2", "-Wall", "-o", str(out), str(HERE / "api_cases.c"), *_san(),
+                    *_cflags(), "-Wl,-rpath," + prefix + "/lib"], check=True)
+    return out
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", ["recreate-dirty", "create-keeps", "open-any-mode",
+                                  "missing-parents", "posix-create"])
+def test_open_and_create_semantics(chfs_pool, api_cases, case):
+    """recreate-dirty: an O_TRUNC create over a file this process still has dirty is empty
+    (was 1 MiB of zeros). create-keeps: create without O_TRUNC keeps the bytes. open-any-mode:
+    chfs_open ignores the access mode. missing-parents: chfs_create makes them, listed;
+    chfs_open_posix says ENOENT. posix-create: a second O_CREAT opener keeps the first's bytes."""
+    r = subprocess.run([str(api_cases), case, f"/{case}"], env=chfs_pool.env,
+                       capture_output=True, text=True, timeout=50)
+    assert r.returncode == 0 and r.stdout == "ok\n", f"{case}: {r.stdout}{r.stderr}"

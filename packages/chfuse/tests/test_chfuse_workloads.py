@@ -114,6 +114,14 @@ def test_two_writers_at_once(chfs_pool, chfuse_mount):
     m.unmount()
 
 
+def on_fd(path, flags, fn):
+    fd = os.open(path, flags)
+    try:
+        return fn(fd)
+    finally:
+        os.close(fd)
+
+
 def test_errors_match_local_file_system(chfs_pool, chfuse_mount):
     m = chfuse_mount(chfs_pool.env)
     p = m.path
@@ -130,6 +138,10 @@ def test_errors_match_local_file_system(chfs_pool, chfuse_mount):
         (errno.ENOTDIR, lambda: os.listdir(f"{p}/d/f")),
         (errno.ENOTDIR, lambda: os.rmdir(f"{p}/d/f")),
         (errno.EPERM, lambda: os.chown(f"{p}/d/f", 12345, 12345)),
+        (errno.ENOENT, lambda: open(f"{p}/no/f", "w")),   # libchfs's create would make "no"
+        # the kernel enforces access modes (libchfs descriptors, like upstream's, do not)
+        (errno.EBADF, lambda: on_fd(f"{p}/d/f", os.O_WRONLY, lambda fd: os.read(fd, 1))),
+        (errno.EBADF, lambda: on_fd(f"{p}/d/f", os.O_RDONLY, lambda fd: os.write(fd, b"y"))),
     ]
     for want, call in cases:
         with pytest.raises(OSError) as e:
