@@ -345,6 +345,34 @@ def test_node_local_fast_path_reads_and_writes_the_backing_file(chfs_pool):
     assert r.stdout.strip() == str(len(want))
 
 
+FDS_SCRIPT = """
+import os
+with open('/chfs/nl.bin', 'wb') as f:
+    f.write(os.urandom(300000))
+with open('/chfs/nl.bin', 'rb') as f:   # the backing files exist now
+    assert len(f.read()) == 300000
+    for d in os.listdir('/proc/self/fd'):
+        try:
+            print(os.readlink('/proc/self/fd/' + d))
+        except OSError:
+            pass   # the listing's own descriptor
+"""
+
+
+def test_no_local_means_rpcs_only_even_inside_libchfs(chfs_pool):
+    """--no-local must also switch off libchfs's own fast path (CHFS_LOCAL_FASTPATH): a
+    hash-placed file written through the hook leaves no server backing file open in the
+    process. Without --no-local the same write does open them (the check can see them)."""
+    def backing_fds(*opts):
+        r = subprocess.run(["chfs-run", *opts, "--", python3(), "-c", FDS_SCRIPT],
+                           env={**chfs_pool.env, "CHFS_LOCAL_FASTPATH": "1"},
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return [p for p in r.stdout.split() if any(p.startswith(d) for d in chfs_pool.dirs)]
+    assert backing_fds(), "control: the libchfs fast path should open backing files"
+    assert backing_fds("--no-local") == []
+
+
 def test_chfs_run_usage_and_configuration_errors(chfs_pool):
     r = subprocess.run(["chfs-run", "--help"], env=chfs_pool.env, capture_output=True,
                        text=True, timeout=30)
