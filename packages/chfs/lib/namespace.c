@@ -4,9 +4,12 @@
  * concurrently (rpc_multi).
  *
  * Symlinks are followed at the last component only (up to 8 hops; intermediate components are
- * taken literally, as upstream). New entries require an existing parent directory; the last
- * parent seen to exist is remembered for one second per thread, so creating many files in one
- * directory costs one extra lookup per second, not per file.
+ * taken literally, as upstream). New entries require an existing parent directory (except
+ * chfs_create, which makes missing ones as upstream does); the last parent seen to exist is
+ * remembered for one second per thread, so creating many files in one directory costs one
+ * extra lookup per second, not per file.
+ * Open and create share open_file: O_CREAT is an exclusive CREATE, and on EEXIST the existing
+ * file is opened, never reset — only O_TRUNC truncates (see doc/design.md "Open and create").
  * Rename moves only the namespace entry (data is keyed by file id): one RENAME when both names
  * have the same owner, else INSERT at the new owner then REMOVE_IF at the old one. Directories
  * can be renamed only when empty (EXDEV otherwise, so mv(1) falls back to copying).
