@@ -59,6 +59,7 @@ enum wire_op {
 	WOP_DATA_STAT,     /* u64 fileid -> u64 size, i64 mtime */
 	WOP_LOCAL_PATH,    /* u64 fileid -> str absolute backing path */
 	WOP_SYNC,          /* -> (flushes the server's storage) */
+	WOP_MOVED,         /* u64 fileid -> i64 when, str path (last rename of it this server took) */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);

@@ -127,6 +127,86 @@ void md_to_stat(const struct chfs_md *md, const char *cpath, struct stat *st)
 	st->st_ctim.tv_nsec = md->ctime_ns % 1000000000;
 }
 
+static void rename_fd(struct chfs_file *f, void *arg);
+
+/* SETATTR SIZE_MAX of file `fileid` under the name `path` (ESTALE if the name holds another). */
+static int report_size_at(struct srvlist *s, const char *path, uint64_t fileid, uint64_t end)
+{
+	struct rpc r;
+	rpc_begin(&r, WOP_SETATTR);
+	wenc_str(&r.e, path);
+	wenc_u64(&r.e, fileid);
+	wenc_u32(&r.e, WIRE_SET_SIZE_MAX);
+	wenc_u32(&r.e, 0);
+	wenc_i64(&r.e, 0);
+	wenc_i64(&r.e, 0);
+	wenc_u64(&r.e, end);
+	return rpc_call(s, placement_owner(path, s->n), &r);
+}
+
+/* The report found no entry of f under its name: another process renamed or removed it. Ask
+ * every server where the file id went (server/moved.c) and report there, newest name first;
+ * descriptors then follow the new name. No name holding the file id: it was removed, and
+ * there is nothing to report to (the name is not brought back). */
+static int report_size_moved(struct srvlist *s, struct chfs_file *f, uint64_t end)
+{
+	size_t cap = WIRE_HDR_LEN + 16 + CHFS_PATH_MAX;
+	unsigned *idx = malloc(s->n * sizeof *idx);
+	uint8_t *reps = malloc(s->n * cap);
+	size_t *rl = malloc(s->n * sizeof *rl);
+	int *rcs = malloc(s->n * sizeof *rcs), rc = -ENOMEM;
+	char *path = malloc(CHFS_PATH_MAX);
+	if (idx && reps && rl && rcs && path) {
+		uint8_t msg[WIRE_HDR_LEN + 16];
+		struct wenc e;
+		wenc_init(&e, msg, sizeof msg);
+		wenc_reserve(&e, WIRE_HDR_LEN);
+		wenc_u64(&e, f->md.fileid);
+		for (unsigned i = 0; i < s->n; i++)
+			idx[i] = i;
+		rpc_multi(s, idx, s->n, msg, e.len, WOP_MOVED, reps, cap, rl, rcs);
+		rc = 0;
+		for (;;) { /* newest unreported candidate first */
+			int best = -1;
+			int64_t best_when = 0;
+			for (unsigned i = 0; i < s->n; i++) {
+				if (rcs[i] || rl[i] < WIRE_HDR_LEN)
+					continue;
+				struct wdec d;
+				wdec_init(&d, reps + i * cap + WIRE_HDR_LEN, rl[i] - WIRE_HDR_LEN);
+				int64_t when = wdec_i64(&d);
+				if (!d.err && (best < 0 || when > best_when)) {
+					best = (int)i;
+					best_when = when;
+				}
+			}
+			if (best < 0)
+				break;
+			struct wdec d;
+			wdec_init(&d, reps + (unsigned)best * cap + WIRE_HDR_LEN, rl[best] - WIRE_HDR_LEN);
+			wdec_i64(&d);
+			wdec_str(&d, path, CHFS_PATH_MAX);
+			rcs[best] = -ENOENT; /* tried */
+			if (wdec_finish(&d))
+				continue;
+			rc = report_size_at(s, path, f->md.fileid, end);
+			if (rc == 0) {
+				fd_foreach_fileid(f->md.fileid, rename_fd, path);
+				break;
+			}
+			if (rc != -ENOENT && rc != -ESTALE)
+				break;
+			rc = 0;
+		}
+	}
+	free(idx);
+	free(reps);
+	free(rl);
+	free(rcs);
+	free(path);
+	return rc;
+}
+
 int ns_report_size(struct chfs_file *f)
 {
 	struct srvlist *s;
@@ -145,18 +225,13 @@ int ns_report_size(struct chfs_file *f)
 	int rc = client_begin(&s);
 	if (rc)
 		return rc;
-	struct rpc r;
-	rpc_begin(&r, WOP_SETATTR);
-	wenc_str(&r.e, f->path);
-	wenc_u64(&r.e, f->md.fileid);
-	wenc_u32(&r.e, WIRE_SET_SIZE_MAX);
-	wenc_u32(&r.e, 0);
-	wenc_i64(&r.e, 0);
-	wenc_i64(&r.e, 0);
-	wenc_u64(&r.e, end);
-	rc = rpc_call(s, placement_owner(f->path, s->n), &r);
+	char path[CHFS_PATH_MAX];
+	pthread_mutex_lock(&f->lock);
+	memcpy(path, f->path, sizeof path);
+	pthread_mutex_unlock(&f->lock);
+	rc = report_size_at(s, path, f->md.fileid, end);
 	if (rc == -ENOENT || rc == -ESTALE)
-		rc = 0; /* removed or replaced meanwhile: nothing to report to */
+		rc = report_size_moved(s, f, end);
 	if (rc) {
 		pthread_mutex_lock(&f->lock);
 		if (!f->dirty) {

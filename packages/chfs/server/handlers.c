@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include "chfsd.h"
+#include "moved.h"
 
 #include "log.h"
 
@@ -287,6 +288,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return rc;
 	case WOP_INSERT:
 		rc = st_insert(d->st, q->path, &q->md, q->flags & WIRE_INSERT_NOREPLACE, &old, &flag);
+		if (rc == 0 && S_ISREG(q->md.mode))
+			moved_note(q->md.fileid, q->path); /* a rename's new name (see moved.c) */
 		if (rc == 0) {
 			wenc_u32(e, (uint32_t)flag);
 			wenc_md(e, &old);
@@ -296,6 +299,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return st_remove_if(d->st, q->path, q->fileid);
 	case WOP_RENAME:
 		rc = st_rename(d->st, q->path, q->path2, &old, &flag);
+		if (rc == 0 && st_lookup(d->st, q->path2, &md) == 0 && S_ISREG(md.mode))
+			moved_note(md.fileid, q->path2);
 		if (rc == 0) {
 			wenc_u32(e, (uint32_t)flag);
 			wenc_md(e, &old);
@@ -336,6 +341,15 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	}
 	case WOP_SYNC:
 		return syncfs(st_rootfd(d->st)) < 0 ? -errno : 0;
+	case WOP_MOVED: {
+		char p[CHFS_PATH_MAX];
+		int64_t when;
+		if ((rc = moved_find(q->fileid, p, sizeof p, &when)) == 0) {
+			wenc_i64(e, when);
+			wenc_str(e, p);
+		}
+		return rc;
+	}
 	}
 	return -ENOSYS;
 }

@@ -149,6 +149,44 @@ static int posix_create(const char *dir)
 	return 0;
 }
 
+/* Another process renames (or unlinks) a file this one is writing; the writer then closes.
+ * The size report must follow the file (by file id) to its new name, and never bring back a
+ * removed name. Eight renames, so both same-owner and cross-owner renames occur. */
+static int rename_while_writing(const char *dir)
+{
+	static char mib2[2 << 20], back[2 << 20];
+	for (size_t i = 0; i < sizeof mib2; i++)
+		mib2[i] = (char)(i * 7 + 1);
+	char from[4096], to[4096], cmd[9000];
+	for (int k = 0; k < 8; k++) {
+		snprintf(from, sizeof from, "%s/w%d", dir, k);
+		snprintf(to, sizeof to, "%s/renamed%d", dir, k);
+		int fd = chfs_create(from, O_WRONLY | O_TRUNC, 0644);
+		CHECK(fd >= 0, "create %s failed", from);
+		CHECK(chfs_pwrite(fd, mib2, sizeof mib2, 0) == (ssize_t)sizeof mib2, "pwrite failed");
+		snprintf(cmd, sizeof cmd, "chfs-io rename %s %s", from, to);
+		CHECK(system(cmd) == 0, "%s failed", cmd);
+		CHECK(chfs_close(fd) == 0, "close after the rename failed");
+		long long n = size_of(to);
+		CHECK(n == (long long)sizeof mib2, "%s: size %lld after rename-while-writing, expected %zu",
+		      to, n, sizeof mib2);
+		fd = chfs_open(to, O_RDONLY);
+		CHECK(fd >= 0 && chfs_pread(fd, back, sizeof back, 0) == (ssize_t)sizeof back &&
+		          memcmp(back, mib2, sizeof back) == 0 && chfs_close(fd) == 0,
+		      "%s does not read back what was written", to);
+		CHECK(size_of(from) < 0 && errno == ENOENT, "%s came back after the rename", from);
+	}
+	snprintf(from, sizeof from, "%s/gone", dir);
+	int fd = chfs_create(from, O_WRONLY | O_TRUNC, 0644);
+	CHECK(fd >= 0 && chfs_pwrite(fd, mib2, sizeof mib2, 0) == (ssize_t)sizeof mib2, "write failed");
+	snprintf(cmd, sizeof cmd, "chfs-io unlink %s", from);
+	CHECK(system(cmd) == 0, "%s failed", cmd);
+	CHECK(chfs_close(fd) == 0, "close after the unlink failed");
+	CHECK(size_of(from) < 0 && errno == ENOENT, "%s came back after the unlink", from);
+	printf("ok\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -168,7 +206,7 @@ int main(int argc, char **argv)
 		int (*fn)(const char *);
 	} cases[] = {{"recreate-dirty", recreate_dirty}, {"create-keeps", create_keeps},
 	             {"open-any-mode", open_any_mode}, {"missing-parents", missing_parents},
-	             {"posix-create", posix_create}};
+	             {"posix-create", posix_create}, {"rename-while-writing", rename_while_writing}};
 	int rc = 2;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		if (strcmp(argv[1], cases[i].name) == 0)
