@@ -321,6 +321,36 @@ static int check_parent(struct srvlist *s, const char *cpath)
 
 static void forget_parent(void) { known_parent_at = 0; }
 
+/* The prologue every path call shares (as Redis's lookupKeyReadOrReply, libuv's PATH/INIT):
+ * canonicalise, take the server list, optionally report this process's pending sizes first
+ * (so the call sees its own writes), then look the name up (NS_LOOKUP), follow its symlinks
+ * (NS_RESOLVE: the final name in c->real) or check that its parent is a directory
+ * (NS_PARENT). Returns 0 or -errno; the caller converts once with set_err. */
+enum { NS_SYNC = 1, NS_LOOKUP = 2, NS_RESOLVE = 4, NS_PARENT = 8 };
+struct ns_call {
+	struct srvlist *s;
+	struct chfs_md md;
+	char cp[CHFS_PATH_MAX];   /* canonical path */
+	char real[CHFS_PATH_MAX]; /* NS_RESOLVE: the path after following symlinks */
+};
+
+static int ns_begin(const char *path, unsigned how, struct ns_call *c)
+{
+	c->s = NULL;
+	int rc = canon(path, c->cp);
+	if (rc == 0)
+		rc = client_begin(&c->s);
+	if (rc == 0 && (how & NS_SYNC))
+		rc = fd_sync_sizes(0);
+	if (rc == 0 && (how & NS_LOOKUP))
+		rc = ns_lookup(c->s, c->cp, &c->md);
+	if (rc == 0 && (how & NS_RESOLVE))
+		rc = ns_resolve(c->s, c->cp, c->real, &c->md);
+	if (rc == 0 && (how & NS_PARENT))
+		rc = check_parent(c->s, c->cp);
+	return rc;
+}
+
 static void md_new(struct chfs_md *md, mode_t mode)
 {
 	memset(md, 0, sizeof *md);
@@ -427,26 +457,25 @@ static int create_excl(struct srvlist *s, const char *cp, int32_t flags, mode_t 
  * O_TRUNC through ns_truncate, which first reports this process's own dirty writes of the
  * file and clamps its descriptors — else their later size report would resurrect the old
  * length as zeros. */
-static int open_existing(struct srvlist *s, const char *cp, int32_t flags)
+static int open_existing(struct ns_call *c, int32_t flags)
 {
-	char real[CHFS_PATH_MAX];
-	struct chfs_md md;
+	struct chfs_md *md = &c->md;
 	int rc = fd_sync_sizes(0);
 	if (rc == 0)
-		rc = ns_resolve(s, cp, real, &md);
+		rc = ns_resolve(c->s, c->cp, c->real, md);
 	if (rc)
 		return rc;
 	int acc = flags & O_ACCMODE;
-	if (S_ISDIR(md.mode) && acc != O_RDONLY)
+	if (S_ISDIR(md->mode) && acc != O_RDONLY)
 		return -EISDIR;
-	if (!S_ISDIR(md.mode) && (flags & O_DIRECTORY))
+	if (!S_ISDIR(md->mode) && (flags & O_DIRECTORY))
 		return -ENOTDIR;
-	if ((flags & O_TRUNC) && acc != O_RDONLY && S_ISREG(md.mode)) {
-		if ((rc = ns_truncate(s, real, &md, 0)) < 0)
+	if ((flags & O_TRUNC) && acc != O_RDONLY && S_ISREG(md->mode)) {
+		if ((rc = ns_truncate(c->s, c->real, md, 0)) < 0)
 			return rc;
-		md.size = 0;
+		md->size = 0;
 	}
-	return new_file(real, &md, acc, !!(flags & O_APPEND));
+	return new_file(c->real, md, acc, !!(flags & O_APPEND));
 }
 
 /* The one open path of libchfs. Without O_CREAT: open_existing. With O_CREAT: create
@@ -457,16 +486,14 @@ static int open_existing(struct srvlist *s, const char *cp, int32_t flags)
 static int open_file(const char *path, int32_t flags, mode_t mode, int chunk_size,
                      int make_missing)
 {
-	char cp[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md got;
-	int rc = canon(path, cp);
-	if (rc == 0)
-		rc = client_begin(&s);
+	struct ns_call c;
+	int rc = ns_begin(path, 0, &c);
 	if (rc)
 		return rc;
 	if (!(flags & O_CREAT))
-		return open_existing(s, cp, flags);
+		return open_existing(&c, flags);
+	const char *cp = c.cp;
+	struct srvlist *s = c.s;
 	rc = check_parent(s, cp);
 	if (rc == -ENOENT && make_missing)
 		rc = make_parents(s, cp);
@@ -475,12 +502,12 @@ static int open_file(const char *path, int32_t flags, mode_t mode, int chunk_siz
 	if (rc)
 		return rc;
 	for (int attempt = 0; attempt < 4; attempt++) {
-		rc = create_excl(s, cp, flags, mode, chunk_size, &got);
+		rc = create_excl(s, cp, flags, mode, chunk_size, &c.md);
 		if (rc == 0)
-			return new_file(cp, &got, flags & O_ACCMODE, !!(flags & O_APPEND));
+			return new_file(cp, &c.md, flags & O_ACCMODE, !!(flags & O_APPEND));
 		if (rc != -EEXIST || (flags & O_EXCL))
 			return rc;
-		rc = open_existing(s, cp, flags);
+		rc = open_existing(&c, flags);
 		if (rc != -ENOENT)
 			return rc;
 	}
@@ -510,35 +537,19 @@ int chfs_open_posix(const char *path, int32_t flags, mode_t mode, int chunk_size
 
 int chfs_stat(const char *path, struct stat *st)
 {
-	char cp[CHFS_PATH_MAX], real[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md;
-	int rc = canon(path, cp);
+	struct ns_call c;
+	int rc = ns_begin(path, NS_SYNC | NS_RESOLVE, &c);
 	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = fd_sync_sizes(0);
-	if (rc == 0)
-		rc = ns_resolve(s, cp, real, &md);
-	if (rc == 0)
-		md_to_stat(&md, real, st);
+		md_to_stat(&c.md, c.real, st);
 	return set_err(rc);
 }
 
 int chfs_lstat(const char *path, struct stat *st)
 {
-	char cp[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md;
-	int rc = canon(path, cp);
+	struct ns_call c;
+	int rc = ns_begin(path, NS_SYNC | NS_LOOKUP, &c);
 	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = fd_sync_sizes(0);
-	if (rc == 0)
-		rc = ns_lookup(s, cp, &md);
-	if (rc == 0)
-		md_to_stat(&md, cp, st);
+		md_to_stat(&c.md, c.cp, st);
 	return set_err(rc);
 }
 
@@ -570,21 +581,18 @@ int chfs_access(const char *path, int mode)
 
 int chfs_mkdir(const char *path, mode_t mode)
 {
-	char cp[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md;
-	int rc = canon(path, cp);
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = check_parent(s, cp);
+	struct ns_call c;
+	int rc = ns_begin(path, NS_PARENT, &c);
 	if (rc)
 		return set_err(rc);
-	md_new(&md, S_IFDIR | (mode & 07777));
+	const char *cp = c.cp;
+	struct srvlist *s = c.s;
+	struct chfs_md *md = &c.md;
+	md_new(md, S_IFDIR | (mode & 07777));
 	struct rpc r;
 	rpc_begin(&r, WOP_MKDIR);
 	wenc_str(&r.e, cp);
-	wenc_md(&r.e, &md);
+	wenc_md(&r.e, md);
 	return set_err(rpc_call(s, placement_owner(cp, s->n), &r));
 }
 
@@ -623,17 +631,13 @@ static int dir_nonempty(struct srvlist *s, const char *cp)
 
 int chfs_rmdir(const char *path)
 {
-	char cp[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md;
-	int rc = canon(path, cp);
+	struct ns_call c;
+	int rc = ns_begin(path, NS_LOOKUP, &c);
+	const char *cp = c.cp;
+	struct srvlist *s = c.s;
 	if (rc == 0 && !cp[0])
 		rc = -EBUSY;
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = ns_lookup(s, cp, &md);
-	if (rc == 0 && !S_ISDIR(md.mode))
+	if (rc == 0 && !S_ISDIR(c.md.mode))
 		rc = -ENOTDIR;
 	if (rc == 0) {
 		rc = dir_nonempty(s, cp);
@@ -652,16 +656,13 @@ int chfs_rmdir(const char *path)
 
 int chfs_unlink(const char *path)
 {
-	char cp[CHFS_PATH_MAX];
-	struct srvlist *s;
+	struct ns_call c;
+	int rc = ns_begin(path, NS_SYNC, &c);
+	const char *cp = c.cp;
+	struct srvlist *s = c.s;
 	struct chfs_md md;
-	int rc = canon(path, cp);
 	if (rc == 0 && !cp[0])
 		rc = -EISDIR;
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = fd_sync_sizes(0);
 	if (rc)
 		return set_err(rc);
 	struct rpc r;
@@ -687,31 +688,28 @@ static void rename_fd(struct chfs_file *f, void *arg)
 
 int chfs_rename(const char *from, const char *to)
 {
-	char cf[CHFS_PATH_MAX], ct[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md, old;
+	char ct[CHFS_PATH_MAX];
+	struct ns_call c;
+	struct chfs_md old;
 	uint32_t replaced = 0;
-	int rc = canon(from, cf);
+	int rc = canon(to, ct);
 	if (rc == 0)
-		rc = canon(to, ct);
-	if (rc == 0 && (!cf[0] || !ct[0]))
-		rc = -EBUSY;
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = fd_sync_sizes(0);
-	if (rc == 0)
-		rc = ns_lookup(s, cf, &md);
+		rc = ns_begin(from, NS_SYNC | NS_LOOKUP, &c);
 	if (rc)
 		return set_err(rc);
+	const char *cf = c.cp;
+	struct srvlist *s = c.s;
+	struct chfs_md *md = &c.md;
+	if (!cf[0] || !ct[0])
+		return set_err(-EBUSY);
 	if (strcmp(cf, ct) == 0)
 		return 0;
 	size_t lf = strlen(cf);
-	if (S_ISDIR(md.mode) && strncmp(ct, cf, lf) == 0 && ct[lf] == '/')
+	if (S_ISDIR(md->mode) && strncmp(ct, cf, lf) == 0 && ct[lf] == '/')
 		return set_err(-EINVAL);
 	if ((rc = check_parent(s, ct)) < 0)
 		return set_err(rc);
-	if (S_ISDIR(md.mode)) {
+	if (S_ISDIR(md->mode)) {
 		rc = dir_nonempty(s, cf);
 		if (rc)
 			return set_err(rc > 0 ? -EXDEV : rc);
@@ -726,7 +724,7 @@ int chfs_rename(const char *from, const char *to)
 	} else {
 		rpc_begin(&r, WOP_INSERT);
 		wenc_str(&r.e, ct);
-		wenc_md(&r.e, &md);
+		wenc_md(&r.e, md);
 		wenc_u32(&r.e, 0);
 		rc = rpc_call(s, ot, &r);
 	}
@@ -740,43 +738,41 @@ int chfs_rename(const char *from, const char *to)
 		struct rpc r2;
 		rpc_begin(&r2, WOP_REMOVE_IF);
 		wenc_str(&r2.e, cf);
-		wenc_u64(&r2.e, md.fileid);
+		wenc_u64(&r2.e, md->fileid);
 		rc = rpc_call(s, of, &r2);
 	}
-	if (rc == 0 && replaced && S_ISREG(old.mode) && old.fileid != md.fileid)
+	if (rc == 0 && replaced && S_ISREG(old.mode) && old.fileid != md->fileid)
 		data_remove_all(s, &old);
-	if (rc == 0 && md.fileid)
-		fd_foreach_fileid(md.fileid, rename_fd, ct);
+	if (rc == 0 && md->fileid)
+		fd_foreach_fileid(md->fileid, rename_fd, ct);
 	forget_parent();
 	return set_err(rc);
 }
 
 int chfs_symlink(const char *target, const char *path)
 {
-	char cp[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md, got;
+	struct chfs_md got;
 	if (!target || !*target)
 		return set_err(-ENOENT);
 	if (strlen(target) >= CHFS_PATH_MAX)
 		return set_err(-ENAMETOOLONG);
-	int rc = canon(path, cp);
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = check_parent(s, cp);
+	struct ns_call c;
+	int rc = ns_begin(path, NS_PARENT, &c);
 	if (rc)
 		return set_err(rc);
-	md_new(&md, S_IFLNK | 0777);
-	snprintf(md.link, sizeof md.link, "%s", target);
-	md.size = strlen(target);
-	md.first = placement_owner(cp, s->n);
+	const char *cp = c.cp;
+	struct srvlist *s = c.s;
+	struct chfs_md *md = &c.md;
+	md_new(md, S_IFLNK | 0777);
+	snprintf(md->link, sizeof md->link, "%s", target);
+	md->size = strlen(target);
+	md->first = placement_owner(cp, s->n);
 	struct rpc r;
 	rpc_begin(&r, WOP_CREATE);
 	wenc_str(&r.e, cp);
-	wenc_md(&r.e, &md);
+	wenc_md(&r.e, md);
 	wenc_u32(&r.e, WIRE_CREATE_EXCL);
-	rc = rpc_call(s, md.first, &r);
+	rc = rpc_call(s, md->first, &r);
 	if (rc == 0) {
 		wdec_u32(&r.d);
 		wdec_md(&r.d, &got);
@@ -786,22 +782,16 @@ int chfs_symlink(const char *target, const char *path)
 
 int chfs_readlink(const char *path, char *buf, size_t size)
 {
-	char cp[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md;
-	int rc = canon(path, cp);
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = ns_lookup(s, cp, &md);
-	if (rc == 0 && !S_ISLNK(md.mode))
+	struct ns_call c;
+	int rc = ns_begin(path, NS_LOOKUP, &c);
+	if (rc == 0 && !S_ISLNK(c.md.mode))
 		rc = -EINVAL;
 	if (rc)
 		return set_err(rc);
-	size_t n = strlen(md.link);
+	size_t n = strlen(c.md.link);
 	if (n > size)
 		n = size;
-	memcpy(buf, md.link, n);
+	memcpy(buf, c.md.link, n);
 	return (int)n;
 }
 
@@ -855,36 +845,27 @@ int ns_truncate(struct srvlist *s, const char *cp, const struct chfs_md *md, off
 
 int chfs_truncate(const char *path, off_t len)
 {
-	char cp[CHFS_PATH_MAX], real[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md;
-	int rc = canon(path, cp);
+	struct ns_call c;
+	int rc = ns_begin(path, NS_RESOLVE, &c);
 	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = ns_resolve(s, cp, real, &md);
-	if (rc == 0)
-		rc = ns_truncate(s, real, &md, len);
+		rc = ns_truncate(c.s, c.real, &c.md, len);
 	return set_err(rc);
 }
 
 static int setattr_path(const char *path, uint32_t which, uint32_t mode, int64_t at, int64_t mt)
 {
-	char cp[CHFS_PATH_MAX], real[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md;
-	int rc = canon(path, cp);
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = ns_resolve(s, cp, real, &md);
+	struct ns_call c;
+	int rc = ns_begin(path, NS_RESOLVE, &c);
+	const char *real = c.real;
+	struct srvlist *s = c.s;
+	struct chfs_md *md = &c.md;
 	if (rc == 0 && !real[0])
 		rc = -EPERM;
 	/* Report this process's pending writes first: their size report bumps mtime, and it must
 	 * not land after (and override) the times set here — cp -p and tar set them right after
 	 * writing. */
-	if (rc == 0 && S_ISREG(md.mode))
-		rc = fd_sync_sizes(md.fileid);
+	if (rc == 0 && S_ISREG(md->mode))
+		rc = fd_sync_sizes(md->fileid);
 	if (rc)
 		return rc;
 	struct rpc r;
