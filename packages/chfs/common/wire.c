@@ -438,8 +438,13 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		if (!d.err && r->size > WIRE_MAX_OFFSET)
 			bad = -EINVAL;
 		break;
-	case WOP_DATA_REMOVE:
 	case WOP_DATA_STAT:
+		r->fileid = wdec_u64(&d);
+		r->md.size = wdec_u64(&d);
+		r->md.mtime_ns = wdec_i64(&d);
+		r->md.ctime_ns = wdec_i64(&d);
+		break;
+	case WOP_DATA_REMOVE:
 	case WOP_LOCAL_PATH:
 	case WOP_MOVED:
 		r->fileid = wdec_u64(&d);

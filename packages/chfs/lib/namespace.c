@@ -63,17 +63,17 @@ void ns_merge_home(struct srvlist *s, struct chfs_md *md)
 	if (h < 0)
 		return;
 	struct rpc r;
-	rpc_begin(&r, WOP_DATA_STAT);
+	rpc_begin(&r, WOP_DATA_STAT); /* the home applies the size rule (server/handlers.c) */
 	wenc_u64(&r.e, md->fileid);
+	wenc_u64(&r.e, md->size);
+	wenc_i64(&r.e, md->mtime_ns);
+	wenc_i64(&r.e, md->ctime_ns);
 	if (rpc_call(s, (unsigned)h, &r) == 0) {
 		uint64_t size = wdec_u64(&r.d);
 		int64_t mtime = wdec_i64(&r.d);
 		if (wdec_finish(&r.d) == 0) {
-			if (size > md->size)
-				md->size = size;
-			/* as the server's merge: direct data changes after the last metadata change */
-			if (mtime > md->mtime_ns && mtime > md->ctime_ns)
-				md->mtime_ns = mtime;
+			md->size = size;
+			md->mtime_ns = mtime;
 		}
 	}
 }
