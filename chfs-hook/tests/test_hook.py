@@ -373,6 +373,28 @@ def test_no_local_means_rpcs_only_even_inside_libchfs(chfs_pool):
     assert backing_fds("--no-local") == []
 
 
+CREAT_WRITER = """
+import os, sys
+path, i = sys.argv[1], int(sys.argv[2])
+fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+os.pwrite(fd, bytes([i + 1]) * 65536, i * 65536)
+os.close(fd)
+"""
+
+
+def test_concurrent_o_creat_of_one_new_file_loses_no_byte(chfs_pool):
+    """Four hooked processes open one new file with O_CREAT at once and write disjoint blocks:
+    the later creators open the file (libchfs's open-or-create-exclusive), never reset it."""
+    want = b"".join(bytes([i + 1]) * 65536 for i in range(4))
+    for it in range(10):
+        procs = [subprocess.Popen(["chfs-run", "--", python3(), "-c", CREAT_WRITER,
+                                   f"/chfs/creat{it}", str(i)],
+                                  env={**chfs_pool.env, "CHFS_HOOK_LOCAL": "0"})
+                 for i in range(4)]
+        assert all(p.wait(timeout=60) == 0 for p in procs)
+        assert native_get(chfs_pool, f"/creat{it}") == want, f"round {it}"
+
+
 def test_chfs_run_usage_and_configuration_errors(chfs_pool):
     r = subprocess.run(["chfs-run", "--help"], env=chfs_pool.env, capture_output=True,
                        text=True, timeout=30)
