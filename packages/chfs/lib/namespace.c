@@ -129,44 +129,47 @@ void md_to_stat(const struct chfs_md *md, const char *cpath, struct stat *st)
 
 static void rename_fd(struct chfs_file *f, void *arg);
 
-/* SETATTR SIZE_MAX of file `fileid` under the name `path` (ESTALE if the name holds another). */
-static int report_size_at(struct srvlist *s, const char *path, uint64_t fileid, uint64_t end)
+/* SETATTR of the size (which: WIRE_SET_SIZE_MAX for a report, WIRE_SET_SIZE for a truncate) of
+ * file `fileid` under the name `path`: ESTALE if the name holds another file. */
+static int setattr_size(struct srvlist *s, const char *path, uint64_t fileid, uint32_t which,
+                        uint64_t size)
 {
 	struct rpc r;
 	rpc_begin(&r, WOP_SETATTR);
 	wenc_str(&r.e, path);
 	wenc_u64(&r.e, fileid);
-	wenc_u32(&r.e, WIRE_SET_SIZE_MAX);
+	wenc_u32(&r.e, which);
 	wenc_u32(&r.e, 0);
 	wenc_i64(&r.e, 0);
 	wenc_i64(&r.e, 0);
-	wenc_u64(&r.e, end);
+	wenc_u64(&r.e, size);
 	return rpc_call(s, placement_owner(path, s->n), &r);
 }
 
-/* The report found no entry of f under its name: another process renamed or removed it. Ask
- * every server where the file id went (server/moved.c) and report there, newest name first;
- * descriptors then follow the new name. No name holding the file id: it was removed, and
- * there is nothing to report to (the name is not brought back). */
-static int report_size_moved(struct srvlist *s, struct chfs_file *f, uint64_t end)
+/* A size change found no entry of file `fileid` under its name: another process renamed or
+ * removed it. Ask every server where the file id went (server/moved.c) and apply the change
+ * there, newest name first, still checked by file id; the name that took it is copied to
+ * `found` (CHFS_PATH_MAX) and the descriptors of the file follow it. -ENOENT if no name holds
+ * the file id any more (it was removed: the name is not brought back). */
+static int setattr_size_moved(struct srvlist *s, uint64_t fileid, uint32_t which, uint64_t size,
+                              char *found)
 {
 	size_t cap = WIRE_HDR_LEN + 16 + CHFS_PATH_MAX;
 	unsigned *idx = malloc(s->n * sizeof *idx);
 	uint8_t *reps = malloc(s->n * cap);
 	size_t *rl = malloc(s->n * sizeof *rl);
 	int *rcs = malloc(s->n * sizeof *rcs), rc = -ENOMEM;
-	char *path = malloc(CHFS_PATH_MAX);
-	if (idx && reps && rl && rcs && path) {
+	if (idx && reps && rl && rcs) {
 		uint8_t msg[WIRE_HDR_LEN + 16];
 		struct wenc e;
 		wenc_init(&e, msg, sizeof msg);
 		wenc_reserve(&e, WIRE_HDR_LEN);
-		wenc_u64(&e, f->md.fileid);
+		wenc_u64(&e, fileid);
 		for (unsigned i = 0; i < s->n; i++)
 			idx[i] = i;
 		rpc_multi(s, idx, s->n, msg, e.len, WOP_MOVED, reps, cap, rl, rcs);
-		rc = 0;
-		for (;;) { /* newest unreported candidate first */
+		rc = -ENOENT;
+		for (;;) { /* newest untried candidate first */
 			int best = -1;
 			int64_t best_when = 0;
 			for (unsigned i = 0; i < s->n; i++) {
@@ -185,25 +188,22 @@ static int report_size_moved(struct srvlist *s, struct chfs_file *f, uint64_t en
 			struct wdec d;
 			wdec_init(&d, reps + (unsigned)best * cap + WIRE_HDR_LEN, rl[best] - WIRE_HDR_LEN);
 			wdec_i64(&d);
-			wdec_str(&d, path, CHFS_PATH_MAX);
+			wdec_str(&d, found, CHFS_PATH_MAX);
 			rcs[best] = -ENOENT; /* tried */
 			if (wdec_finish(&d))
 				continue;
-			rc = report_size_at(s, path, f->md.fileid, end);
-			if (rc == 0) {
-				fd_foreach_fileid(f->md.fileid, rename_fd, path);
-				break;
-			}
+			rc = setattr_size(s, found, fileid, which, size);
 			if (rc != -ENOENT && rc != -ESTALE)
 				break;
-			rc = 0;
+			rc = -ENOENT;
 		}
 	}
+	if (rc == 0)
+		fd_foreach_fileid(fileid, rename_fd, found);
 	free(idx);
 	free(reps);
 	free(rl);
 	free(rcs);
-	free(path);
 	return rc;
 }
 
@@ -229,9 +229,12 @@ int ns_report_size(struct chfs_file *f)
 	pthread_mutex_lock(&f->lock);
 	memcpy(path, f->path, sizeof path);
 	pthread_mutex_unlock(&f->lock);
-	rc = report_size_at(s, path, f->md.fileid, end);
-	if (rc == -ENOENT || rc == -ESTALE)
-		rc = report_size_moved(s, f, end);
+	rc = setattr_size(s, path, f->md.fileid, WIRE_SET_SIZE_MAX, end);
+	if (rc == -ENOENT || rc == -ESTALE) {
+		rc = setattr_size_moved(s, f->md.fileid, WIRE_SET_SIZE_MAX, end, path);
+		if (rc == -ENOENT)
+			rc = 0; /* removed meanwhile: nothing to report to */
+	}
 	if (rc) {
 		pthread_mutex_lock(&f->lock);
 		if (!f->dirty) {
@@ -798,16 +801,15 @@ int chfs_readlink(const char *path, char *buf, size_t size)
 /* Set the size of a regular file exactly: metadata at the owner, then the backing files. */
 static int set_size(struct srvlist *s, const char *cp, const struct chfs_md *md, uint64_t len)
 {
-	struct rpc r;
-	rpc_begin(&r, WOP_SETATTR);
-	wenc_str(&r.e, cp);
-	wenc_u64(&r.e, md->fileid);
-	wenc_u32(&r.e, WIRE_SET_SIZE);
-	wenc_u32(&r.e, 0);
-	wenc_i64(&r.e, 0);
-	wenc_i64(&r.e, 0);
-	wenc_u64(&r.e, len);
-	int rc = rpc_call(s, placement_owner(cp, s->n), &r);
+	int rc = setattr_size(s, cp, md->fileid, WIRE_SET_SIZE, len);
+	if ((rc == -ENOENT || rc == -ESTALE) && md->fileid) {
+		/* renamed by another process since we looked (ftruncate of an open file) */
+		char *found = malloc(CHFS_PATH_MAX);
+		int moved = found ? setattr_size_moved(s, md->fileid, WIRE_SET_SIZE, len, found) : -ENOMEM;
+		free(found);
+		if (moved != -ENOENT)
+			rc = moved;
+	}
 	if (rc == 0)
 		rc = data_truncate_all(s, md, len);
 	return rc;

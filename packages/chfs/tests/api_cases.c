@@ -187,6 +187,29 @@ static int rename_while_writing(const char *dir)
 	return 0;
 }
 
+/* ftruncate of an open file another process renamed: keyed by file id, it reaches the file
+ * under its new name (it failed with ENOENT at the old one). */
+static int ftruncate_after_rename(const char *dir)
+{
+	char from[4096], to[4096], cmd[9000];
+	snprintf(from, sizeof from, "%s/t", dir);
+	int fd = chfs_create(from, O_RDWR | O_TRUNC, 0644);
+	CHECK(fd >= 0 && chfs_pwrite(fd, "0123456789", 10, 0) == 10 && chfs_fsync(fd) == 0,
+	      "write failed");
+	for (int k = 0; k < 8; k++) { /* same-owner and cross-owner renames */
+		snprintf(to, sizeof to, "%s/t%d", dir, k);
+		snprintf(cmd, sizeof cmd, "chfs-io rename %s %s", from, to);
+		CHECK(system(cmd) == 0, "%s failed", cmd);
+		CHECK(chfs_ftruncate(fd, 9 - k) == 0, "ftruncate after renaming to %s failed", to);
+		long long n = size_of(to);
+		CHECK(n == 9 - k, "%s: size %lld after ftruncate, expected %d", to, n, 9 - k);
+		snprintf(from, sizeof from, "%s", to);
+	}
+	CHECK(chfs_close(fd) == 0, "close failed");
+	printf("ok\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -206,7 +229,8 @@ int main(int argc, char **argv)
 		int (*fn)(const char *);
 	} cases[] = {{"recreate-dirty", recreate_dirty}, {"create-keeps", create_keeps},
 	             {"open-any-mode", open_any_mode}, {"missing-parents", missing_parents},
-	             {"posix-create", posix_create}, {"rename-while-writing", rename_while_writing}};
+	             {"posix-create", posix_create}, {"rename-while-writing", rename_while_writing},
+	             {"ftruncate-after-rename", ftruncate_after_rename}};
 	int rc = 2;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		if (strcmp(argv[1], cases[i].name) == 0)
