@@ -53,7 +53,7 @@ struct io_opts {
 static double write_phase(const struct io_opts *o, const char *path, char *buf)
 {
   double t0 = now();
-  int fd = o->native ? chfs_create(path, O_WRONLY, 0644) : open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  int fd = o->native ? chfs_create(path, O_WRONLY | O_TRUNC, 0644) : open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
   if (fd < 0)
     die("create", path);
   for (long off = 0; off < o->size; off += o->block) {
@@ -132,7 +132,7 @@ static void paired_child(const struct io_opts *o, const char *ndir, int rank, in
   if (read(go, &c, 1) != 1)
     _exit(1);
   double t0 = now();
-  int nfd = chfs_create(np, O_WRONLY, 0644);
+  int nfd = chfs_create(np, O_WRONLY | O_TRUNC, 0644);
   double t1 = now();
   int hfd = open(hp, O_CREAT | O_WRONLY | O_TRUNC, 0644);
   double t2 = now();

@@ -55,22 +55,12 @@ static long open_chfs(const struct hook_target *t, int flags, mode_t mode)
     if (chfs_lstat(t->path, &st) == 0 && S_ISLNK(st.st_mode))
       return -ELOOP;
   }
-  int keep = flags & (O_APPEND | O_TRUNC);
-  int cfd;
   errno = 0;
   mode_t m = mode & ~atomic_load(&hook_umask) & 07777;
-  if ((flags & O_CREAT) && (flags & O_EXCL)) {
-    cfd = chfs_create(t->path, acc | O_EXCL | (flags & O_APPEND), m);
-  } else {
-    cfd = chfs_open(t->path, acc | keep | (flags & O_DIRECTORY));
-    if (cfd < 0 && errno == ENOENT && (flags & O_CREAT)) {
-      /* O_EXCL: a concurrent creator must not have its data truncated by ours */
-      errno = 0;
-      cfd = chfs_create(t->path, acc | O_EXCL | (flags & O_APPEND), m);
-      if (cfd < 0 && errno == EEXIST)
-        cfd = chfs_open(t->path, acc | keep);
-    }
-  }
+  /* one call: opens the existing file or creates it exclusively (a concurrent creator's
+   * bytes are never truncated), ENOENT for a missing parent as a local file system */
+  int cfd = chfs_open_posix(t->path, flags & (O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND |
+                                              O_DIRECTORY), m, 0);
   if (cfd < 0)
     return hook_path_err(t->path);
   struct stat st;

@@ -274,6 +274,8 @@ print(' '.join([
     err(os.write, fd, b'x'), err(os.read, 999, 1), err(os.close, 999), err(os.fstat, 999),
     err(os.lseek, fd, -5, os.SEEK_SET), err(os.symlink, 'x', base + '/file'),
     err(os.readlink, base + '/file'), err(os.open, base + '/file', os.O_RDONLY | os.O_DIRECTORY),
+    err(open, base + '/nodir/f', 'w'), err(os.read, os.open(base + '/file', os.O_WRONLY), 1),
+    err(os.ftruncate, os.open(base + '/file', os.O_RDONLY), 0),
 ]))
 print(os.readlink(f'/proc/self/fd/{fd}') == os.path.realpath(base + '/file'))
 os.close(fd)
@@ -341,6 +343,56 @@ def test_node_local_fast_path_reads_and_writes_the_backing_file(chfs_pool):
     assert r.stdout.split() == [str(len(want)), "tail"]
     r = sh(chfs_pool, "wc -c < /chfs/local.txt", env={**env, "CHFS_HOOK_LOCAL": "0"})
     assert r.stdout.strip() == str(len(want))
+
+
+FDS_SCRIPT = """
+import os
+with open('/chfs/nl.bin', 'wb') as f:
+    f.write(os.urandom(300000))
+with open('/chfs/nl.bin', 'rb') as f:   # the backing files exist now
+    assert len(f.read()) == 300000
+    for d in os.listdir('/proc/self/fd'):
+        try:
+            print(os.readlink('/proc/self/fd/' + d))
+        except OSError:
+            pass   # the listing's own descriptor
+"""
+
+
+def test_no_local_means_rpcs_only_even_inside_libchfs(chfs_pool):
+    """--no-local must also switch off libchfs's own fast path (CHFS_LOCAL_FASTPATH): a
+    hash-placed file written through the hook leaves no server backing file open in the
+    process. Without --no-local the same write does open them (the check can see them)."""
+    def backing_fds(*opts):
+        r = subprocess.run(["chfs-run", *opts, "--", python3(), "-c", FDS_SCRIPT],
+                           env={**chfs_pool.env, "CHFS_LOCAL_FASTPATH": "1"},
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return [p for p in r.stdout.split() if any(p.startswith(d) for d in chfs_pool.dirs)]
+    assert backing_fds(), "control: the libchfs fast path should open backing files"
+    assert backing_fds("--no-local") == []
+
+
+CREAT_WRITER = """
+import os, sys
+path, i = sys.argv[1], int(sys.argv[2])
+fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+os.pwrite(fd, bytes([i + 1]) * 65536, i * 65536)
+os.close(fd)
+"""
+
+
+def test_concurrent_o_creat_of_one_new_file_loses_no_byte(chfs_pool):
+    """Four hooked processes open one new file with O_CREAT at once and write disjoint blocks:
+    the later creators open the file (libchfs's open-or-create-exclusive), never reset it."""
+    want = b"".join(bytes([i + 1]) * 65536 for i in range(4))
+    for it in range(10):
+        procs = [subprocess.Popen(["chfs-run", "--", python3(), "-c", CREAT_WRITER,
+                                   f"/chfs/creat{it}", str(i)],
+                                  env={**chfs_pool.env, "CHFS_HOOK_LOCAL": "0"})
+                 for i in range(4)]
+        assert all(p.wait(timeout=60) == 0 for p in procs)
+        assert native_get(chfs_pool, f"/creat{it}") == want, f"round {it}"
 
 
 def test_chfs_run_usage_and_configuration_errors(chfs_pool):

@@ -1,11 +1,12 @@
 /*
  * ad_chfs_open.c — open, close and delete of CHFS files.
  *
- * MPI access modes map onto libchfs as follows. RDONLY/WRONLY/RDWR pass through. CREATE must
- * not truncate an existing file, but chfs_create does (it is creat(2)), so CREATE without EXCL
- * first tries chfs_open and creates (with O_EXCL) only on ENOENT, reopening if another rank won
- * the race; CREATE|EXCL is chfs_create with O_EXCL, so the loser gets MPI_ERR_FILE_EXISTS.
- * ROMIO's collective open already creates the file on one rank before the others open it.
+ * MPI access modes map onto chfs_open_posix's open(2) flags: RDONLY/WRONLY/RDWR pass through
+ * (ROMIO checks them before calling us), CREATE is O_CREAT — libchfs opens an existing file or
+ * creates it exclusively in one call, so a concurrently created file is never truncated — and
+ * CREATE|EXCL adds O_EXCL, so the loser gets MPI_ERR_FILE_EXISTS. A missing directory is
+ * ENOENT (MPI_ERR_NO_SUCH_FILE), as on a local file system. ROMIO's collective open already
+ * creates the file on one rank before the others open it.
  * APPEND sets the individual file pointer to the end of file (ROMIO writes at explicit
  * offsets, so O_APPEND is not passed down: it would make every pwrite append). DELETE_ON_CLOSE
  * is carried out by ROMIO's close through our Delete slot. New files get the chunk size from
@@ -28,16 +29,6 @@ static mode_t chfs_create_mode(ADIO_File fd)
     return 0666 & ~mask;
 }
 
-static int chfs_create_file(ADIO_File fd, const char *path, int flags)
-{
-    int chunk = ADIOI_CHFS_Hinted_chunk_size(fd);
-    mode_t mode = chfs_create_mode(fd);
-
-    if (chunk > 0)
-        return chfs_create_chunk_size(path, flags | O_EXCL, mode, chunk);
-    return chfs_create(path, flags | O_EXCL, mode);
-}
-
 void ADIOI_CHFS_Open(ADIO_File fd, int *error_code)
 {
     static char myname[] = "ADIOI_CHFS_OPEN";
@@ -53,18 +44,10 @@ void ADIOI_CHFS_Open(ADIO_File fd, int *error_code)
         return;
 
     flags = (amode & ADIO_RDONLY) ? O_RDONLY : (amode & ADIO_WRONLY) ? O_WRONLY : O_RDWR;
-    if ((amode & ADIO_CREATE) && (amode & ADIO_EXCL)) {
-        cfd = chfs_create_file(fd, path, flags);
-    } else if (amode & ADIO_CREATE) {
-        cfd = chfs_open(path, flags);
-        if (cfd < 0 && errno == ENOENT) {
-            cfd = chfs_create_file(fd, path, flags);
-            if (cfd < 0 && errno == EEXIST)     /* created concurrently by another rank */
-                cfd = chfs_open(path, flags);
-        }
-    } else {
-        cfd = chfs_open(path, flags);
-    }
+    if (amode & ADIO_CREATE)
+        flags |= O_CREAT | ((amode & ADIO_EXCL) ? O_EXCL : 0);
+    cfd = chfs_open_posix(path, flags, (amode & ADIO_CREATE) ? chfs_create_mode(fd) : 0,
+                          (amode & ADIO_CREATE) ? ADIOI_CHFS_Hinted_chunk_size(fd) : 0);
     if (cfd < 0) {
         *error_code = ADIOI_CHFS_Error(myname, "open", path, errno);
         fd->fd_sys = -1;

@@ -59,12 +59,12 @@ static double run_phase(enum api api, int shared, int write, const char *path, c
     if (api == NATIVE) {
         int fd;
         if (write && shared) {  /* rank 0 creates, then the others open: ROMIO's protocol */
-            fd = rank == 0 ? chfs_create(path, O_WRONLY, 0644) : -1;
+            fd = rank == 0 ? chfs_create(path, O_WRONLY | O_TRUNC, 0644) : -1;
             MPI_Barrier(MPI_COMM_WORLD);
             if (rank != 0)
                 fd = chfs_open(path, O_WRONLY);
         } else if (write) {
-            fd = chfs_create(path, O_WRONLY, 0644);
+            fd = chfs_create(path, O_WRONLY | O_TRUNC, 0644);
         } else {
             fd = chfs_open(path, O_RDONLY);
         }

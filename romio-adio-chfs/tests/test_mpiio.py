@@ -87,6 +87,23 @@ def test_open_missing_file_without_create_fails_with_no_such_file(shared_mpi):
     assert "No such file" in r.stdout or "does not exist" in r.stdout, r.stdout
 
 
+def test_create_in_a_missing_directory_fails_with_no_such_file(shared_mpi):
+    """chfs_create makes missing parents (upstream's API); MPI-IO must not: it uses the strict
+    chfs_open_posix, so the directory does not appear."""
+    shared_mpi.run("mpiio_ops", "create-no-dir", "chfs:/mpiio/no-such-dir/f")
+    assert shared_mpi.native("/mpiio/no-such-dir/f").returncode != 0
+
+
+def test_independent_creates_of_one_new_file_lose_no_byte(shared_mpi):
+    """Every rank opens the same new file with MPI_COMM_SELF and CREATE at once and writes its
+    own block: whichever create comes second must open the file, not reset it."""
+    for it in range(5):
+        path = f"/mpiio/self-create{it}"
+        shared_mpi.run("mpiio_ops", "self-create", "chfs:" + path)
+        got = shared_mpi.native(path).stdout
+        assert got == b"".join(bytes([r + 1]) * 65536 for r in range(4)), f"round {it}"
+
+
 def test_excl_on_existing_file_fails_with_file_exists(shared_mpi):
     shared_mpi.run("mpiio_pattern", "indep", "chfs:/mpiio/existing", SIZE)
     shared_mpi.run("mpiio_ops", "excl", "chfs:/mpiio/existing")

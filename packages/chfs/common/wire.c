@@ -19,6 +19,7 @@ static const char *const op_names[WOP_MAX] = {
 	[WOP_SETATTR] = "setattr", [WOP_WRITE] = "write", [WOP_READ] = "read",
 	[WOP_DATA_TRUNCATE] = "data_truncate", [WOP_DATA_REMOVE] = "data_remove",
 	[WOP_DATA_STAT] = "data_stat", [WOP_LOCAL_PATH] = "local_path", [WOP_SYNC] = "sync",
+	[WOP_MOVED] = "moved",
 };
 
 const char *wire_op_name(unsigned op)
@@ -521,9 +522,15 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		if (!d.err && r->size > WIRE_MAX_OFFSET)
 			bad = -EINVAL;
 		break;
-	case WOP_DATA_REMOVE:
 	case WOP_DATA_STAT:
+		r->fileid = wdec_u64(&d);
+		r->md.size = wdec_u64(&d);
+		r->md.mtime_ns = wdec_i64(&d);
+		r->md.ctime_ns = wdec_i64(&d);
+		break;
+	case WOP_DATA_REMOVE:
 	case WOP_LOCAL_PATH:
+	case WOP_MOVED:
 		r->fileid = wdec_u64(&d);
 		break;
 	default:

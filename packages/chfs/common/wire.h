@@ -57,9 +57,11 @@ enum wire_op {
 	WOP_READ,          /* u64 fileid, segs, rma? -> u32 n, n x u64 got, bytes data */
 	WOP_DATA_TRUNCATE, /* u64 fileid, u64 len */
 	WOP_DATA_REMOVE,   /* u64 fileid */
-	WOP_DATA_STAT,     /* u64 fileid -> u64 size, i64 mtime */
+	WOP_DATA_STAT,     /* u64 fileid, u64 size, i64 mtime, i64 ctime (the metadata's) -> u64 size,
+	                    * i64 mtime merged with the backing file by the server's local-file rule */
 	WOP_LOCAL_PATH,    /* u64 fileid -> str absolute backing path */
 	WOP_SYNC,          /* -> (flushes the server's storage) */
+	WOP_MOVED,         /* u64 fileid -> i64 when, str path (last rename of it this server took) */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);

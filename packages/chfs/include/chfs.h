@@ -71,11 +71,15 @@ void chfs_set_rdma_thresh(size_t thresh);
 void chfs_set_rpc_timeout_msec(int timeout);
 void chfs_set_node_list_cache_timeout(int timeout);
 
-/* Create (or truncate, if it exists and O_EXCL is not given) a regular file and open it.
- * flags: O_RDONLY/O_WRONLY/O_RDWR, O_EXCL, O_APPEND, CHFS_O_LOCAL. Returns a descriptor. */
+/* Create a regular file and open it; an existing file is opened as it is (truncated only with
+ * O_TRUNC), so every rank of a job may create one shared file. Missing parent directories are
+ * created, as upstream's namespace does. flags: O_EXCL (EEXIST if the name exists), O_TRUNC,
+ * O_APPEND, CHFS_O_LOCAL; the access mode is ignored, as upstream (see chfs_open). */
 int chfs_create(const char *path, int32_t flags, mode_t mode);
 int chfs_create_chunk_size(const char *path, int32_t flags, mode_t mode, int chunk_size);
-/* Open an existing file or directory. flags: access mode, O_TRUNC, O_APPEND, O_DIRECTORY. */
+/* Open an existing file or directory. As upstream's, the descriptor reads and writes whatever
+ * the access mode bits say (IOR passes its own flag word here); O_TRUNC (with a writable
+ * access mode), O_APPEND and O_DIRECTORY are honoured; O_CREAT and O_EXCL are ignored. */
 int chfs_open(const char *path, int32_t flags);
 int chfs_close(int fd);
 ssize_t chfs_pwrite(int fd, const void *buf, size_t size, off_t offset);
@@ -113,6 +117,13 @@ int chfs_stagein(const char *path);
  * address is one of this host's addresses), instead of striping by hash. */
 #define CHFS_O_LOCAL (1 << 27)
 
+/* open(2) for access paths that see real O_ flags (the hook, chfuse, ad_chfs): O_CREAT opens
+ * the existing file or creates it exclusively in one call — a concurrent creator's bytes are
+ * never truncated (only O_TRUNC truncates) — O_EXCL, O_TRUNC, O_APPEND, O_DIRECTORY,
+ * CHFS_O_LOCAL; a missing parent directory is ENOENT, as on a local file system. chunk_size
+ * <= 0 means the default. The access mode is not enforced on the descriptor (as chfs_open):
+ * the caller checks it. */
+int chfs_open_posix(const char *path, int32_t flags, mode_t mode, int chunk_size);
 int chfs_rename(const char *from, const char *to); /* files, symlinks and empty directories */
 int chfs_fstat(int fd, struct stat *st);
 int chfs_ftruncate(int fd, off_t len);

@@ -4,9 +4,12 @@
  * concurrently (rpc_multi).
  *
  * Symlinks are followed at the last component only (up to 8 hops; intermediate components are
- * taken literally, as upstream). New entries require an existing parent directory; the last
- * parent seen to exist is remembered for one second per thread, so creating many files in one
- * directory costs one extra lookup per second, not per file.
+ * taken literally, as upstream). New entries require an existing parent directory (except
+ * chfs_create, which makes missing ones as upstream does); the last parent seen to exist is
+ * remembered for one second per thread, so creating many files in one directory costs one
+ * extra lookup per second, not per file.
+ * Open and create share open_file: O_CREAT is an exclusive CREATE, and on EEXIST the existing
+ * file is opened, never reset — only O_TRUNC truncates (see doc/design.md "Open and create").
  * Rename moves only the namespace entry (data is keyed by file id): one RENAME when both names
  * have the same owner, else INSERT at the new owner then REMOVE_IF at the old one. Directories
  * can be renamed only when empty (EXDEV otherwise, so mv(1) falls back to copying).
@@ -60,17 +63,17 @@ void ns_merge_home(struct srvlist *s, struct chfs_md *md)
 	if (h < 0)
 		return;
 	struct rpc r;
-	rpc_begin(&r, WOP_DATA_STAT);
+	rpc_begin(&r, WOP_DATA_STAT); /* the home applies the size rule (server/handlers.c) */
 	wenc_u64(&r.e, md->fileid);
+	wenc_u64(&r.e, md->size);
+	wenc_i64(&r.e, md->mtime_ns);
+	wenc_i64(&r.e, md->ctime_ns);
 	if (rpc_call(s, (unsigned)h, &r) == 0) {
 		uint64_t size = wdec_u64(&r.d);
 		int64_t mtime = wdec_i64(&r.d);
 		if (wdec_finish(&r.d) == 0) {
-			if (size > md->size)
-				md->size = size;
-			/* as the server's merge: direct data changes after the last metadata change */
-			if (mtime > md->mtime_ns && mtime > md->ctime_ns)
-				md->mtime_ns = mtime;
+			md->size = size;
+			md->mtime_ns = mtime;
 		}
 	}
 }
@@ -124,6 +127,86 @@ void md_to_stat(const struct chfs_md *md, const char *cpath, struct stat *st)
 	st->st_ctim.tv_nsec = md->ctime_ns % 1000000000;
 }
 
+static void rename_fd(struct chfs_file *f, void *arg);
+
+/* SETATTR of the size (which: WIRE_SET_SIZE_MAX for a report, WIRE_SET_SIZE for a truncate) of
+ * file `fileid` under the name `path`: ESTALE if the name holds another file. */
+static int setattr_size(struct srvlist *s, const char *path, uint64_t fileid, uint32_t which,
+                        uint64_t size)
+{
+	struct rpc r;
+	rpc_begin(&r, WOP_SETATTR);
+	wenc_str(&r.e, path);
+	wenc_u64(&r.e, fileid);
+	wenc_u32(&r.e, which);
+	wenc_u32(&r.e, 0);
+	wenc_i64(&r.e, 0);
+	wenc_i64(&r.e, 0);
+	wenc_u64(&r.e, size);
+	return rpc_call(s, placement_owner(s->ring, path), &r);
+}
+
+/* A size change found no entry of file `fileid` under its name: another process renamed or
+ * removed it. Ask every server where the file id went (server/moved.c) and apply the change
+ * there, newest name first, still checked by file id; the name that took it is copied to
+ * `found` (CHFS_PATH_MAX) and the descriptors of the file follow it. -ENOENT if no name holds
+ * the file id any more (it was removed: the name is not brought back). */
+static int setattr_size_moved(struct srvlist *s, uint64_t fileid, uint32_t which, uint64_t size,
+                              char *found)
+{
+	size_t cap = WIRE_HDR_LEN + 16 + CHFS_PATH_MAX;
+	unsigned *idx = malloc(s->n * sizeof *idx);
+	uint8_t *reps = malloc(s->n * cap);
+	size_t *rl = malloc(s->n * sizeof *rl);
+	int *rcs = malloc(s->n * sizeof *rcs), rc = -ENOMEM;
+	if (idx && reps && rl && rcs) {
+		uint8_t msg[WIRE_HDR_LEN + 16];
+		struct wenc e;
+		wenc_init(&e, msg, sizeof msg);
+		wenc_reserve(&e, WIRE_HDR_LEN);
+		wenc_u64(&e, fileid);
+		for (unsigned i = 0; i < s->n; i++)
+			idx[i] = i;
+		rpc_multi(s, idx, s->n, msg, e.len, WOP_MOVED, reps, cap, rl, rcs);
+		rc = -ENOENT;
+		for (;;) { /* newest untried candidate first */
+			int best = -1;
+			int64_t best_when = 0;
+			for (unsigned i = 0; i < s->n; i++) {
+				if (rcs[i] || rl[i] < WIRE_HDR_LEN)
+					continue;
+				struct wdec d;
+				wdec_init(&d, reps + i * cap + WIRE_HDR_LEN, rl[i] - WIRE_HDR_LEN);
+				int64_t when = wdec_i64(&d);
+				if (!d.err && (best < 0 || when > best_when)) {
+					best = (int)i;
+					best_when = when;
+				}
+			}
+			if (best < 0)
+				break;
+			struct wdec d;
+			wdec_init(&d, reps + (unsigned)best * cap + WIRE_HDR_LEN, rl[best] - WIRE_HDR_LEN);
+			wdec_i64(&d);
+			wdec_str(&d, found, CHFS_PATH_MAX);
+			rcs[best] = -ENOENT; /* tried */
+			if (wdec_finish(&d))
+				continue;
+			rc = setattr_size(s, found, fileid, which, size);
+			if (rc != -ENOENT && rc != -ESTALE)
+				break;
+			rc = -ENOENT;
+		}
+	}
+	if (rc == 0)
+		fd_foreach_fileid(fileid, rename_fd, found);
+	free(idx);
+	free(reps);
+	free(rl);
+	free(rcs);
+	return rc;
+}
+
 int ns_report_size(struct chfs_file *f)
 {
 	struct srvlist *s;
@@ -142,18 +225,16 @@ int ns_report_size(struct chfs_file *f)
 	int rc = client_begin(&s);
 	if (rc)
 		return rc;
-	struct rpc r;
-	rpc_begin(&r, WOP_SETATTR);
-	wenc_str(&r.e, f->path);
-	wenc_u64(&r.e, f->md.fileid);
-	wenc_u32(&r.e, WIRE_SET_SIZE_MAX);
-	wenc_u32(&r.e, 0);
-	wenc_i64(&r.e, 0);
-	wenc_i64(&r.e, 0);
-	wenc_u64(&r.e, end);
-	rc = rpc_call(s, placement_owner(s->ring, f->path), &r);
-	if (rc == -ENOENT || rc == -ESTALE)
-		rc = 0; /* removed or replaced meanwhile: nothing to report to */
+	char path[CHFS_PATH_MAX];
+	pthread_mutex_lock(&f->lock);
+	memcpy(path, f->path, sizeof path);
+	pthread_mutex_unlock(&f->lock);
+	rc = setattr_size(s, path, f->md.fileid, WIRE_SET_SIZE_MAX, end);
+	if (rc == -ENOENT || rc == -ESTALE) {
+		rc = setattr_size_moved(s, f->md.fileid, WIRE_SET_SIZE_MAX, end, path);
+		if (rc == -ENOENT)
+			rc = 0; /* removed meanwhile: nothing to report to */
+	}
 	if (rc) {
 		pthread_mutex_lock(&f->lock);
 		if (!f->dirty) {
@@ -243,6 +324,36 @@ static int check_parent(struct srvlist *s, const char *cpath)
 
 static void forget_parent(void) { known_parent_at = 0; }
 
+/* The prologue every path call shares (as Redis's lookupKeyReadOrReply, libuv's PATH/INIT):
+ * canonicalise, take the server list, optionally report this process's pending sizes first
+ * (so the call sees its own writes), then look the name up (NS_LOOKUP), follow its symlinks
+ * (NS_RESOLVE: the final name in c->real) or check that its parent is a directory
+ * (NS_PARENT). Returns 0 or -errno; the caller converts once with set_err. */
+enum { NS_SYNC = 1, NS_LOOKUP = 2, NS_RESOLVE = 4, NS_PARENT = 8 };
+struct ns_call {
+	struct srvlist *s;
+	struct chfs_md md;
+	char cp[CHFS_PATH_MAX];   /* canonical path */
+	char real[CHFS_PATH_MAX]; /* NS_RESOLVE: the path after following symlinks */
+};
+
+static int ns_begin(const char *path, unsigned how, struct ns_call *c)
+{
+	c->s = NULL;
+	int rc = canon(path, c->cp);
+	if (rc == 0)
+		rc = client_begin(&c->s);
+	if (rc == 0 && (how & NS_SYNC))
+		rc = fd_sync_sizes(0);
+	if (rc == 0 && (how & NS_LOOKUP))
+		rc = ns_lookup(c->s, c->cp, &c->md);
+	if (rc == 0 && (how & NS_RESOLVE))
+		rc = ns_resolve(c->s, c->cp, c->real, &c->md);
+	if (rc == 0 && (how & NS_PARENT))
+		rc = check_parent(c->s, c->cp);
+	return rc;
+}
+
 static void md_new(struct chfs_md *md, mode_t mode)
 {
 	memset(md, 0, sizeof *md);
@@ -264,7 +375,10 @@ static int new_file(const char *cpath, const struct chfs_md *md, int accmode, in
 		f->wcap = chfs_client.cfg.buf_size;
 	snprintf(f->path, sizeof f->path, "%s", cpath);
 	f->md = *md;
-	f->accmode = accmode;
+	/* As upstream's: a chfs.h descriptor reads and writes whatever access mode it was opened
+	 * with (IOR passes its own flag words). Access paths that see real O_ flags (hook, FUSE
+	 * kernel, ROMIO) enforce the POSIX mode themselves; accmode only sizes the write buffer. */
+	f->accmode = O_RDWR;
 	f->append = append;
 	f->isdir = S_ISDIR(md->mode);
 	int fd = fd_alloc(f);
@@ -276,20 +390,43 @@ static int new_file(const char *cpath, const struct chfs_md *md, int accmode, in
 	return fd;
 }
 
-int chfs_create_chunk_size(const char *path, int32_t flags, mode_t mode, int chunk_size)
+/* Create the missing directories above cpath (upstream's namespace makes them implicitly, so
+ * programs written for it create "/bw/f" without "/bw"). An existing component must be a
+ * directory; a concurrent creator of the same one is not an error. */
+static int make_parents(struct srvlist *s, const char *cpath)
 {
-	char cp[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md, got;
-	int rc = canon(path, cp);
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = check_parent(s, cp);
-	if (rc == -EEXIST)
-		rc = -EISDIR;
-	if (rc)
-		return set_err(rc);
+	char parent[CHFS_PATH_MAX], dir[CHFS_PATH_MAX];
+	struct chfs_md md;
+	if (!path_split(cpath, parent))
+		return -EEXIST;
+	for (size_t i = 0; parent[i]; i++) {
+		if (parent[i + 1] != '/' && parent[i + 1] != '\0')
+			continue;
+		memcpy(dir, parent, i + 1);
+		dir[i + 1] = '\0';
+		md_new(&md, S_IFDIR | 0755);
+		struct rpc r;
+		rpc_begin(&r, WOP_MKDIR);
+		wenc_str(&r.e, dir);
+		wenc_md(&r.e, &md);
+		int rc = rpc_call(s, placement_owner(s->ring, dir), &r);
+		if (rc == -EEXIST) {
+			rc = ns_resolve(s, dir, NULL, &md);
+			if (rc == 0 && !S_ISDIR(md.mode))
+				rc = -ENOTDIR;
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Create cpath exclusively (WOP_CREATE with EXCL): -EEXIST if any entry has the name, so an
+ * existing file is never reset by a create. */
+static int create_excl(struct srvlist *s, const char *cp, int32_t flags, mode_t mode,
+                       int chunk_size, struct chfs_md *got)
+{
+	struct chfs_md md;
 	md_new(&md, S_IFREG | (mode & 07777));
 	if (chunk_size > 0 && (unsigned)chunk_size <= CHFS_MAX_CHUNK_SIZE)
 		md.chunk_size = (uint32_t)chunk_size;
@@ -308,22 +445,81 @@ int chfs_create_chunk_size(const char *path, int32_t flags, mode_t mode, int chu
 	rpc_begin(&r, WOP_CREATE);
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, &md);
-	wenc_u32(&r.e, (flags & O_EXCL) ? WIRE_CREATE_EXCL : 0);
-	rc = rpc_call(s, owner, &r);
-	uint32_t existed = 0;
+	wenc_u32(&r.e, WIRE_CREATE_EXCL);
+	int rc = rpc_call(s, owner, &r);
 	if (rc == 0) {
-		existed = wdec_u32(&r.d);
-		wdec_md(&r.d, &got);
+		wdec_u32(&r.d);
+		wdec_md(&r.d, got);
 		if (wdec_finish(&r.d))
 			rc = -EIO;
 	}
-	if (rc == 0 && existed) {
-		fd_sync_sizes(got.fileid);
-		rc = data_truncate_all(s, &got, 0);
-	}
+	return rc;
+}
+
+/* Open the existing entry at cp (symlinks followed): O_DIRECTORY and directory checks, then
+ * O_TRUNC through ns_truncate, which first reports this process's own dirty writes of the
+ * file and clamps its descriptors — else their later size report would resurrect the old
+ * length as zeros. */
+static int open_existing(struct ns_call *c, int32_t flags)
+{
+	struct chfs_md *md = &c->md;
+	int rc = fd_sync_sizes(0);
+	if (rc == 0)
+		rc = ns_resolve(c->s, c->cp, c->real, md);
 	if (rc)
-		return set_err(rc);
-	return set_err(new_file(cp, &got, flags & O_ACCMODE, !!(flags & O_APPEND)));
+		return rc;
+	int acc = flags & O_ACCMODE;
+	if (S_ISDIR(md->mode) && acc != O_RDONLY)
+		return -EISDIR;
+	if (!S_ISDIR(md->mode) && (flags & O_DIRECTORY))
+		return -ENOTDIR;
+	if ((flags & O_TRUNC) && acc != O_RDONLY && S_ISREG(md->mode)) {
+		if ((rc = ns_truncate(c->s, c->real, md, 0)) < 0)
+			return rc;
+		md->size = 0;
+	}
+	return new_file(c->real, md, acc, !!(flags & O_APPEND));
+}
+
+/* The one open path of libchfs. Without O_CREAT: open_existing. With O_CREAT: create
+ * exclusively; if the name exists (and O_EXCL was not asked), open what is there — so
+ * concurrent creators of one file (IOR's ranks, two nodes through FUSE) all share the first
+ * one's file and nobody's bytes are truncated. A name removed between the two steps is
+ * created again. Missing parents are created when `make_missing`, else ENOENT. */
+static int open_file(const char *path, int32_t flags, mode_t mode, int chunk_size,
+                     int make_missing)
+{
+	struct ns_call c;
+	int rc = ns_begin(path, 0, &c);
+	if (rc)
+		return rc;
+	if (!(flags & O_CREAT))
+		return open_existing(&c, flags);
+	const char *cp = c.cp;
+	struct srvlist *s = c.s;
+	rc = check_parent(s, cp);
+	if (rc == -ENOENT && make_missing)
+		rc = make_parents(s, cp);
+	if (rc == -EEXIST)
+		rc = -EISDIR; /* the root */
+	if (rc)
+		return rc;
+	for (int attempt = 0; attempt < 4; attempt++) {
+		rc = create_excl(s, cp, flags, mode, chunk_size, &c.md);
+		if (rc == 0)
+			return new_file(cp, &c.md, flags & O_ACCMODE, !!(flags & O_APPEND));
+		if (rc != -EEXIST || (flags & O_EXCL))
+			return rc;
+		rc = open_existing(&c, flags);
+		if (rc != -ENOENT)
+			return rc;
+	}
+	return rc;
+}
+
+int chfs_create_chunk_size(const char *path, int32_t flags, mode_t mode, int chunk_size)
+{
+	return set_err(open_file(path, flags | O_CREAT, mode, chunk_size, 1));
 }
 
 int chfs_create(const char *path, int32_t flags, mode_t mode)
@@ -331,66 +527,32 @@ int chfs_create(const char *path, int32_t flags, mode_t mode)
 	return chfs_create_chunk_size(path, flags, mode, 0);
 }
 
-static int set_size(struct srvlist *s, const char *cp, const struct chfs_md *md, uint64_t len);
-
 int chfs_open(const char *path, int32_t flags)
 {
-	char cp[CHFS_PATH_MAX], real[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md;
-	int rc = canon(path, cp);
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = fd_sync_sizes(0);
-	if (rc == 0)
-		rc = ns_resolve(s, cp, real, &md);
-	if (rc)
-		return set_err(rc);
-	int acc = flags & O_ACCMODE;
-	if (S_ISDIR(md.mode) && acc != O_RDONLY)
-		return set_err(-EISDIR);
-	if (!S_ISDIR(md.mode) && (flags & O_DIRECTORY))
-		return set_err(-ENOTDIR);
-	if ((flags & O_TRUNC) && acc != O_RDONLY && S_ISREG(md.mode) && md.size > 0) {
-		if ((rc = set_size(s, real, &md, 0)) < 0)
-			return set_err(rc);
-		md.size = 0;
-	}
-	return set_err(new_file(real, &md, acc, !!(flags & O_APPEND)));
+	/* O_CREAT and O_EXCL are not open's business (IOR_EXCL is 0x40 = O_CREAT) */
+	return set_err(open_file(path, flags & ~(O_CREAT | O_EXCL), 0, 0, 0));
+}
+
+int chfs_open_posix(const char *path, int32_t flags, mode_t mode, int chunk_size)
+{
+	return set_err(open_file(path, flags, mode, chunk_size, 0));
 }
 
 int chfs_stat(const char *path, struct stat *st)
 {
-	char cp[CHFS_PATH_MAX], real[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md;
-	int rc = canon(path, cp);
+	struct ns_call c;
+	int rc = ns_begin(path, NS_SYNC | NS_RESOLVE, &c);
 	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = fd_sync_sizes(0);
-	if (rc == 0)
-		rc = ns_resolve(s, cp, real, &md);
-	if (rc == 0)
-		md_to_stat(&md, real, st);
+		md_to_stat(&c.md, c.real, st);
 	return set_err(rc);
 }
 
 int chfs_lstat(const char *path, struct stat *st)
 {
-	char cp[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md;
-	int rc = canon(path, cp);
+	struct ns_call c;
+	int rc = ns_begin(path, NS_SYNC | NS_LOOKUP, &c);
 	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = fd_sync_sizes(0);
-	if (rc == 0)
-		rc = ns_lookup(s, cp, &md);
-	if (rc == 0)
-		md_to_stat(&md, cp, st);
+		md_to_stat(&c.md, c.cp, st);
 	return set_err(rc);
 }
 
@@ -422,21 +584,18 @@ int chfs_access(const char *path, int mode)
 
 int chfs_mkdir(const char *path, mode_t mode)
 {
-	char cp[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md;
-	int rc = canon(path, cp);
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = check_parent(s, cp);
+	struct ns_call c;
+	int rc = ns_begin(path, NS_PARENT, &c);
 	if (rc)
 		return set_err(rc);
-	md_new(&md, S_IFDIR | (mode & 07777));
+	const char *cp = c.cp;
+	struct srvlist *s = c.s;
+	struct chfs_md *md = &c.md;
+	md_new(md, S_IFDIR | (mode & 07777));
 	struct rpc r;
 	rpc_begin(&r, WOP_MKDIR);
 	wenc_str(&r.e, cp);
-	wenc_md(&r.e, &md);
+	wenc_md(&r.e, md);
 	return set_err(rpc_call(s, placement_owner(s->ring, cp), &r));
 }
 
@@ -475,17 +634,13 @@ static int dir_nonempty(struct srvlist *s, const char *cp)
 
 int chfs_rmdir(const char *path)
 {
-	char cp[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md;
-	int rc = canon(path, cp);
+	struct ns_call c;
+	int rc = ns_begin(path, NS_LOOKUP, &c);
+	const char *cp = c.cp;
+	struct srvlist *s = c.s;
 	if (rc == 0 && !cp[0])
 		rc = -EBUSY;
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = ns_lookup(s, cp, &md);
-	if (rc == 0 && !S_ISDIR(md.mode))
+	if (rc == 0 && !S_ISDIR(c.md.mode))
 		rc = -ENOTDIR;
 	if (rc == 0) {
 		rc = dir_nonempty(s, cp);
@@ -504,16 +659,13 @@ int chfs_rmdir(const char *path)
 
 int chfs_unlink(const char *path)
 {
-	char cp[CHFS_PATH_MAX];
-	struct srvlist *s;
+	struct ns_call c;
+	int rc = ns_begin(path, NS_SYNC, &c);
+	const char *cp = c.cp;
+	struct srvlist *s = c.s;
 	struct chfs_md md;
-	int rc = canon(path, cp);
 	if (rc == 0 && !cp[0])
 		rc = -EISDIR;
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = fd_sync_sizes(0);
 	if (rc)
 		return set_err(rc);
 	struct rpc r;
@@ -539,31 +691,28 @@ static void rename_fd(struct chfs_file *f, void *arg)
 
 int chfs_rename(const char *from, const char *to)
 {
-	char cf[CHFS_PATH_MAX], ct[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md, old;
+	char ct[CHFS_PATH_MAX];
+	struct ns_call c;
+	struct chfs_md old;
 	uint32_t replaced = 0;
-	int rc = canon(from, cf);
+	int rc = canon(to, ct);
 	if (rc == 0)
-		rc = canon(to, ct);
-	if (rc == 0 && (!cf[0] || !ct[0]))
-		rc = -EBUSY;
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = fd_sync_sizes(0);
-	if (rc == 0)
-		rc = ns_lookup(s, cf, &md);
+		rc = ns_begin(from, NS_SYNC | NS_LOOKUP, &c);
 	if (rc)
 		return set_err(rc);
+	const char *cf = c.cp;
+	struct srvlist *s = c.s;
+	struct chfs_md *md = &c.md;
+	if (!cf[0] || !ct[0])
+		return set_err(-EBUSY);
 	if (strcmp(cf, ct) == 0)
 		return 0;
 	size_t lf = strlen(cf);
-	if (S_ISDIR(md.mode) && strncmp(ct, cf, lf) == 0 && ct[lf] == '/')
+	if (S_ISDIR(md->mode) && strncmp(ct, cf, lf) == 0 && ct[lf] == '/')
 		return set_err(-EINVAL);
 	if ((rc = check_parent(s, ct)) < 0)
 		return set_err(rc);
-	if (S_ISDIR(md.mode)) {
+	if (S_ISDIR(md->mode)) {
 		rc = dir_nonempty(s, cf);
 		if (rc)
 			return set_err(rc > 0 ? -EXDEV : rc);
@@ -578,7 +727,7 @@ int chfs_rename(const char *from, const char *to)
 	} else {
 		rpc_begin(&r, WOP_INSERT);
 		wenc_str(&r.e, ct);
-		wenc_md(&r.e, &md);
+		wenc_md(&r.e, md);
 		wenc_u32(&r.e, 0);
 		rc = rpc_call(s, ot, &r);
 	}
@@ -592,41 +741,39 @@ int chfs_rename(const char *from, const char *to)
 		struct rpc r2;
 		rpc_begin(&r2, WOP_REMOVE_IF);
 		wenc_str(&r2.e, cf);
-		wenc_u64(&r2.e, md.fileid);
+		wenc_u64(&r2.e, md->fileid);
 		rc = rpc_call(s, of, &r2);
 	}
-	if (rc == 0 && replaced && S_ISREG(old.mode) && old.fileid != md.fileid)
+	if (rc == 0 && replaced && S_ISREG(old.mode) && old.fileid != md->fileid)
 		data_remove_all(s, &old);
-	if (rc == 0 && md.fileid)
-		fd_foreach_fileid(md.fileid, rename_fd, ct);
+	if (rc == 0 && md->fileid)
+		fd_foreach_fileid(md->fileid, rename_fd, ct);
 	forget_parent();
 	return set_err(rc);
 }
 
 int chfs_symlink(const char *target, const char *path)
 {
-	char cp[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md, got;
+	struct chfs_md got;
 	if (!target || !*target)
 		return set_err(-ENOENT);
 	if (strlen(target) >= CHFS_PATH_MAX)
 		return set_err(-ENAMETOOLONG);
-	int rc = canon(path, cp);
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = check_parent(s, cp);
+	struct ns_call c;
+	int rc = ns_begin(path, NS_PARENT, &c);
 	if (rc)
 		return set_err(rc);
-	md_new(&md, S_IFLNK | 0777);
-	snprintf(md.link, sizeof md.link, "%s", target);
-	md.size = strlen(target);
+	const char *cp = c.cp;
+	struct srvlist *s = c.s;
+	struct chfs_md *md = &c.md;
+	md_new(md, S_IFLNK | 0777);
+	snprintf(md->link, sizeof md->link, "%s", target);
+	md->size = strlen(target);
 	unsigned owner = placement_owner(s->ring, cp);
 	struct rpc r;
 	rpc_begin(&r, WOP_CREATE);
 	wenc_str(&r.e, cp);
-	wenc_md(&r.e, &md);
+	wenc_md(&r.e, md);
 	wenc_u32(&r.e, WIRE_CREATE_EXCL);
 	rc = rpc_call(s, owner, &r);
 	if (rc == 0) {
@@ -638,38 +785,31 @@ int chfs_symlink(const char *target, const char *path)
 
 int chfs_readlink(const char *path, char *buf, size_t size)
 {
-	char cp[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md;
-	int rc = canon(path, cp);
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = ns_lookup(s, cp, &md);
-	if (rc == 0 && !S_ISLNK(md.mode))
+	struct ns_call c;
+	int rc = ns_begin(path, NS_LOOKUP, &c);
+	if (rc == 0 && !S_ISLNK(c.md.mode))
 		rc = -EINVAL;
 	if (rc)
 		return set_err(rc);
-	size_t n = strlen(md.link);
+	size_t n = strlen(c.md.link);
 	if (n > size)
 		n = size;
-	memcpy(buf, md.link, n);
+	memcpy(buf, c.md.link, n);
 	return (int)n;
 }
 
 /* Set the size of a regular file exactly: metadata at the owner, then the backing files. */
 static int set_size(struct srvlist *s, const char *cp, const struct chfs_md *md, uint64_t len)
 {
-	struct rpc r;
-	rpc_begin(&r, WOP_SETATTR);
-	wenc_str(&r.e, cp);
-	wenc_u64(&r.e, md->fileid);
-	wenc_u32(&r.e, WIRE_SET_SIZE);
-	wenc_u32(&r.e, 0);
-	wenc_i64(&r.e, 0);
-	wenc_i64(&r.e, 0);
-	wenc_u64(&r.e, len);
-	int rc = rpc_call(s, placement_owner(s->ring, cp), &r);
+	int rc = setattr_size(s, cp, md->fileid, WIRE_SET_SIZE, len);
+	if ((rc == -ENOENT || rc == -ESTALE) && md->fileid) {
+		/* renamed by another process since we looked (ftruncate of an open file) */
+		char *found = malloc(CHFS_PATH_MAX);
+		int moved = found ? setattr_size_moved(s, md->fileid, WIRE_SET_SIZE, len, found) : -ENOMEM;
+		free(found);
+		if (moved != -ENOENT)
+			rc = moved;
+	}
 	if (rc == 0)
 		rc = data_truncate_all(s, md, len);
 	return rc;
@@ -707,36 +847,27 @@ int ns_truncate(struct srvlist *s, const char *cp, const struct chfs_md *md, off
 
 int chfs_truncate(const char *path, off_t len)
 {
-	char cp[CHFS_PATH_MAX], real[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md;
-	int rc = canon(path, cp);
+	struct ns_call c;
+	int rc = ns_begin(path, NS_RESOLVE, &c);
 	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = ns_resolve(s, cp, real, &md);
-	if (rc == 0)
-		rc = ns_truncate(s, real, &md, len);
+		rc = ns_truncate(c.s, c.real, &c.md, len);
 	return set_err(rc);
 }
 
 static int setattr_path(const char *path, uint32_t which, uint32_t mode, int64_t at, int64_t mt)
 {
-	char cp[CHFS_PATH_MAX], real[CHFS_PATH_MAX];
-	struct srvlist *s;
-	struct chfs_md md;
-	int rc = canon(path, cp);
-	if (rc == 0)
-		rc = client_begin(&s);
-	if (rc == 0)
-		rc = ns_resolve(s, cp, real, &md);
+	struct ns_call c;
+	int rc = ns_begin(path, NS_RESOLVE, &c);
+	const char *real = c.real;
+	struct srvlist *s = c.s;
+	struct chfs_md *md = &c.md;
 	if (rc == 0 && !real[0])
 		rc = -EPERM;
 	/* Report this process's pending writes first: their size report bumps mtime, and it must
 	 * not land after (and override) the times set here — cp -p and tar set them right after
 	 * writing. */
-	if (rc == 0 && S_ISREG(md.mode))
-		rc = fd_sync_sizes(md.fileid);
+	if (rc == 0 && S_ISREG(md->mode))
+		rc = fd_sync_sizes(md->fileid);
 	if (rc)
 		return rc;
 	struct rpc r;

@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include "chfsd.h"
+#include "moved.h"
 
 #include "log.h"
 
@@ -199,12 +200,12 @@ static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct wo
 	return rc;
 }
 
-/* For local-placement files whose backing file is here, size and mtime come from it too:
- * direct writes through chfs_local_backing_path() bypass the metadata. */
-static void merge_local(struct chfsd *d, struct chfs_md *md)
+/* The local-file size rule, kept here only: a local-placement file's size and mtime come from
+ * its backing file too, since direct writes through chfs_local_backing_path() bypass the
+ * metadata. The owner applies it when the backing file is here (merge_local); when the home is
+ * another server the client sends the metadata's values there (WOP_DATA_STAT). */
+static void merge_backing(struct chfsd *d, struct chfs_md *md)
 {
-	if (!(md->flags & MD_LOCAL) || strcmp(md->home, d->self) != 0)
-		return;
 	uint64_t size;
 	int64_t mtime;
 	if (st_data_stat(d->st, md->fileid, &size, &mtime) == 0) {
@@ -215,6 +216,12 @@ static void merge_local(struct chfsd *d, struct chfs_md *md)
 		if (mtime > md->mtime_ns && mtime > md->ctime_ns)
 			md->mtime_ns = mtime;
 	}
+}
+
+static void merge_local(struct chfsd *d, struct chfs_md *md)
+{
+	if ((md->flags & MD_LOCAL) && strcmp(md->home, d->self) == 0)
+		merge_backing(d, md);
 }
 
 struct rd_ctx {
@@ -311,6 +318,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return rc;
 	case WOP_INSERT:
 		rc = st_insert(d->st, q->path, &q->md, q->flags & WIRE_INSERT_NOREPLACE, &old, &flag);
+		if (rc == 0 && S_ISREG(q->md.mode))
+			moved_note(q->md.fileid, q->path); /* a rename's new name (see moved.c) */
 		if (rc == 0) {
 			wenc_u32(e, (uint32_t)flag);
 			wenc_md(e, &old);
@@ -320,6 +329,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return st_remove_if(d->st, q->path, q->fileid);
 	case WOP_RENAME:
 		rc = st_rename(d->st, q->path, q->path2, &old, &flag);
+		if (rc == 0 && st_lookup(d->st, q->path2, &md) == 0 && S_ISREG(md.mode))
+			moved_note(md.fileid, q->path2);
 		if (rc == 0) {
 			wenc_u32(e, (uint32_t)flag);
 			wenc_md(e, &old);
@@ -343,15 +354,13 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return st_data_truncate(d->st, q->fileid, q->size);
 	case WOP_DATA_REMOVE:
 		return st_data_remove(d->st, q->fileid);
-	case WOP_DATA_STAT: {
-		uint64_t size;
-		int64_t mtime;
-		if ((rc = st_data_stat(d->st, q->fileid, &size, &mtime)) == 0) {
-			wenc_u64(e, size);
-			wenc_i64(e, mtime);
-		}
-		return rc;
-	}
+	case WOP_DATA_STAT:
+		md = q->md;
+		md.fileid = q->fileid;
+		merge_backing(d, &md);
+		wenc_u64(e, md.size);
+		wenc_i64(e, md.mtime_ns);
+		return 0;
 	case WOP_LOCAL_PATH: {
 		char p[4200];
 		if ((rc = st_data_path(d->st, q->fileid, p, sizeof p)) == 0)
@@ -360,6 +369,15 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	}
 	case WOP_SYNC:
 		return syncfs(st_rootfd(d->st)) < 0 ? -errno : 0;
+	case WOP_MOVED: {
+		char p[CHFS_PATH_MAX];
+		int64_t when;
+		if ((rc = moved_find(q->fileid, p, sizeof p, &when)) == 0) {
+			wenc_i64(e, when);
+			wenc_str(e, p);
+		}
+		return rc;
+	}
 	}
 	return -ENOSYS;
 }

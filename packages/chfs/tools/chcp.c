@@ -57,7 +57,7 @@ static int x_open_write(const char *p, mode_t mode, struct end *e)
 {
 	e->chfs = is_chfs(p);
 	if (e->chfs)
-		e->fd = chfs_create_chunk_size(cpath(p), O_WRONLY | (local_place ? CHFS_O_LOCAL : 0), mode, chunk);
+		e->fd = chfs_create_chunk_size(cpath(p), O_WRONLY | O_TRUNC | (local_place ? CHFS_O_LOCAL : 0), mode, chunk);
 	else
 		e->fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
 	return e->fd;

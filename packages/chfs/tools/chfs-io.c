@@ -78,13 +78,13 @@ int main(int argc, char **argv)
 	if (!strcmp(op, "size")) {
 		printf("%d\n", chfs_size());
 	} else if (!strcmp(op, "create") && argc >= 3) {
-		int flags = O_WRONLY | (argc > 4 && !strcmp(argv[4], "local") ? CHFS_O_LOCAL : 0);
+		int flags = O_WRONLY | O_TRUNC | (argc > 4 && !strcmp(argv[4], "local") ? CHFS_O_LOCAL : 0);
 		int fd = chfs_create_chunk_size(argv[2], flags, 0644, argc > 3 ? atoi(argv[3]) : 0);
 		if (fd < 0 || chfs_close(fd) < 0)
 			rc = fail();
 	} else if (!strcmp(op, "put") && argc >= 4) {
 		off_t off = atoll(argv[3]);
-		int fd = argc > 4 ? chfs_create(argv[2], O_WRONLY, 0644) : chfs_open(argv[2], O_WRONLY);
+		int fd = argc > 4 ? chfs_create(argv[2], O_WRONLY | O_TRUNC, 0644) : chfs_open(argv[2], O_WRONLY);
 		if (fd < 0)
 			return fail();
 		ssize_t n;
@@ -171,7 +171,7 @@ int main(int argc, char **argv)
 		for (long i = 0; i < n; i++) {
 			char p[4096];
 			snprintf(p, sizeof p, "%s/f%06ld", argv[2], i);
-			int fd = chfs_create(p, O_WRONLY, 0644);
+			int fd = chfs_create(p, O_WRONLY | O_TRUNC, 0644);
 			if (fd < 0 || chfs_close(fd) < 0) {
 				arg1 = p;
 				return fail();
@@ -180,7 +180,7 @@ int main(int argc, char **argv)
 	} else if (!strcmp(op, "smallwrites") && argc >= 5) {
 		/* N sequential chfs_write calls of SIZE bytes; byte k of the file is k % 251 */
 		long n = atol(argv[3]), sz = atol(argv[4]);
-		int fd = chfs_create(argv[2], O_WRONLY, 0644);
+		int fd = chfs_create(argv[2], O_WRONLY | O_TRUNC, 0644);
 		if (fd < 0 || sz <= 0 || (size_t)sz > bs)
 			return fail();
 		for (long i = 0; i < n; i++) {
@@ -193,7 +193,7 @@ int main(int argc, char **argv)
 			return fail();
 	} else if (!strcmp(op, "forkcheck") && argc >= 3) {
 		/* parent writes, a forked child (own transport after fork) reads it back and appends */
-		int fd = chfs_create(argv[2], O_RDWR, 0644);
+		int fd = chfs_create(argv[2], O_RDWR | O_TRUNC, 0644);
 		if (fd < 0 || chfs_pwrite(fd, "parent", 6, 0) != 6 || chfs_fsync(fd) < 0)
 			return fail();
 		pid_t pid = fork();
@@ -220,7 +220,7 @@ int main(int argc, char **argv)
 		if (chfs_stagein(argv[2]) < 0)
 			rc = fail();
 	} else if (!strcmp(op, "writeloop") && argc >= 4) {
-		int fd = chfs_create(argv[2], O_WRONLY, 0644);
+		int fd = chfs_create(argv[2], O_WRONLY | O_TRUNC, 0644);
 		if (fd < 0)
 			return fail();
 		memset(buf, 'x', bs);

@@ -242,10 +242,12 @@ static int op_open(const char *path, struct fuse_file_info *fi)
 
 static int op_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
-	int32_t flags = fi->flags & (O_ACCMODE | O_EXCL | O_APPEND);
+	/* open-or-create-exclusive in one call: another node's concurrent create of the same
+	 * name is opened, not truncated; a missing parent is ENOENT */
+	int32_t flags = O_CREAT | (fi->flags & (O_ACCMODE | O_EXCL | O_TRUNC | O_APPEND));
 	if (chfuse_cfg.create_local)
 		flags |= CHFS_O_LOCAL;
-	int fd = chfs_create(path, flags, mode);
+	int fd = chfs_open_posix(path, flags, mode, 0);
 	if (fd < 0)
 		return neg_errno();
 	return finish_open(path, fd, fi);

@@ -114,6 +114,45 @@ def test_two_writers_at_once(chfs_pool, chfuse_mount):
     m.unmount()
 
 
+CREAT_WRITER = """
+import os, sys
+path, i = sys.argv[1], int(sys.argv[2])
+fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+os.pwrite(fd, bytes([i + 1]) * 65536, i * 65536)
+os.close(fd)
+"""
+
+
+def test_concurrent_o_creat_from_two_mounts_loses_no_byte(chfs_pool, chfuse_mount):
+    """Two mounts (two nodes' daemons) open one new file with O_CREAT at once and write
+    disjoint blocks. chfuse's create used to reset an existing file (no O_EXCL), wiping the
+    block of a writer that got there first; libchfs's open-or-create-exclusive keeps it."""
+    a = chfuse_mount(chfs_pool.env, name="a")
+    b = chfuse_mount(chfs_pool.env, name="b")
+    want = b"".join(bytes([i + 1]) * 65536 for i in range(4))
+    bad = []
+    for it in range(20):
+        procs = [subprocess.Popen([sys.executable, "-c", CREAT_WRITER, f"{m.path}/c{it}", str(i)])
+                 for i, m in enumerate([a, b, a, b])]
+        assert all(p.wait(timeout=60) == 0 for p in procs)
+        got = subprocess.run([tool("chfs-io"), "get", f"/c{it}"], env=chfs_pool.env,
+                             capture_output=True, timeout=60, check=True).stdout
+        if got != want:
+            bad.append((it, len(got), sum(1 for k in range(0, len(want), 65536)
+                                          if got[k:k + 65536] != want[k:k + 65536])))
+    assert not bad, f"(iteration, size, blocks lost): {bad}"
+    a.unmount()
+    b.unmount()
+
+
+def on_fd(path, flags, fn):
+    fd = os.open(path, flags)
+    try:
+        return fn(fd)
+    finally:
+        os.close(fd)
+
+
 def test_errors_match_local_file_system(chfs_pool, chfuse_mount):
     m = chfuse_mount(chfs_pool.env)
     p = m.path
@@ -130,6 +169,10 @@ def test_errors_match_local_file_system(chfs_pool, chfuse_mount):
         (errno.ENOTDIR, lambda: os.listdir(f"{p}/d/f")),
         (errno.ENOTDIR, lambda: os.rmdir(f"{p}/d/f")),
         (errno.EPERM, lambda: os.chown(f"{p}/d/f", 12345, 12345)),
+        (errno.ENOENT, lambda: open(f"{p}/no/f", "w")),   # libchfs's create would make "no"
+        # the kernel enforces access modes (libchfs descriptors, like upstream's, do not)
+        (errno.EBADF, lambda: on_fd(f"{p}/d/f", os.O_WRONLY, lambda fd: os.read(fd, 1))),
+        (errno.EBADF, lambda: on_fd(f"{p}/d/f", os.O_RDONLY, lambda fd: os.write(fd, b"y"))),
     ]
     for want, call in cases:
         with pytest.raises(OSError) as e:

@@ -19,6 +19,10 @@
  *   atomic FILE          MPI_File_set_atomicity(1) must fail with MPI_ERR_UNSUPPORTED_OPERATION
  *   dead-server FILE     FILE (1 MiB, striped over every server) lost a server: opening and
  *                        reading it all must fail with MPI_ERR_IO, not hang
+ *   self-create FILE     every rank opens the new FILE alone (MPI_COMM_SELF, CREATE|WRONLY) at
+ *                        once and writes 64 KiB of byte rank+1 at rank*64 KiB (checked natively)
+ *   create-no-dir FILE   CREATE in a directory that does not exist must fail with
+ *                        MPI_ERR_NO_SUCH_FILE, as on a local file system
  *
  * Prints "OP ok" from rank 0 or one line per failure naming the expectation; exit status 0 on
  * success. Error-class checks also print the error string, which must mention CHFS.
@@ -130,6 +134,18 @@ int main(int argc, char **argv)
             rc = MPI_File_delete(path, MPI_INFO_NULL);
             expect_class(rc, MPI_ERR_NO_SUCH_FILE, MPI_ERR_NO_SUCH_FILE, "delete of missing");
         }
+    } else if (!strcmp(op, "self-create")) {
+        static char block[65536];
+        memset(block, rank + 1, sizeof(block));
+        must(MPI_File_open(MPI_COMM_SELF, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL,
+                           &fh), "independent CREATE open");
+        must(MPI_File_write_at(fh, (MPI_Offset) rank * (MPI_Offset) sizeof(block), block,
+                               (int) sizeof(block), MPI_BYTE, MPI_STATUS_IGNORE), "write_at");
+        must(MPI_File_close(&fh), "close");
+    } else if (!strcmp(op, "create-no-dir")) {
+        rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL,
+                           &fh);
+        expect_class(rc, MPI_ERR_NO_SUCH_FILE, MPI_ERR_NO_SUCH_FILE, "CREATE in a missing directory");
     } else if (!strcmp(op, "open-missing")) {
         rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
         expect_class(rc, MPI_ERR_NO_SUCH_FILE, MPI_ERR_NO_SUCH_FILE, "open missing file");
