@@ -5,7 +5,9 @@
  * protocol of the first server address, and fetches the ordered server list from the first
  * bootstrap server that answers (CHFS_SERVER entries are tried starting at a random one, as
  * upstream). The list is an immutable snapshot swapped on refresh (after
- * CHFS_NODE_LIST_CACHE_TIMEOUT seconds) so readers never lock.
+ * CHFS_NODE_LIST_CACHE_TIMEOUT seconds) so readers never lock. The refresh takes no lock
+ * either: the first thread to see the list due asks the members (from a random one on), the
+ * others keep using the snapshot they have until the new one is published.
  *
  * Fork: the transport's threads do not exist in a child, so a child (detected by pid, or told by
  * chfs_after_fork) abandons the inherited transport and opens its own on first use; descriptors
@@ -190,6 +192,15 @@ static int open_transport(const char *addr)
 	return xprt_open(&o, &chfs_client.x);
 }
 
+/* A random index below n (where to start trying servers, so clients spread over them). */
+static unsigned random_index(unsigned n)
+{
+	unsigned r = 0;
+	if (getrandom(&r, sizeof r, GRND_NONBLOCK) != sizeof r)
+		r = (unsigned)getpid() ^ (unsigned)time(NULL);
+	return n ? r % n : 0;
+}
+
 /* Try the bootstrap list (or one server) until one answers. Caller holds the lock. */
 static int connect_pool(const char *server)
 {
@@ -204,9 +215,7 @@ static int connect_pool(const char *server)
 		log_err("no server given: set CHFS_SERVER (e.g. eval \"$(chfsctl start)\")");
 		return -ENOTCONN;
 	}
-	unsigned start = 0;
-	if (getrandom(&start, sizeof start, GRND_NONBLOCK) != sizeof start)
-		start = (unsigned)getpid();
+	unsigned start = random_index((unsigned)n);
 	for (int k = 0; k < n; k++) {
 		const char *a = addrs[(start + (unsigned)k) % (unsigned)n];
 		if (!wire_addr_ok(a, strlen(a))) {
@@ -257,6 +266,7 @@ static int reopen_after_fork(void)
 		xprt_abandon_after_fork(chfs_client.x);
 	chfs_client.x = NULL;
 	chfs_client.pid = getpid();
+	atomic_store(&chfs_client.list_refreshing, 0); /* the refreshing thread was not forked */
 	/* Peers belong to the abandoned transport: rebuild the snapshot on the new one. */
 	struct srvlist *old = atomic_load(&chfs_client.srv);
 	int rc = open_transport(chfs_client.bootstrap);
@@ -278,37 +288,62 @@ static int reopen_after_fork(void)
 	return 0;
 }
 
+/* True when s is older than CHFS_NODE_LIST_CACHE_TIMEOUT and no failed refresh is recent. */
+static int list_stale(const struct srvlist *s)
+{
+	int timeout = chfs_client.cfg.node_list_cache_timeout;
+	if (timeout == 0)
+		return 0;
+	time_t now = time(NULL);
+	return now - s->fetched >= timeout && now >= (time_t)atomic_load(&chfs_client.list_retry_at);
+}
+
+/* Replace the list s by a fresh one. One thread refreshes, without the global lock: the others
+ * go on with the snapshot they have (it stays valid until chfs_term). Members are asked starting
+ * at a random one, so a dead member costs one RPC timeout to one thread, now and then, not a
+ * stall of every thread at every refresh. Returns the list to use. */
+static struct srvlist *refresh_list(struct srvlist *s)
+{
+	if (atomic_exchange(&chfs_client.list_refreshing, 1))
+		return s;
+	struct srvlist *cur = atomic_load(&chfs_client.srv), *ns = NULL;
+	if (cur == s) {
+		unsigned start = random_index(s->n);
+		int rc = -ENOTCONN;
+		for (unsigned k = 0; k < s->n && rc != 0; k++) /* any live member will do */
+			rc = fetch_list(s->addrs[(start + k) % s->n], &ns);
+		if (rc == 0) {
+			ns->older = s;
+			atomic_store(&chfs_client.srv, ns);
+			cur = ns;
+		} else {
+			/* Keep the old list; retry after another timeout. */
+			atomic_store(&chfs_client.list_retry_at,
+			             (long long)time(NULL) + chfs_client.cfg.node_list_cache_timeout);
+		}
+	}
+	atomic_store(&chfs_client.list_refreshing, 0);
+	return cur;
+}
+
 int client_begin(struct srvlist **out)
 {
 	struct srvlist *s = atomic_load(&chfs_client.srv);
 	if (!chfs_client.initialized || !s)
 		return -ENOTCONN;
-	int timeout = chfs_client.cfg.node_list_cache_timeout;
-	/* No getpid() here: it is a real system call; fork is signalled by chfs_after_fork(). */
-	if (!atomic_load(&chfs_client.forked) &&
-	    (timeout == 0 || time(NULL) - s->fetched < timeout)) {
-		*out = s;
-		return 0;
+	/* No getpid() on the fast path: it is a real system call; fork is signalled by
+	 * chfs_after_fork(), and checked by pid only when the list is due anyway. */
+	int stale = list_stale(s), rc = 0;
+	if (atomic_load(&chfs_client.forked) || (stale && chfs_client.pid != getpid())) {
+		pthread_mutex_lock(&chfs_client.lock);
+		if (atomic_exchange(&chfs_client.forked, 0) || chfs_client.pid != getpid())
+			rc = reopen_after_fork();
+		pthread_mutex_unlock(&chfs_client.lock);
+		s = atomic_load(&chfs_client.srv);
 	}
-	pthread_mutex_lock(&chfs_client.lock);
-	int rc = 0;
-	if (atomic_exchange(&chfs_client.forked, 0) || chfs_client.pid != getpid())
-		rc = reopen_after_fork();
-	s = atomic_load(&chfs_client.srv);
-	if (rc == 0 && timeout && time(NULL) - s->fetched >= timeout) {
-		struct srvlist *ns;
-		int k = -1;
-		for (unsigned i = 0; i < s->n && k != 0; i++) /* any live member will do */
-			k = fetch_list(s->addrs[i], &ns);
-		if (k == 0) {
-			ns->older = s;
-			atomic_store(&chfs_client.srv, ns);
-		} else {
-			s->fetched = time(NULL); /* keep the old list; retry later */
-		}
-	}
-	*out = atomic_load(&chfs_client.srv);
-	pthread_mutex_unlock(&chfs_client.lock);
+	if (rc == 0 && stale)
+		s = refresh_list(s);
+	*out = s;
 	return rc;
 }
 

@@ -56,6 +56,8 @@ struct client {
 	atomic_int dirty_fds; /* descriptors with unreported writes */
 	atomic_int async_access;
 	atomic_int forked; /* set in a child by chfs_after_fork() */
+	atomic_int list_refreshing;  /* one thread refreshes the server list at a time */
+	atomic_llong list_retry_at;  /* after a failed refresh: no new attempt before this time */
 };
 extern struct client chfs_client;
 
