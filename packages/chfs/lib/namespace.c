@@ -38,7 +38,7 @@ static int canon(const char *in, char *out)
 
 int ns_lookup(struct srvlist *s, const char *cpath, struct chfs_md *md)
 {
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_STAT);
 	wenc_str(&r.e, cpath);
 	int rc = rpc_call(s, placement_owner(cpath, s->n), &r);
@@ -59,7 +59,7 @@ void ns_merge_home(struct srvlist *s, struct chfs_md *md)
 	int h = client_server_index(s, md->home);
 	if (h < 0)
 		return;
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_DATA_STAT);
 	wenc_u64(&r.e, md->fileid);
 	if (rpc_call(s, (unsigned)h, &r) == 0) {
@@ -77,7 +77,7 @@ void ns_merge_home(struct srvlist *s, struct chfs_md *md)
 
 int ns_resolve(struct srvlist *s, const char *cpath, char *out, struct chfs_md *md)
 {
-	char cur[CHFS_PATH_MAX], tmp[CHFS_PATH_MAX], parent[CHFS_PATH_MAX];
+	char cur[CHFS_PATH_MAX], tmp[CHFS_PATH_MAX];
 	snprintf(cur, sizeof cur, "%s", cpath);
 	for (int hop = 0; hop <= 8; hop++) {
 		int rc = ns_lookup(s, cur, md);
@@ -91,9 +91,9 @@ int ns_resolve(struct srvlist *s, const char *cpath, char *out, struct chfs_md *
 		if (md->link[0] == '/') {
 			rc = path_canonical(md->link, tmp);
 		} else {
-			path_split(cur, parent);
-			char joined[CHFS_PATH_MAX * 2];
-			if (snprintf(joined, sizeof joined, "%s/%s", parent, md->link) >= CHFS_PATH_MAX)
+			path_split(cur, tmp); /* the parent; tmp is free until path_canonical */
+			char joined[CHFS_PATH_MAX];
+			if (snprintf(joined, sizeof joined, "%s/%s", tmp, md->link) >= CHFS_PATH_MAX)
 				return -ENAMETOOLONG;
 			rc = path_canonical(joined, tmp);
 		}
@@ -142,7 +142,7 @@ int ns_report_size(struct chfs_file *f)
 	int rc = client_begin(&s);
 	if (rc)
 		return rc;
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_SETATTR);
 	wenc_str(&r.e, f->path);
 	wenc_u64(&r.e, f->md.fileid);
@@ -304,7 +304,7 @@ int chfs_create_chunk_size(const char *path, int32_t flags, mode_t mode, int chu
 			log_info("%s: no CHFS server on this host; striping by hash instead of local placement", cp);
 		}
 	}
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_CREATE);
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, &md);
@@ -433,7 +433,7 @@ int chfs_mkdir(const char *path, mode_t mode)
 	if (rc)
 		return set_err(rc);
 	md_new(&md, S_IFDIR | (mode & 07777));
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_MKDIR);
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, &md);
@@ -493,7 +493,7 @@ int chfs_rmdir(const char *path)
 			rc = -ENOTEMPTY;
 	}
 	if (rc == 0) {
-		struct rpc r;
+		RPC_DECL(r);
 		rpc_begin(&r, WOP_RMDIR);
 		wenc_str(&r.e, cp);
 		rc = rpc_call(s, placement_owner(cp, s->n), &r);
@@ -516,7 +516,7 @@ int chfs_unlink(const char *path)
 		rc = fd_sync_sizes(0);
 	if (rc)
 		return set_err(rc);
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_UNLINK);
 	wenc_str(&r.e, cp);
 	rc = rpc_call(s, placement_owner(cp, s->n), &r);
@@ -541,7 +541,7 @@ int chfs_rename(const char *from, const char *to)
 {
 	char cf[CHFS_PATH_MAX], ct[CHFS_PATH_MAX];
 	struct srvlist *s;
-	struct chfs_md md, old;
+	struct chfs_md md, *old; /* the replaced entry's record: on the heap, as r's buffers */
 	uint32_t replaced = 0;
 	int rc = canon(from, cf);
 	if (rc == 0)
@@ -569,7 +569,9 @@ int chfs_rename(const char *from, const char *to)
 			return set_err(rc > 0 ? -EXDEV : rc);
 	}
 	unsigned of = placement_owner(cf, s->n), ot = placement_owner(ct, s->n);
-	struct rpc r;
+	if (!(old = malloc(sizeof *old)))
+		return set_err(-ENOMEM);
+	RPC_DECL(r);
 	if (of == ot) {
 		rpc_begin(&r, WOP_RENAME);
 		wenc_str(&r.e, cf);
@@ -584,19 +586,20 @@ int chfs_rename(const char *from, const char *to)
 	}
 	if (rc == 0) {
 		replaced = wdec_u32(&r.d);
-		wdec_md(&r.d, &old);
+		wdec_md(&r.d, old);
 		if (wdec_finish(&r.d))
 			rc = -EIO;
 	}
 	if (rc == 0 && of != ot) {
-		struct rpc r2;
+		RPC_DECL(r2);
 		rpc_begin(&r2, WOP_REMOVE_IF);
 		wenc_str(&r2.e, cf);
 		wenc_u64(&r2.e, md.fileid);
 		rc = rpc_call(s, of, &r2);
 	}
-	if (rc == 0 && replaced && S_ISREG(old.mode) && old.fileid != md.fileid)
-		data_remove_all(s, &old);
+	if (rc == 0 && replaced && S_ISREG(old->mode) && old->fileid != md.fileid)
+		data_remove_all(s, old);
+	free(old);
 	if (rc == 0 && md.fileid)
 		fd_foreach_fileid(md.fileid, rename_fd, ct);
 	forget_parent();
@@ -623,7 +626,7 @@ int chfs_symlink(const char *target, const char *path)
 	snprintf(md.link, sizeof md.link, "%s", target);
 	md.size = strlen(target);
 	md.first = placement_owner(cp, s->n);
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_CREATE);
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, &md);
@@ -660,7 +663,7 @@ int chfs_readlink(const char *path, char *buf, size_t size)
 /* Set the size of a regular file exactly: metadata at the owner, then the backing files. */
 static int set_size(struct srvlist *s, const char *cp, const struct chfs_md *md, uint64_t len)
 {
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_SETATTR);
 	wenc_str(&r.e, cp);
 	wenc_u64(&r.e, md->fileid);
@@ -739,7 +742,7 @@ static int setattr_path(const char *path, uint32_t which, uint32_t mode, int64_t
 		rc = fd_sync_sizes(md.fileid);
 	if (rc)
 		return rc;
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_SETATTR);
 	wenc_str(&r.e, real);
 	wenc_u64(&r.e, 0);

@@ -13,6 +13,13 @@ CLIENT = os.path.join(stack_prefix(), "libexec", "chfs", "chfs-test-client")
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
+def test_every_call_works_on_a_64k_thread_stack(chfs_pool):
+    r = chfs_pool.run([CLIENT, "smallstack", "/small"], check=False, timeout=60)
+    assert r.returncode == 0 and r.stdout == "ok\n", (r.returncode, r.stderr[-2000:])
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("chfs_pool", [{"servers": 3, "rpc_timeout_ms": 2000,
                                         "extra_env": {"CHFS_NODE_LIST_CACHE_TIMEOUT": "1"}}],
                          indirect=True)
