@@ -14,6 +14,10 @@
  *                    longest time no thread completed a call. Prints "ops N files F gap_ms G".
  *                    With the server-list refresh under the global lock, every thread waited
  *                    for the refresher's RPC timeout on the stopped server.
+ *   attrs FILE SECS  for SECS seconds, one thread alternates chmod 0600/0644, one utimens
+ *                    (atime k s, mtime k s + 1 ns), one extends FILE by pwrite + fsync (a size
+ *                    report), while two threads stat it: every stat must succeed and show
+ *                    only values some update wrote (no torn record). Prints "stats N bad B".
  * Server, secret, timeouts: from the environment, as for any libchfs program. Prints "ok" or
  * the numbers and exits 0; names the failing call and errno on stderr otherwise.
  */
@@ -120,6 +124,7 @@ static int nlive;
 static atomic_int stop;
 static atomic_long ops;
 static _Atomic int64_t last_done;
+static atomic_long nstats, nbad;
 
 static void *stat_loop(void *arg)
 {
@@ -186,6 +191,91 @@ static int run_refresh(const char *dir, int secs, int nthreads)
 	return 0;
 }
 
+/* ---- attrs ---- */
+
+static const char *attr_file;
+static _Atomic long long size_max;
+static time_t attr_t0;
+
+static void attr_fail(const char *what)
+{
+	if (atomic_fetch_add(&nbad, 1) < 5)
+		fprintf(stderr, "%s %s: %s\n", what, attr_file, strerror(errno));
+}
+
+static void *attr_chmod(void *arg)
+{
+	for (int k = 0; !atomic_load(&stop); k++)
+		if (chfs_chmod(attr_file, k & 1 ? 0600 : 0644) < 0)
+			attr_fail("chmod");
+	return NULL;
+}
+
+static void *attr_utimens(void *arg)
+{
+	for (long k = 1; !atomic_load(&stop); k++) {
+		struct timespec ts[2] = {{k, 0}, {k, 1}};
+		if (chfs_utimens(attr_file, ts) < 0)
+			attr_fail("utimens");
+	}
+	return NULL;
+}
+
+static void *attr_grow(void *arg)
+{
+	int fd = chfs_open(attr_file, O_WRONLY);
+	for (long long k = 1; fd >= 0 && !atomic_load(&stop); k++) {
+		atomic_store(&size_max, k * 10 + 1);
+		if (chfs_pwrite(fd, "x", 1, k * 10) != 1 || chfs_fsync(fd) < 0)
+			attr_fail("pwrite/fsync");
+	}
+	if (fd < 0 || chfs_close(fd) < 0)
+		attr_fail("open/close");
+	return NULL;
+}
+
+static void *attr_stat(void *arg)
+{
+	long long last = 0;
+	while (!atomic_load(&stop)) {
+		struct stat sb;
+		int rc = chfs_stat(attr_file, &sb);
+		long long max = atomic_load(&size_max);
+		int ok = rc == 0 && S_ISREG(sb.st_mode) &&
+		         ((sb.st_mode & 0777) == 0600 || (sb.st_mode & 0777) == 0644) &&
+		         ((sb.st_mtim.tv_sec == sb.st_atim.tv_sec && sb.st_mtim.tv_nsec == 1) ||
+		          (sb.st_mtim.tv_sec >= attr_t0 - 1 && sb.st_mtim.tv_sec <= time(NULL) + 1)) &&
+		         sb.st_size >= last && sb.st_size <= max;
+		if (rc == 0)
+			last = sb.st_size;
+		if (!ok && atomic_fetch_add(&nbad, 1) < 5)
+			fprintf(stderr, "stat: rc %d mode %o size %lld (max %lld) atime %ld.%09ld mtime %ld.%09ld\n",
+			        rc, sb.st_mode, (long long)sb.st_size, max, (long)sb.st_atim.tv_sec,
+			        sb.st_atim.tv_nsec, (long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+		atomic_fetch_add(&nstats, 1);
+	}
+	return NULL;
+}
+
+static int run_attrs(const char *path, int secs)
+{
+	pthread_t t[5];
+	void *(*fn[5])(void *) = {attr_chmod, attr_utimens, attr_grow, attr_stat, attr_stat};
+	attr_file = path;
+	attr_t0 = time(NULL);
+	int fd = chfs_create(path, O_WRONLY, 0644);
+	if (fd < 0 || chfs_close(fd) < 0)
+		die("create", path);
+	for (int i = 0; i < 5; i++)
+		pthread_create(&t[i], NULL, fn[i], NULL);
+	sleep((unsigned)secs);
+	atomic_store(&stop, 1);
+	for (int i = 0; i < 5; i++)
+		pthread_join(t[i], NULL);
+	printf("stats %ld bad %ld\n", atomic_load(&nstats), atomic_load(&nbad));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (chfs_init(NULL) < 0)
@@ -195,8 +285,11 @@ int main(int argc, char **argv)
 		rc = run_smallstack(argv[2]);
 	else if (argc == 5 && strcmp(argv[1], "refresh") == 0)
 		rc = run_refresh(argv[2], atoi(argv[3]), atoi(argv[4]));
+	else if (argc == 4 && strcmp(argv[1], "attrs") == 0)
+		rc = run_attrs(argv[2], atoi(argv[3]));
 	else
-		fprintf(stderr, "usage: chfs-test-client smallstack DIR | refresh DIR SECS NTHREADS\n");
+		fprintf(stderr, "usage: chfs-test-client smallstack DIR | refresh DIR SECS NTHREADS | "
+		                "attrs FILE SECS\n");
 	chfs_term();
 	return rc;
 }

@@ -49,3 +49,13 @@ def test_list_refresh_with_a_stopped_server_does_not_stall_other_threads(chfs_po
     assert 0 < nfiles < 12, out  # the stopped server's files do not answer
     assert ops > 100, out
     assert gap < 1000, f"all threads stalled for {gap} ms: {out}"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
+def test_stat_during_chmod_utimens_and_size_report_storm_sees_whole_records(chfs_pool):
+    r = chfs_pool.run([CLIENT, "attrs", "/storm", "5"], check=False, timeout=90)
+    assert r.returncode == 0, r.stderr
+    words = r.stdout.split()
+    assert int(words[1]) > 100, r.stdout
+    assert int(words[3]) == 0, r.stdout + r.stderr
