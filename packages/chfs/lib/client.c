@@ -340,6 +340,7 @@ int client_begin(struct srvlist **out)
 			rc = reopen_after_fork();
 		pthread_mutex_unlock(&chfs_client.lock);
 		s = atomic_load(&chfs_client.srv);
+		stale = list_stale(s); /* the child's rebuilt list is fresh */
 	}
 	if (rc == 0 && stale)
 		s = refresh_list(s);
