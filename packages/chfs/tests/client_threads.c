@@ -8,7 +8,7 @@
  *                    readdir, rename, unlink, rmdir. A call that needs more stack than that
  *                    crashes the process (the guard page), which is the failure the test sees.
  *   refresh DIR SECS NTHREADS
- *                    creates DIR/f0..f11, prints "ready" and waits for a line on stdin (the test
+ *                    creates DIR/f0..f23, prints "ready" and waits for a line on stdin (the test
  *                    stops a server meanwhile), keeps the files whose stat answers, then lets
  *                    NTHREADS threads stat them for SECS seconds while a monitor records the
  *                    longest time no thread completed a call. Prints "ops N files F gap_ms G".
@@ -35,7 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NFILES 12
+#define NFILES 24
 
 static void die(const char *what, const char *path)
 {
