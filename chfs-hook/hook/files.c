@@ -175,13 +175,18 @@ long hook_do_write(int fd, const void *buf, size_t n, off_t off)
   return w;
 }
 
+/* Sum of the lengths; EINVAL when it exceeds SSIZE_MAX (POSIX readv/writev), checked before
+ * adding so a sum that wraps size_t cannot pass as a small one. */
 static long iov_total(const struct iovec *iov, int cnt, size_t *total)
 {
   if (cnt < 0 || cnt > IOV_MAX)
     return -EINVAL;
   *total = 0;
-  for (int i = 0; i < cnt; i++)
+  for (int i = 0; i < cnt; i++) {
+    if (iov[i].iov_len > (size_t)SSIZE_MAX - *total)
+      return -EINVAL;
     *total += iov[i].iov_len;
+  }
   return 0;
 }
 
@@ -198,10 +203,11 @@ long hook_do_readv(int fd, const struct iovec *iov, int cnt, off_t off)
   if (!buf)
     return -ENOMEM;
   long r = hook_do_read(fd, buf, total, off);
-  for (int i = 0, done = 0; r > 0 && i < cnt && done < r; i++) {
-    size_t k = iov[i].iov_len < (size_t)(r - done) ? iov[i].iov_len : (size_t)(r - done);
+  size_t done = 0;
+  for (int i = 0; r > 0 && i < cnt && done < (size_t)r; i++) {
+    size_t k = iov[i].iov_len < (size_t)r - done ? iov[i].iov_len : (size_t)r - done;
     memcpy(iov[i].iov_base, buf + done, k);
-    done += (int)k;
+    done += k;
   }
   free(buf);
   return r;
@@ -218,9 +224,10 @@ long hook_do_writev(int fd, const struct iovec *iov, int cnt, off_t off)
   char *buf = malloc(total ? total : 1);
   if (!buf)
     return -ENOMEM;
-  for (int i = 0, done = 0; i < cnt; i++) {
+  size_t done = 0;
+  for (int i = 0; i < cnt; i++) {
     memcpy(buf + done, iov[i].iov_base, iov[i].iov_len);
-    done += (int)iov[i].iov_len;
+    done += iov[i].iov_len;
   }
   long w = hook_do_write(fd, buf, total, off);
   free(buf);

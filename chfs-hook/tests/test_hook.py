@@ -429,3 +429,12 @@ def test_dead_server_gives_an_error_not_a_hang(chfs_pool):
     finally:
         chfs_pool.restart(1)
     assert native_get(chfs_pool, "/dead/f3") == b"3\n"
+
+
+def test_vectored_io_whose_total_length_overflows_is_einval(chfs_pool, tmp_path):
+    # POSIX: EINVAL when the sum overflows ssize_t (Linux itself clamps a large sum and then
+    # faults on the short buffer, so a local file is no reference for that case).
+    sh(chfs_pool, "mkdir -p /chfs/iov")
+    r = hook(chfs_pool, [TESTPROG, "iovmax", "/chfs/iov/f"], check=False)
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
+    assert native_stat(chfs_pool, "/iov/f")[1] == 0

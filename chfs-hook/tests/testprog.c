@@ -6,6 +6,8 @@
  *   forks DIR N    N children (fork) each write DIR/child-<i>; the parent waits, then reads
  *   signals        a SIGALRM handler interrupts syscalls 200 times (rt_sigreturn path)
  *   getpid N       N getpid syscalls; prints ns per call
+ *   iovmax FILE    readv/writev on FILE whose total length wraps size_t or exceeds SSIZE_MAX
+ *                  must fail with EINVAL (as the kernel does), touching nothing
  * Prints "ok" and exits 0 on success; otherwise names the step and errno on stderr.
  */
 #define _GNU_SOURCE
@@ -16,8 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <stdint.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -179,6 +185,35 @@ static int run_getpid(long n)
   return 0;
 }
 
+/* Lengths far beyond the 16-byte buffer: only the EINVAL check may look at them. */
+static int run_iovmax(const char *path)
+{
+  char buf[16] = "0123456789abcdef";
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0)
+    return fail("open", path);
+  struct iovec wrap[2] = {{buf, SIZE_MAX / 2 + 1}, {buf, SIZE_MAX / 2 + 1}}; /* sum wraps to 0 */
+  struct iovec big[2] = {{buf, SSIZE_MAX / 2 + 1}, {buf, SSIZE_MAX / 2 + 1}}; /* > SSIZE_MAX */
+  struct iovec *cases[] = {wrap, big};
+  for (int i = 0; i < 2; i++) {
+    errno = 0;
+    if (writev(fd, cases[i], 2) != -1 || errno != EINVAL)
+      return fail(i ? "writev > SSIZE_MAX" : "writev wrapping", path);
+    errno = 0;
+    if (preadv(fd, cases[i], 2, 0) != -1 || errno != EINVAL)
+      return fail(i ? "preadv > SSIZE_MAX" : "preadv wrapping", path);
+  }
+  struct iovec one = {buf, (size_t)SSIZE_MAX + 1};
+  errno = 0;
+  if (pwritev(fd, &one, 1, 0) != -1 || errno != EINVAL)
+    return fail("pwritev single > SSIZE_MAX", path);
+  struct stat sb;
+  if (fstat(fd, &sb) < 0 || sb.st_size != 0)
+    return fail("size after refused writes", path);
+  close(fd);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   int rc = 2;
@@ -192,9 +227,11 @@ int main(int argc, char **argv)
     rc = run_signals();
   else if (argc == 3 && strcmp(argv[1], "getpid") == 0)
     return run_getpid(atol(argv[2]));
+  else if (argc == 3 && strcmp(argv[1], "iovmax") == 0)
+    rc = run_iovmax(argv[2]);
   else
     fprintf(stderr, "usage: testprog vfork DIR | threads DIR N | forks DIR N | signals | "
-                    "getpid N\n");
+                    "getpid N | iovmax FILE\n");
   if (rc == 0)
     puts("ok");
   return rc;

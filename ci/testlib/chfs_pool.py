@@ -18,7 +18,7 @@ address), `.add()` (one more server joins; returns its index), `.run(argv, **kw)
 text output, check=True by default, 120 s timeout), `.stop()` (always called by the fixture).
 
 The build is taken from $CHFS_STACK_PREFIX (default ~/.cache/chfs-stack/prefix), so
-`ci/test --asan` runs the same tests against the sanitizer build by pointing it elsewhere.
+`ci/test --asan` / `--tsan` run the same tests against a sanitizer build by pointing it elsewhere.
 """
 import os
 import signal
@@ -47,7 +47,24 @@ def stack_env(base=None):
         os.makedirs(logs, exist_ok=True)
         env.setdefault("ASAN_OPTIONS", f"detect_leaks=0:log_path={logs}/asan")
         env.setdefault("UBSAN_OPTIONS", f"print_stacktrace=1:log_path={logs}/ubsan")
+    if "tsan" in p:
+        env.update(tsan_env())
     return env
+
+
+def tsan_env():
+    """Variables for programs of the ThreadSanitizer build (ci/test --tsan sets the same for
+    ctest): reports to files in CHFS_STACK_CACHE/tsan-logs (daemons have no stderr), the
+    commented suppressions of ci/tsan.supp, and two work-arounds that are not about races:
+    die_after_fork=0 (libchfs and chfsd start threads in forked children: TSan refuses that by
+    default) and UCX_MEM_EVENTS=no (MPICH's UCX hooks madvise at thread exit, which crashes
+    inside TSan's rwlock interceptor)."""
+    cache = os.environ.get("CHFS_STACK_CACHE", os.path.expanduser("~/.cache/chfs-stack"))
+    logs = os.path.join(cache, "tsan-logs")
+    os.makedirs(logs, exist_ok=True)
+    supp = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tsan.supp")
+    return {"TSAN_OPTIONS": f"die_after_fork=0:log_path={logs}/tsan:suppressions={supp}",
+            "UCX_MEM_EVENTS": "no"}
 
 
 def make_secret(path):

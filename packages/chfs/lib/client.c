@@ -7,6 +7,9 @@
  * entries are tried starting at a random one, as upstream); the snapshot carries the placement
  * ring built from the ids. The list is an immutable snapshot swapped on refresh (after
  * CHFS_NODE_LIST_CACHE_TIMEOUT seconds) so readers never lock.
+ * The refresh takes no lock either: the first thread to see the list due asks the members
+ * (from a random one on, skipping down ones), the others keep using the snapshot they have
+ * until the new one is published.
  *
  * Fork: the transport's threads do not exist in a child, so a child (detected by pid, or told by
  * chfs_after_fork) abandons the inherited transport and opens its own on first use; descriptors
@@ -184,6 +187,15 @@ static int open_transport(const char *addr)
 	return xprt_open(&o, &chfs_client.x);
 }
 
+/* A random index below n (where to start trying servers, so clients spread over them). */
+static unsigned random_index(unsigned n)
+{
+	unsigned r = 0;
+	if (getrandom(&r, sizeof r, GRND_NONBLOCK) != sizeof r)
+		r = (unsigned)getpid() ^ (unsigned)time(NULL);
+	return n ? r % n : 0;
+}
+
 /* Try the bootstrap list (or one server) until one answers. Caller holds the lock. */
 static int connect_pool(const char *server)
 {
@@ -198,9 +210,7 @@ static int connect_pool(const char *server)
 		log_err("no server given: set CHFS_SERVER (e.g. eval \"$(chfsctl start)\")");
 		return -ENOTCONN;
 	}
-	unsigned start = 0;
-	if (getrandom(&start, sizeof start, GRND_NONBLOCK) != sizeof start)
-		start = (unsigned)getpid();
+	unsigned start = random_index((unsigned)n);
 	int full = rpc_timeout(), quick = full < LIST_QUICK_TIMEOUT_MS ? full : LIST_QUICK_TIMEOUT_MS;
 	for (int pass = quick < full ? 0 : 1; pass < 2; pass++) {
 		for (int k = 0; k < n; k++) {
@@ -255,6 +265,7 @@ static int reopen_after_fork(void)
 		xprt_abandon_after_fork(chfs_client.x);
 	chfs_client.x = NULL;
 	chfs_client.pid = getpid();
+	atomic_store(&chfs_client.list_refreshing, 0); /* the refreshing thread was not forked */
 	/* Peers belong to the abandoned transport: rebuild the snapshot on the new one. */
 	struct srvlist *old = atomic_load(&chfs_client.srv);
 	if (!old)
@@ -287,41 +298,67 @@ static int list_ttl(const struct srvlist *s)
 	return s->ndown && (t == 0 || t > DOWN_RECHECK_S) ? DOWN_RECHECK_S : t;
 }
 
+/* True when s is older than its time to live and no failed refresh is recent. */
+static int list_stale(const struct srvlist *s)
+{
+	int timeout = list_ttl(s);
+	if (timeout == 0)
+		return 0;
+	time_t now = time(NULL);
+	return now - s->fetched >= timeout && now >= (time_t)atomic_load(&chfs_client.list_retry_at);
+}
+
+/* Replace the list s by a fresh one. One thread refreshes, without the global lock: the others
+ * go on with the snapshot they have (it stays valid until chfs_term). Members are asked starting
+ * at a random one (down ones skipped, a short timeout first), so a dead member costs one thread
+ * a short wait now and then, not a stall of every thread at every refresh. Returns the list. */
+static struct srvlist *refresh_list(struct srvlist *s)
+{
+	if (atomic_exchange(&chfs_client.list_refreshing, 1))
+		return s;
+	struct srvlist *cur = atomic_load(&chfs_client.srv), *ns = NULL;
+	if (cur == s) {
+		unsigned start = random_index(s->n);
+		int rc = -ENOTCONN;
+		int full = rpc_timeout(), quick = full < LIST_QUICK_TIMEOUT_MS ? full : LIST_QUICK_TIMEOUT_MS;
+		for (int pass = quick < full ? 0 : 1; pass < 2 && rc != 0; pass++)
+			for (unsigned k = 0; k < s->n && rc != 0; k++) { /* any live member will do */
+				unsigned i = (start + k) % s->n;
+				if (!s->down[i])
+					rc = fetch_list(s->addrs[i], pass ? full : quick, &ns);
+			}
+		if (rc == 0) {
+			ns->older = s;
+			atomic_store(&chfs_client.srv, ns);
+			cur = ns;
+		} else {
+			/* Keep the old list; retry after another time to live. */
+			atomic_store(&chfs_client.list_retry_at, (long long)time(NULL) + list_ttl(s));
+		}
+	}
+	atomic_store(&chfs_client.list_refreshing, 0);
+	return cur;
+}
+
 int client_begin(struct srvlist **out)
 {
 	struct srvlist *s = atomic_load(&chfs_client.srv);
 	if (!chfs_client.initialized || !s)
 		return -ENOTCONN;
-	int timeout = list_ttl(s);
-	/* No getpid() here: it is a real system call; fork is signalled by chfs_after_fork(). */
-	if (!atomic_load(&chfs_client.forked) &&
-	    (timeout == 0 || time(NULL) - s->fetched < timeout)) {
-		*out = s;
-		return 0;
+	/* No getpid() on the fast path: it is a real system call; fork is signalled by
+	 * chfs_after_fork(), and checked by pid only when the list is due anyway. */
+	int stale = list_stale(s), rc = 0;
+	if (atomic_load(&chfs_client.forked) || (stale && chfs_client.pid != getpid())) {
+		pthread_mutex_lock(&chfs_client.lock);
+		if (atomic_exchange(&chfs_client.forked, 0) || chfs_client.pid != getpid())
+			rc = reopen_after_fork();
+		pthread_mutex_unlock(&chfs_client.lock);
+		s = atomic_load(&chfs_client.srv);
+		stale = list_stale(s); /* the child's rebuilt list is fresh */
 	}
-	pthread_mutex_lock(&chfs_client.lock);
-	int rc = 0;
-	if (atomic_exchange(&chfs_client.forked, 0) || chfs_client.pid != getpid())
-		rc = reopen_after_fork();
-	s = atomic_load(&chfs_client.srv);
-	timeout = list_ttl(s);
-	if (rc == 0 && timeout && time(NULL) - s->fetched >= timeout) {
-		struct srvlist *ns;
-		int k = -1;
-		int full = rpc_timeout(), quick = full < LIST_QUICK_TIMEOUT_MS ? full : LIST_QUICK_TIMEOUT_MS;
-		for (int pass = quick < full ? 0 : 1; pass < 2 && k != 0; pass++)
-			for (unsigned i = 0; i < s->n && k != 0; i++) /* any live member will do */
-				if (!s->down[i])
-					k = fetch_list(s->addrs[i], pass ? full : quick, &ns);
-		if (k == 0) {
-			ns->older = s;
-			atomic_store(&chfs_client.srv, ns);
-		} else {
-			s->fetched = time(NULL); /* keep the old list; retry later */
-		}
-	}
-	*out = atomic_load(&chfs_client.srv);
-	pthread_mutex_unlock(&chfs_client.lock);
+	if (rc == 0 && stale)
+		s = refresh_list(s);
+	*out = s;
 	return rc;
 }
 

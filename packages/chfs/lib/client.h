@@ -62,6 +62,8 @@ struct client {
 	atomic_int dirty_fds; /* descriptors with unreported writes */
 	atomic_int async_access;
 	atomic_int forked; /* set in a child by chfs_after_fork() */
+	atomic_int list_refreshing;  /* one thread refreshes the server list at a time */
+	atomic_llong list_retry_at;  /* after a failed refresh: no new attempt before this time */
 };
 extern struct client chfs_client;
 
@@ -79,16 +81,24 @@ static inline int client_server_down(const struct srvlist *s, unsigned idx) { re
 void client_list_stale(struct srvlist *s);
 
 /* ---- rpc.c ---- */
+/* Size of the request buffer and of the default reply buffer of a struct rpc. */
+#define RPC_SMALL (8192 + 1024 + CHFS_PATH_MAX * 2)
+/* One request/reply. The buffers (2 x RPC_SMALL) live on the heap, never on the stack: a
+ * rename used to carry ~160 KB of them, beyond musl's thread stacks and sigaltstacks. Declare
+ * with RPC_DECL so they are freed when r goes out of scope (no goto may jump over it). */
 struct rpc {
 	struct wenc e;
 	uint8_t *buf; /* request buffer */
-	uint8_t *rep; /* reply buffer */
+	uint8_t *rep; /* reply buffer (a caller may point it at a larger one after rpc_begin) */
 	size_t repcap, replen;
 	struct wdec d; /* reply body after rpc_call */
-	uint8_t small[2][8192 + 1024 + CHFS_PATH_MAX * 2];
+	uint8_t *mem;  /* the heap buffers; NULL if their allocation failed (rpc_call: -ENOMEM) */
 };
-/* Start a request for op in r (small requests: buffers inside r). */
+#define RPC_DECL(r) struct rpc r __attribute__((cleanup(rpc_end))) = {0}
+/* Start a request for op in r (allocating its buffers on first use). */
 void rpc_begin(struct rpc *r, unsigned op);
+/* Free r's buffers (the RPC_DECL cleanup). */
+void rpc_end(struct rpc *r);
 /* Send to server idx and wait; on 0, r->d decodes the reply body. */
 int rpc_call(struct srvlist *s, unsigned idx, struct rpc *r);
 /* Same, with caller-provided buffers (large messages). */

@@ -90,8 +90,15 @@ static int collect(uint64_t fileid, int dirty_only, struct chfs_file ***out)
 	struct chfs_file **v = malloc((size_t)(nfds ? nfds : 1) * sizeof *v);
 	for (int i = 0; v && i < nfds; i++) {
 		struct chfs_file *f = fds[i];
-		if (!f || (fileid && f->md.fileid != fileid) || (dirty_only && !f->dirty))
+		if (!f || (fileid && f->md.fileid != fileid))
 			continue;
+		if (dirty_only) { /* dirty changes under f->lock (taken after fd_lock, never before) */
+			pthread_mutex_lock(&f->lock);
+			int dirty = f->dirty;
+			pthread_mutex_unlock(&f->lock);
+			if (!dirty)
+				continue;
+		}
 		atomic_fetch_add(&f->refs, 1);
 		v[n++] = f;
 	}

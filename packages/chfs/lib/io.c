@@ -196,7 +196,7 @@ static int direct_fd(struct srvlist *s, struct chfs_file *f, unsigned sv)
 	pthread_mutex_unlock(&f->lock);
 	if (fd != -1)
 		return fd;
-	struct rpc r;
+	RPC_DECL(r);
 	char p[CHFS_PATH_MAX];
 	int nfd = -2;
 	rpc_begin(&r, WOP_LOCAL_PATH);
@@ -705,7 +705,7 @@ int chfs_local_backing_path(int fd, char *buf, size_t size)
 	if (rc == 0 && h < 0)
 		rc = -ENXIO;
 	if (rc == 0) {
-		struct rpc r;
+		RPC_DECL(r);
 		char p[CHFS_PATH_MAX];
 		rpc_begin(&r, WOP_LOCAL_PATH);
 		wenc_u64(&r.e, f->md.fileid);

@@ -41,7 +41,7 @@ static int canon(const char *in, char *out)
 
 int ns_lookup(struct srvlist *s, const char *cpath, struct chfs_md *md)
 {
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_STAT);
 	wenc_str(&r.e, cpath);
 	int rc = rpc_call(s, placement_owner(s->ring, cpath), &r);
@@ -62,7 +62,7 @@ void ns_merge_home(struct srvlist *s, struct chfs_md *md)
 	int h = client_server_index(s, md->home);
 	if (h < 0)
 		return;
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_DATA_STAT); /* the home applies the size rule (server/handlers.c) */
 	wenc_u64(&r.e, md->fileid);
 	wenc_u64(&r.e, md->size);
@@ -80,7 +80,7 @@ void ns_merge_home(struct srvlist *s, struct chfs_md *md)
 
 int ns_resolve(struct srvlist *s, const char *cpath, char *out, struct chfs_md *md)
 {
-	char cur[CHFS_PATH_MAX], tmp[CHFS_PATH_MAX], parent[CHFS_PATH_MAX];
+	char cur[CHFS_PATH_MAX], tmp[CHFS_PATH_MAX];
 	snprintf(cur, sizeof cur, "%s", cpath);
 	for (int hop = 0; hop <= 8; hop++) {
 		int rc = ns_lookup(s, cur, md);
@@ -94,9 +94,9 @@ int ns_resolve(struct srvlist *s, const char *cpath, char *out, struct chfs_md *
 		if (md->link[0] == '/') {
 			rc = path_canonical(md->link, tmp);
 		} else {
-			path_split(cur, parent);
-			char joined[CHFS_PATH_MAX * 2];
-			if (snprintf(joined, sizeof joined, "%s/%s", parent, md->link) >= CHFS_PATH_MAX)
+			path_split(cur, tmp); /* the parent; tmp is free until path_canonical */
+			char joined[CHFS_PATH_MAX];
+			if (snprintf(joined, sizeof joined, "%s/%s", tmp, md->link) >= CHFS_PATH_MAX)
 				return -ENAMETOOLONG;
 			rc = path_canonical(joined, tmp);
 		}
@@ -134,7 +134,7 @@ static void rename_fd(struct chfs_file *f, void *arg);
 static int setattr_size(struct srvlist *s, const char *path, uint64_t fileid, uint32_t which,
                         uint64_t size)
 {
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_SETATTR);
 	wenc_str(&r.e, path);
 	wenc_u64(&r.e, fileid);
@@ -337,8 +337,16 @@ struct ns_call {
 	char real[CHFS_PATH_MAX]; /* NS_RESOLVE: the path after following symlinks */
 };
 
+static void ns_call_free(struct ns_call **c) { free(*c); }
+/* A struct ns_call is 12 KB (three paths): on the heap, freed at the end of the scope, so that
+ * no libchfs call needs a big stack frame (ctest chfs_stack_usage). */
+#define NS_CALL_DECL(c) \
+	struct ns_call *c __attribute__((cleanup(ns_call_free))) = malloc(sizeof(struct ns_call))
+
 static int ns_begin(const char *path, unsigned how, struct ns_call *c)
 {
+	if (!c)
+		return -ENOMEM;
 	c->s = NULL;
 	int rc = canon(path, c->cp);
 	if (rc == 0)
@@ -405,7 +413,7 @@ static int make_parents(struct srvlist *s, const char *cpath)
 		memcpy(dir, parent, i + 1);
 		dir[i + 1] = '\0';
 		md_new(&md, S_IFDIR | 0755);
-		struct rpc r;
+		RPC_DECL(r);
 		rpc_begin(&r, WOP_MKDIR);
 		wenc_str(&r.e, dir);
 		wenc_md(&r.e, &md);
@@ -441,7 +449,7 @@ static int create_excl(struct srvlist *s, const char *cp, int32_t flags, mode_t 
 			log_info("%s: no CHFS server on this host; striping by hash instead of local placement", cp);
 		}
 	}
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_CREATE);
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, &md);
@@ -489,14 +497,14 @@ static int open_existing(struct ns_call *c, int32_t flags)
 static int open_file(const char *path, int32_t flags, mode_t mode, int chunk_size,
                      int make_missing)
 {
-	struct ns_call c;
-	int rc = ns_begin(path, 0, &c);
+	NS_CALL_DECL(c);
+	int rc = ns_begin(path, 0, c);
 	if (rc)
 		return rc;
 	if (!(flags & O_CREAT))
-		return open_existing(&c, flags);
-	const char *cp = c.cp;
-	struct srvlist *s = c.s;
+		return open_existing(c, flags);
+	const char *cp = c->cp;
+	struct srvlist *s = c->s;
 	rc = check_parent(s, cp);
 	if (rc == -ENOENT && make_missing)
 		rc = make_parents(s, cp);
@@ -505,12 +513,12 @@ static int open_file(const char *path, int32_t flags, mode_t mode, int chunk_siz
 	if (rc)
 		return rc;
 	for (int attempt = 0; attempt < 4; attempt++) {
-		rc = create_excl(s, cp, flags, mode, chunk_size, &c.md);
+		rc = create_excl(s, cp, flags, mode, chunk_size, &c->md);
 		if (rc == 0)
-			return new_file(cp, &c.md, flags & O_ACCMODE, !!(flags & O_APPEND));
+			return new_file(cp, &c->md, flags & O_ACCMODE, !!(flags & O_APPEND));
 		if (rc != -EEXIST || (flags & O_EXCL))
 			return rc;
-		rc = open_existing(&c, flags);
+		rc = open_existing(c, flags);
 		if (rc != -ENOENT)
 			return rc;
 	}
@@ -540,19 +548,19 @@ int chfs_open_posix(const char *path, int32_t flags, mode_t mode, int chunk_size
 
 int chfs_stat(const char *path, struct stat *st)
 {
-	struct ns_call c;
-	int rc = ns_begin(path, NS_SYNC | NS_RESOLVE, &c);
+	NS_CALL_DECL(c);
+	int rc = ns_begin(path, NS_SYNC | NS_RESOLVE, c);
 	if (rc == 0)
-		md_to_stat(&c.md, c.real, st);
+		md_to_stat(&c->md, c->real, st);
 	return set_err(rc);
 }
 
 int chfs_lstat(const char *path, struct stat *st)
 {
-	struct ns_call c;
-	int rc = ns_begin(path, NS_SYNC | NS_LOOKUP, &c);
+	NS_CALL_DECL(c);
+	int rc = ns_begin(path, NS_SYNC | NS_LOOKUP, c);
 	if (rc == 0)
-		md_to_stat(&c.md, c.cp, st);
+		md_to_stat(&c->md, c->cp, st);
 	return set_err(rc);
 }
 
@@ -584,15 +592,15 @@ int chfs_access(const char *path, int mode)
 
 int chfs_mkdir(const char *path, mode_t mode)
 {
-	struct ns_call c;
-	int rc = ns_begin(path, NS_PARENT, &c);
+	NS_CALL_DECL(c);
+	int rc = ns_begin(path, NS_PARENT, c);
 	if (rc)
 		return set_err(rc);
-	const char *cp = c.cp;
-	struct srvlist *s = c.s;
-	struct chfs_md *md = &c.md;
+	const char *cp = c->cp;
+	struct srvlist *s = c->s;
+	struct chfs_md *md = &c->md;
 	md_new(md, S_IFDIR | (mode & 07777));
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_MKDIR);
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, md);
@@ -634,13 +642,15 @@ static int dir_nonempty(struct srvlist *s, const char *cp)
 
 int chfs_rmdir(const char *path)
 {
-	struct ns_call c;
-	int rc = ns_begin(path, NS_LOOKUP, &c);
-	const char *cp = c.cp;
-	struct srvlist *s = c.s;
+	NS_CALL_DECL(c);
+	int rc = ns_begin(path, NS_LOOKUP, c);
+	if (rc)
+		return set_err(rc);
+	const char *cp = c->cp;
+	struct srvlist *s = c->s;
 	if (rc == 0 && !cp[0])
 		rc = -EBUSY;
-	if (rc == 0 && !S_ISDIR(c.md.mode))
+	if (rc == 0 && !S_ISDIR(c->md.mode))
 		rc = -ENOTDIR;
 	if (rc == 0) {
 		rc = dir_nonempty(s, cp);
@@ -648,7 +658,7 @@ int chfs_rmdir(const char *path)
 			rc = -ENOTEMPTY;
 	}
 	if (rc == 0) {
-		struct rpc r;
+		RPC_DECL(r);
 		rpc_begin(&r, WOP_RMDIR);
 		wenc_str(&r.e, cp);
 		rc = rpc_call(s, placement_owner(s->ring, cp), &r);
@@ -659,16 +669,18 @@ int chfs_rmdir(const char *path)
 
 int chfs_unlink(const char *path)
 {
-	struct ns_call c;
-	int rc = ns_begin(path, NS_SYNC, &c);
-	const char *cp = c.cp;
-	struct srvlist *s = c.s;
+	NS_CALL_DECL(c);
+	int rc = ns_begin(path, NS_SYNC, c);
+	if (rc)
+		return set_err(rc);
+	const char *cp = c->cp;
+	struct srvlist *s = c->s;
 	struct chfs_md md;
 	if (rc == 0 && !cp[0])
 		rc = -EISDIR;
 	if (rc)
 		return set_err(rc);
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_UNLINK);
 	wenc_str(&r.e, cp);
 	rc = rpc_call(s, placement_owner(s->ring, cp), &r);
@@ -692,17 +704,17 @@ static void rename_fd(struct chfs_file *f, void *arg)
 int chfs_rename(const char *from, const char *to)
 {
 	char ct[CHFS_PATH_MAX];
-	struct ns_call c;
-	struct chfs_md old;
+	NS_CALL_DECL(c);
+	struct chfs_md *old; /* the replaced entry's record: on the heap, as r's buffers */
 	uint32_t replaced = 0;
 	int rc = canon(to, ct);
 	if (rc == 0)
-		rc = ns_begin(from, NS_SYNC | NS_LOOKUP, &c);
+		rc = ns_begin(from, NS_SYNC | NS_LOOKUP, c);
 	if (rc)
 		return set_err(rc);
-	const char *cf = c.cp;
-	struct srvlist *s = c.s;
-	struct chfs_md *md = &c.md;
+	const char *cf = c->cp;
+	struct srvlist *s = c->s;
+	struct chfs_md *md = &c->md;
 	if (!cf[0] || !ct[0])
 		return set_err(-EBUSY);
 	if (strcmp(cf, ct) == 0)
@@ -718,7 +730,9 @@ int chfs_rename(const char *from, const char *to)
 			return set_err(rc > 0 ? -EXDEV : rc);
 	}
 	unsigned of = placement_owner(s->ring, cf), ot = placement_owner(s->ring, ct);
-	struct rpc r;
+	if (!(old = malloc(sizeof *old)))
+		return set_err(-ENOMEM);
+	RPC_DECL(r);
 	if (of == ot) {
 		rpc_begin(&r, WOP_RENAME);
 		wenc_str(&r.e, cf);
@@ -733,19 +747,20 @@ int chfs_rename(const char *from, const char *to)
 	}
 	if (rc == 0) {
 		replaced = wdec_u32(&r.d);
-		wdec_md(&r.d, &old);
+		wdec_md(&r.d, old);
 		if (wdec_finish(&r.d))
 			rc = -EIO;
 	}
 	if (rc == 0 && of != ot) {
-		struct rpc r2;
+		RPC_DECL(r2);
 		rpc_begin(&r2, WOP_REMOVE_IF);
 		wenc_str(&r2.e, cf);
 		wenc_u64(&r2.e, md->fileid);
 		rc = rpc_call(s, of, &r2);
 	}
-	if (rc == 0 && replaced && S_ISREG(old.mode) && old.fileid != md->fileid)
-		data_remove_all(s, &old);
+	if (rc == 0 && replaced && S_ISREG(old->mode) && old->fileid != md->fileid)
+		data_remove_all(s, old);
+	free(old);
 	if (rc == 0 && md->fileid)
 		fd_foreach_fileid(md->fileid, rename_fd, ct);
 	forget_parent();
@@ -759,18 +774,18 @@ int chfs_symlink(const char *target, const char *path)
 		return set_err(-ENOENT);
 	if (strlen(target) >= CHFS_PATH_MAX)
 		return set_err(-ENAMETOOLONG);
-	struct ns_call c;
-	int rc = ns_begin(path, NS_PARENT, &c);
+	NS_CALL_DECL(c);
+	int rc = ns_begin(path, NS_PARENT, c);
 	if (rc)
 		return set_err(rc);
-	const char *cp = c.cp;
-	struct srvlist *s = c.s;
-	struct chfs_md *md = &c.md;
+	const char *cp = c->cp;
+	struct srvlist *s = c->s;
+	struct chfs_md *md = &c->md;
 	md_new(md, S_IFLNK | 0777);
 	snprintf(md->link, sizeof md->link, "%s", target);
 	md->size = strlen(target);
 	unsigned owner = placement_owner(s->ring, cp);
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_CREATE);
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, md);
@@ -785,16 +800,16 @@ int chfs_symlink(const char *target, const char *path)
 
 int chfs_readlink(const char *path, char *buf, size_t size)
 {
-	struct ns_call c;
-	int rc = ns_begin(path, NS_LOOKUP, &c);
-	if (rc == 0 && !S_ISLNK(c.md.mode))
+	NS_CALL_DECL(c);
+	int rc = ns_begin(path, NS_LOOKUP, c);
+	if (rc == 0 && !S_ISLNK(c->md.mode))
 		rc = -EINVAL;
 	if (rc)
 		return set_err(rc);
-	size_t n = strlen(c.md.link);
+	size_t n = strlen(c->md.link);
 	if (n > size)
 		n = size;
-	memcpy(buf, c.md.link, n);
+	memcpy(buf, c->md.link, n);
 	return (int)n;
 }
 
@@ -847,20 +862,22 @@ int ns_truncate(struct srvlist *s, const char *cp, const struct chfs_md *md, off
 
 int chfs_truncate(const char *path, off_t len)
 {
-	struct ns_call c;
-	int rc = ns_begin(path, NS_RESOLVE, &c);
+	NS_CALL_DECL(c);
+	int rc = ns_begin(path, NS_RESOLVE, c);
 	if (rc == 0)
-		rc = ns_truncate(c.s, c.real, &c.md, len);
+		rc = ns_truncate(c->s, c->real, &c->md, len);
 	return set_err(rc);
 }
 
 static int setattr_path(const char *path, uint32_t which, uint32_t mode, int64_t at, int64_t mt)
 {
-	struct ns_call c;
-	int rc = ns_begin(path, NS_RESOLVE, &c);
-	const char *real = c.real;
-	struct srvlist *s = c.s;
-	struct chfs_md *md = &c.md;
+	NS_CALL_DECL(c);
+	int rc = ns_begin(path, NS_RESOLVE, c);
+	if (rc)
+		return set_err(rc);
+	const char *real = c->real;
+	struct srvlist *s = c->s;
+	struct chfs_md *md = &c->md;
 	if (rc == 0 && !real[0])
 		rc = -EPERM;
 	/* Report this process's pending writes first: their size report bumps mtime, and it must
@@ -870,7 +887,7 @@ static int setattr_path(const char *path, uint32_t which, uint32_t mode, int64_t
 		rc = fd_sync_sizes(md->fileid);
 	if (rc)
 		return rc;
-	struct rpc r;
+	RPC_DECL(r);
 	rpc_begin(&r, WOP_SETATTR);
 	wenc_str(&r.e, real);
 	wenc_u64(&r.e, 0);

@@ -24,7 +24,7 @@ static int list_server(struct srvlist *s, unsigned idx, const char *cp, void *bu
 		return -ENOMEM;
 	int rc = 0;
 	for (;;) {
-		struct rpc r;
+		RPC_DECL(r);
 		rpc_begin(&r, WOP_READDIR);
 		wenc_str(&r.e, cp);
 		wenc_str(&r.e, cursor);

@@ -5,6 +5,9 @@
  * (op, request id, pool secret, body length), sends through the transport with the configured
  * timeout and decodes the reply header. Transport failures (timeout, unreachable, refused) become
  * EIO with one log line naming the server; a refused secret becomes EACCES with a line saying so.
+ * A struct rpc's buffers are malloc'd by rpc_begin and freed by rpc_end (RPC_DECL's cleanup):
+ * 35 KB per request is too much for small thread stacks, and malloc costs far less than the
+ * round trip.
  */
 #define _GNU_SOURCE
 #include "client.h"
@@ -21,13 +24,24 @@ int rpc_timeout(void)
 
 void rpc_begin(struct rpc *r, unsigned op)
 {
-	r->buf = r->small[0];
-	r->rep = r->small[1];
-	r->repcap = sizeof r->small[1];
-	wenc_init(&r->e, r->buf, sizeof r->small[0]);
+	if (!r->mem)
+		r->mem = malloc(2 * RPC_SMALL);
+	r->buf = r->mem;
+	r->rep = r->mem ? r->mem + RPC_SMALL : NULL;
+	r->repcap = r->mem ? RPC_SMALL : 0;
+	/* Without buffers the encoder has no room: every put fails, nothing is written. */
+	wenc_init(&r->e, r->buf, r->repcap);
 	uint8_t *h = wenc_reserve(&r->e, WIRE_HDR_LEN);
-	h[6] = (uint8_t)op;
-	h[7] = (uint8_t)(op >> 8);
+	if (h) {
+		h[6] = (uint8_t)op;
+		h[7] = (uint8_t)(op >> 8);
+	}
+}
+
+void rpc_end(struct rpc *r)
+{
+	free(r->mem);
+	r->mem = NULL;
 }
 
 void rpc_fill_hdr(uint8_t *msg, size_t len, unsigned op)
@@ -79,6 +93,8 @@ int rpc_status(struct srvlist *s, unsigned idx, int xrc, const uint8_t *rep, siz
 
 int rpc_call(struct srvlist *s, unsigned idx, struct rpc *r)
 {
+	if (!r->mem)
+		return -ENOMEM;
 	if (r->e.err)
 		return r->e.err == -EMSGSIZE ? -ENAMETOOLONG : r->e.err;
 	unsigned op = (unsigned)r->buf[6] | (unsigned)r->buf[7] << 8;

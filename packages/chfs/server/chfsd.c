@@ -27,18 +27,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t serving;
-static int sig_pipe[2] = {-1, -1};
-
-static void on_signal(int sig)
-{
-	if (!serving)
-		_exit(1);
-	unsigned char c = (unsigned char)sig;
-	if (write(sig_pipe[1], &c, 1) < 0) {
-		/* nothing else is async-signal-safe to do */
-	}
-}
+/* Until the server answers, SIGTERM/SIGINT/SIGHUP end it at once; afterwards the main thread
+ * takes them with sigwait. */
+static void on_signal(int sig) { _exit(1); }
 
 /* p made absolute against the current directory (NULL stays NULL; leaks: lives for the
  * whole process). */
@@ -223,10 +214,8 @@ int main(int argc, char **argv)
 	}
 
 	/* SIGTERM/SIGINT/SIGHUP: before the server answers they end it at once (a start-up that
-	 * hangs, e.g. joining an unreachable pool, must stay killable); afterwards the handler only
-	 * wakes the main thread through a pipe, which then shuts down in order. */
-	if (pipe2(sig_pipe, O_CLOEXEC) < 0)
-		return 1;
+	 * hangs, e.g. joining an unreachable pool, must stay killable); afterwards the main thread
+	 * waits for them in sigwait and shuts down in order. */
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
@@ -258,6 +247,16 @@ int main(int argc, char **argv)
 			reuse = 1;
 		}
 	}
+	/* Threads created from here on (transport progress, workers, libfabric's own) inherit a
+	 * mask blocking SIGTERM/SIGINT/SIGHUP, so these reach the main thread only. (Delivered to
+	 * a thread inside uninstrumented libfabric, ThreadSanitizer defers a handler until that
+	 * thread comes back, and shutdown stalled.) */
+	sigset_t term;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigaddset(&term, SIGINT);
+	sigaddset(&term, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &term, NULL);
 	rc = xprt_open(&xo, &d.x);
 	if (rc && reuse) {
 		log_warn("could not reuse the saved address %s (%s); using a new one", hostbuf, strerror(-rc));
@@ -288,6 +287,7 @@ int main(int argc, char **argv)
 		log_err("cannot serve: %s", strerror(-rc));
 		return 1;
 	}
+	pthread_sigmask(SIG_UNBLOCK, &term, NULL); /* joining below may hang: stay killable */
 	if (bootstrap && strcmp(bootstrap, d.self) != 0 && (rc = members_join(&d, bootstrap)) < 0) {
 		log_err("cannot join the pool through %s: %s", bootstrap,
 		        rc == -EACCES ? "the pool secret differs" : strerror(-rc));
@@ -302,16 +302,19 @@ int main(int argc, char **argv)
 		log_err("server info file %s: %s", infofile, strerror(-rc));
 		return 1;
 	}
-	log_notice("serving %s on %s (%u servers in the pool)", st_root(d.st), d.self, d.mem.n);
+	pthread_mutex_lock(&d.mem.lock); /* workers already serve JOIN/SET_LIST */
+	unsigned nmem = d.mem.n;
+	pthread_mutex_unlock(&d.mem.lock);
+	log_notice("serving %s on %s (%u servers in the pool)", st_root(d.st), d.self, nmem);
+	pthread_sigmask(SIG_BLOCK, &term, NULL); /* from now on taken by sigwait below */
 	if (ready[1] >= 0) {
 		prctl(PR_SET_PDEATHSIG, 0);
 		if (write(ready[1], "R", 1) != 1)
 			return 1;
 		close(ready[1]);
 	}
-	serving = 1;
-	unsigned char sig = 0;
-	while (read(sig_pipe[0], &sig, 1) < 0 && errno == EINTR)
+	int sig = 0;
+	while (sigwait(&term, &sig) != 0)
 		;
 	log_notice("signal %d: shutting down", sig);
 	xprt_close(d.x);

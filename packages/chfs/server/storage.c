@@ -1,6 +1,8 @@
 /*
  * storage.c — see storage.h for the layout. Records are encoded with the wire encoder behind a
- * 4-byte magic ("CMD1"), so the on-disk format is versioned like the wire format.
+ * 4-byte magic ("CMD1"), so the on-disk format is versioned like the wire format. A record is
+ * never rewritten in place: rec_put() writes a temporary file and renames it over the name, so
+ * lock-free readers (stat, readdir) see a whole record, old or new, even across a crash.
  */
 #define _GNU_SOURCE
 #include "storage.h"
@@ -201,9 +203,27 @@ static int rec_write_fd(int fd, const struct chfs_md *md)
 		return e.err;
 	if (pwrite(fd, buf, e.len, 0) != (ssize_t)e.len)
 		return -EIO;
-	if (ftruncate(fd, (off_t)e.len) < 0)
-		return -errno;
 	return 0;
+}
+
+/* Write md as record `name` of dfd: a new temporary file, then rename over the name. Readers
+ * take no lock, and a record rewritten in place could be read half old, half new (or, after a
+ * crash, stay so); with the rename every reader sees a whole old or a whole new record. With
+ * noreplace an existing name gives -EEXIST (creation under the path lock). */
+static int rec_put(int dfd, const char *name, const struct chfs_md *md, int noreplace)
+{
+	char tmp[64];
+	snprintf(tmp, sizeof tmp, ".tmp.%016llx", (unsigned long long)st_new_fileid());
+	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	int rc = rec_write_fd(fd, md);
+	close(fd);
+	if (rc == 0 && renameat2(dfd, tmp, dfd, name, noreplace ? RENAME_NOREPLACE : 0) < 0)
+		rc = -errno;
+	if (rc)
+		unlinkat(dfd, tmp, 0);
+	return rc;
 }
 
 /* Read the entry `leaf` in dfd: a record file, or an owned directory's .meta. -ENOENT for
@@ -235,20 +255,13 @@ static int rec_read(int dfd, const char *leaf, struct chfs_md *md, int *isdir)
 
 static int rec_write(int dfd, const char *leaf, int isdir, const struct chfs_md *md)
 {
-	int fd;
-	if (isdir) {
-		int d = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (d < 0)
-			return -errno;
-		fd = openat(d, META, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-		close(d);
-	} else {
-		fd = openat(dfd, leaf, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-	}
-	if (fd < 0)
+	if (!isdir)
+		return rec_put(dfd, leaf, md, 0);
+	int d = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (d < 0)
 		return -errno;
-	int rc = rec_write_fd(fd, md);
-	close(fd);
+	int rc = rec_put(d, META, md, 0);
+	close(d);
 	return rc;
 }
 
@@ -279,19 +292,11 @@ int st_create(struct storage *st, const char *path, const struct chfs_md *in, in
 		goto out;
 	}
 	for (int attempt = 0; attempt < 2; attempt++) {
-		int fd = openat(dfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd >= 0) {
-			*out = *in;
-			out->fileid = st_new_fileid(); /* never the client's choice */
-			rc = rec_write_fd(fd, out);
-			close(fd);
-			if (rc)
-				unlinkat(dfd, leaf, 0);
+		*out = *in;
+		out->fileid = st_new_fileid(); /* never the client's choice */
+		rc = rec_put(dfd, leaf, out, 1);
+		if (rc != -EEXIST) {
 			*existed = 0;
-			goto out_fd;
-		}
-		if (errno != EEXIST) {
-			rc = -errno;
 			goto out_fd;
 		}
 		int isdir = 0;
@@ -359,15 +364,7 @@ int st_mkdir(struct storage *st, const char *path, const struct chfs_md *in)
 		rc = errno == ENOTDIR || errno == ELOOP ? -EEXIST : -errno;
 		goto out_fd;
 	}
-	int fd = openat(d, META, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		rc = -errno;
-	} else {
-		rc = rec_write_fd(fd, in);
-		close(fd);
-		if (rc)
-			unlinkat(d, META, 0);
-	}
+	rc = rec_put(d, META, in, 1);
 	close(d);
 out_fd:
 	close(dfd);
@@ -559,18 +556,7 @@ static int put_entry(int dfd, const char *leaf, const struct chfs_md *md, int no
 			return -errno;
 		return rec_write(dfd, leaf, 1, md);
 	}
-	char tmp[64];
-	snprintf(tmp, sizeof tmp, ".tmp.%016llx", (unsigned long long)st_new_fileid());
-	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	rc = rec_write_fd(fd, md);
-	close(fd);
-	if (rc == 0 && renameat(dfd, tmp, dfd, leaf) < 0)
-		rc = -errno;
-	if (rc)
-		unlinkat(dfd, tmp, 0);
-	return rc;
+	return rec_put(dfd, leaf, md, 0);
 }
 
 int st_insert(struct storage *st, const char *path, const struct chfs_md *md, int noreplace,

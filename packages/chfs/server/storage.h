@@ -18,7 +18,8 @@
  * symlink inside it. CHFS symlinks are records, never file-system symlinks.
  *
  * Concurrency: read-modify-write of one record happens under a lock chosen by the path's hash
- * (64 stripes); everything else relies on the atomicity of single file-system calls.
+ * (64 stripes); everything else relies on the atomicity of single file-system calls. Records
+ * are replaced by rename (never rewritten in place), so readers need no lock.
  * All functions return 0 or -errno.
  */
 #ifndef CHFSD_STORAGE_H

@@ -68,8 +68,9 @@ int main(void) {
     cflags = subprocess.run(["pkg-config", "--cflags", "--libs", "chfs"], capture_output=True,
                             text=True, check=True).stdout.split()
     prefix = os.environ["CHFS_STACK_PREFIX"]
-    # Against the sanitizer build (ci/test --asan) the program must carry the runtime too.
-    san = ["-fsanitize=address,undefined"] if "asan" in prefix else []
+    # Against a sanitizer build (ci/test --asan/--tsan) the program must carry the runtime too.
+    san = (["-fsanitize=address,undefined"] if "asan" in prefix else
+           ["-fsanitize=thread"] if "tsan" in prefix else [])
     subprocess.run(["cc", "-o", str(tmp_path / "wu"), str(prog), *san, *cflags,
                     "-Wl,-rpath," + prefix + "/lib"], check=True)
     out = subprocess.run([str(tmp_path / "wu")], env=chfs_pool.env, capture_output=True,

@@ -187,12 +187,15 @@ void xprt_workers_stop(xprt_t *x)
 	for (unsigned i = 0; i < x->nworkers_started; i++)
 		pthread_join(x->workers[i], NULL);
 	x->nworkers_started = 0;
+	/* The progress thread still runs (stopped after us) and may enqueue meanwhile. */
+	pthread_mutex_lock(&x->q_mu);
 	while (x->q_head) {
 		struct xprt_req *r = x->q_head;
 		x->q_head = r->next;
 		req_free(r);
 	}
 	x->q_tail = NULL;
+	pthread_mutex_unlock(&x->q_mu);
 }
 
 const void *xprt_req_data(const xprt_req_t *r, size_t *len)
