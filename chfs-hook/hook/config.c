@@ -28,138 +28,140 @@ extern char **environ;
 
 static int bad(const char *var, const char *val, const char *why)
 {
-  fprintf(stderr, "chfs-hook: %s=\"%s\": %s\n", var, val, why);
-  return -1;
+	fprintf(stderr, "chfs-hook: %s=\"%s\": %s\n", var, val, why);
+	return -1;
 }
 
 static int parse_mount(const char *item, size_t len, struct hook_mount *m)
 {
-  char buf[PATH_MAX];
-  if (len == 0 || len >= sizeof buf)
-    return -1;
-  memcpy(buf, item, len);
-  buf[len] = 0;
-  char *eq = strchr(buf, '=');
-  const char *sub = "";
-  if (eq) {
-    *eq = 0;
-    sub = eq + 1;
-    if (sub[0] != '/')
-      return -1;
-  }
-  if (buf[0] != '/' || hook_normalize(buf, m->dir, sizeof m->dir) < 0 ||
-      strcmp(m->dir, "/") == 0)
-    return -1;
-  m->dirlen = strlen(m->dir);
-  if (*sub) {
-    if (hook_normalize(sub, m->sub, sizeof m->sub) < 0)
-      return -1;
-    if (strcmp(m->sub, "/") == 0)
-      m->sub[0] = 0;
-  } else {
-    m->sub[0] = 0;
-  }
-  return 0;
+	char buf[PATH_MAX];
+	if (len == 0 || len >= sizeof buf)
+		return -1;
+	memcpy(buf, item, len);
+	buf[len] = 0;
+	char *eq = strchr(buf, '=');
+	const char *sub = "";
+	if (eq) {
+		*eq = 0;
+		sub = eq + 1;
+		if (sub[0] != '/')
+			return -1;
+	}
+	if (buf[0] != '/' || hook_normalize(buf, m->dir, sizeof m->dir) < 0 || strcmp(m->dir, "/") == 0)
+		return -1;
+	m->dirlen = strlen(m->dir);
+	if (*sub) {
+		if (hook_normalize(sub, m->sub, sizeof m->sub) < 0)
+			return -1;
+		if (strcmp(m->sub, "/") == 0)
+			m->sub[0] = 0;
+	} else {
+		m->sub[0] = 0;
+	}
+	return 0;
 }
 
 static int load_mounts(void)
 {
-  const char *v = getenv("CHFS_HOOK_MOUNTS");
-  if (!v || !*v)
-    v = "/chfs";
-  const char *p = v;
-  while (*p) {
-    const char *end = strchr(p, ':');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
-    if (hook_cfg.nmounts == HOOK_MAX_MOUNTS)
-      return bad("CHFS_HOOK_MOUNTS", v, "more than 16 mount points");
-    if (parse_mount(p, len, &hook_cfg.mounts[hook_cfg.nmounts]) < 0)
-      return bad("CHFS_HOOK_MOUNTS", v,
-                 "each entry must be an absolute directory other than / (DIR or DIR=/CHFSDIR)");
-    hook_cfg.nmounts++;
-    p += len;
-    if (*p == ':')
-      p++;
-  }
-  return 0;
+	const char *v = getenv("CHFS_HOOK_MOUNTS");
+	if (!v || !*v)
+		v = "/chfs";
+	const char *p = v;
+	while (*p) {
+		const char *end = strchr(p, ':');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		if (hook_cfg.nmounts == HOOK_MAX_MOUNTS)
+			return bad("CHFS_HOOK_MOUNTS", v, "more than 16 mount points");
+		if (parse_mount(p, len, &hook_cfg.mounts[hook_cfg.nmounts]) < 0)
+			return bad(
+			        "CHFS_HOOK_MOUNTS", v,
+			        "each entry must be an absolute directory other than / (DIR or DIR=/CHFSDIR)");
+		hook_cfg.nmounts++;
+		p += len;
+		if (*p == ':')
+			p++;
+	}
+	return 0;
 }
 
 static int load_flags(void)
 {
-  const char *v = getenv("CHFS_HOOK_LOCAL");
-  hook_cfg.local_fast_path = 1;
-  if (v && *v) {
-    if (strcmp(v, "0") && strcmp(v, "1"))
-      return bad("CHFS_HOOK_LOCAL", v, "must be 0 or 1");
-    hook_cfg.local_fast_path = v[0] == '1';
-  }
-  const char *cwd = getenv("CHFS_HOOK_CWD");
-  if (cwd && *cwd) {
-    char norm[PATH_MAX], tmp[PATH_MAX];
-    if (cwd[0] != '/' || hook_normalize(cwd, norm, sizeof norm) < 0 ||
-        hook_vpath_to_chfs(norm, tmp, sizeof tmp) != 1)
-      return bad("CHFS_HOOK_CWD", cwd, "not a directory under a CHFS_HOOK_MOUNTS mount point");
-    hook_vcwd_set(norm);
-  }
-  return 0;
+	const char *v = getenv("CHFS_HOOK_LOCAL");
+	hook_cfg.local_fast_path = 1;
+	if (v && *v) {
+		if (strcmp(v, "0") && strcmp(v, "1"))
+			return bad("CHFS_HOOK_LOCAL", v, "must be 0 or 1");
+		hook_cfg.local_fast_path = v[0] == '1';
+	}
+	const char *cwd = getenv("CHFS_HOOK_CWD");
+	if (cwd && *cwd) {
+		char norm[PATH_MAX], tmp[PATH_MAX];
+		if (cwd[0] != '/' || hook_normalize(cwd, norm, sizeof norm) < 0 ||
+		    hook_vpath_to_chfs(norm, tmp, sizeof tmp) != 1)
+			return bad("CHFS_HOOK_CWD", cwd,
+			           "not a directory under a CHFS_HOOK_MOUNTS mount point");
+		hook_vcwd_set(norm);
+	}
+	return 0;
 }
 
 /* Copies of CHFS_* variables, re-added on execve if the new environment lost them. */
 static void save_env(void)
 {
-  size_t n = 0;
-  for (char **e = environ; e && *e; e++)
-    if (strncmp(*e, "CHFS_", 5) == 0 && strncmp(*e, "CHFS_HOOK_CWD=", 14) != 0)
-      n++;
-  hook_saved_env = calloc(n + 1, sizeof *hook_saved_env);
-  if (!hook_saved_env)
-    return;
-  n = 0;
-  for (char **e = environ; e && *e; e++)
-    if (strncmp(*e, "CHFS_", 5) == 0 && strncmp(*e, "CHFS_HOOK_CWD=", 14) != 0)
-      hook_saved_env[n++] = strdup(*e);
+	size_t n = 0;
+	for (char **e = environ; e && *e; e++)
+		if (strncmp(*e, "CHFS_", 5) == 0 && strncmp(*e, "CHFS_HOOK_CWD=", 14) != 0)
+			n++;
+	hook_saved_env = calloc(n + 1, sizeof *hook_saved_env);
+	if (!hook_saved_env)
+		return;
+	n = 0;
+	for (char **e = environ; e && *e; e++)
+		if (strncmp(*e, "CHFS_", 5) == 0 && strncmp(*e, "CHFS_HOOK_CWD=", 14) != 0)
+			hook_saved_env[n++] = strdup(*e);
 }
 
 int hook_init_modules(void)
 {
-  if (load_mounts() < 0 || load_flags() < 0 || hook_fdtable_init() < 0)
-    return -1;
-  unsigned m = (unsigned)RAW1(SYS_umask, 022);
-  RAW1(SYS_umask, m);
-  hook_umask = m & 0777;
-  save_env();
-  hook_fdtable_adopt_inherited();
-  return 0;
+	if (load_mounts() < 0 || load_flags() < 0 || hook_fdtable_init() < 0)
+		return -1;
+	unsigned m = (unsigned)RAW1(SYS_umask, 022);
+	RAW1(SYS_umask, m);
+	hook_umask = m & 0777;
+	save_env();
+	hook_fdtable_adopt_inherited();
+	return 0;
 }
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int hook_chfs_ready(void)
 {
-  if (atomic_load(&hook_chfs_inited))
-    return 0;
-  pthread_mutex_lock(&init_lock);
-  int rc = 0;
-  if (!atomic_load(&hook_chfs_inited)) {
-    if (chfs_init(NULL) == 0) {
-      atomic_store(&hook_chfs_inited, 1);
-    } else {
-      static int told; /* every later CHFS call retries, quietly */
-      rc = errno ? -errno : -EIO;
-      if (!told++)
-        fprintf(stderr, "chfs-hook: cannot join the CHFS pool (CHFS_SERVER=%s): %s\n",
-                getenv("CHFS_SERVER") ? getenv("CHFS_SERVER") : "unset", strerror(-rc));
-    }
-  }
-  pthread_mutex_unlock(&init_lock);
-  return rc;
+	if (atomic_load(&hook_chfs_inited))
+		return 0;
+	pthread_mutex_lock(&init_lock);
+	int rc = 0;
+	if (!atomic_load(&hook_chfs_inited)) {
+		if (chfs_init(NULL) == 0) {
+			atomic_store(&hook_chfs_inited, 1);
+		} else {
+			static int told; /* every later CHFS call retries, quietly */
+			rc = errno ? -errno : -EIO;
+			if (!told++)
+				fprintf(stderr, "chfs-hook: cannot join the CHFS pool (CHFS_SERVER=%s): %s\n",
+				        getenv("CHFS_SERVER") ? getenv("CHFS_SERVER") : "unset",
+				        strerror(-rc));
+		}
+	}
+	pthread_mutex_unlock(&init_lock);
+	return rc;
 }
 
 void hook_after_fork(void)
 {
-  pthread_mutex_init(&init_lock, NULL);
-  hook_fdtable_after_fork();
-  hook_paths_after_fork();
-  if (atomic_load(&hook_chfs_inited))
-    chfs_after_fork();
+	pthread_mutex_init(&init_lock, NULL);
+	hook_fdtable_after_fork();
+	hook_paths_after_fork();
+	if (atomic_load(&hook_chfs_inited))
+		chfs_after_fork();
 }

@@ -38,98 +38,97 @@ static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int hook_fdtable_init(void)
 {
-  struct rlimit rl;
-  rlim_t n = 1 << 20;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && rl.rlim_max < n)
-    n = rl.rlim_max;
-  /* Reserved address space; pages are touched only where descriptors are used. */
-  void *p = mmap(NULL, n * sizeof(struct hook_file *), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) {
-    perror("chfs-hook: descriptor table");
-    return -1;
-  }
-  hook_fdtab = p;
-  hook_fdtab_size = (int)n;
-  return 0;
+	struct rlimit rl;
+	rlim_t n = 1 << 20;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && rl.rlim_max < n)
+		n = rl.rlim_max;
+	/* Reserved address space; pages are touched only where descriptors are used. */
+	void *p = mmap(NULL, n * sizeof(struct hook_file *), PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		perror("chfs-hook: descriptor table");
+		return -1;
+	}
+	hook_fdtab = p;
+	hook_fdtab_size = (int)n;
+	return 0;
 }
 
-struct hook_file *hook_file_new(int cfd, int flags, int is_dir, const char *vpath,
-                                const char *cpath)
+struct hook_file *hook_file_new(int cfd, int flags, int is_dir, const char *vpath, const char *cpath)
 {
-  struct hook_file *h = calloc(1, sizeof *h);
-  if (!h)
-    return NULL;
-  h->cfd = cfd;
-  h->flags = flags;
-  h->is_dir = is_dir;
-  h->vpath = strdup(vpath);
-  h->cpath = strdup(cpath);
-  pthread_mutex_init(&h->lock, NULL);
-  if (!h->vpath || !h->cpath) {
-    free(h->vpath);
-    free(h->cpath);
-    free(h);
-    return NULL;
-  }
-  return h;
+	struct hook_file *h = calloc(1, sizeof *h);
+	if (!h)
+		return NULL;
+	h->cfd = cfd;
+	h->flags = flags;
+	h->is_dir = is_dir;
+	h->vpath = strdup(vpath);
+	h->cpath = strdup(cpath);
+	pthread_mutex_init(&h->lock, NULL);
+	if (!h->vpath || !h->cpath) {
+		free(h->vpath);
+		free(h->cpath);
+		free(h);
+		return NULL;
+	}
+	return h;
 }
 
 void hook_file_unref(struct hook_file *h)
 {
-  if (atomic_fetch_sub(&h->refs, 1) != 1)
-    return;
-  chfs_close(h->cfd);
-  hook_dirlist_free(h->dir);
-  free(h->vpath);
-  free(h->cpath);
-  free(h);
+	if (atomic_fetch_sub(&h->refs, 1) != 1)
+		return;
+	chfs_close(h->cfd);
+	hook_dirlist_free(h->dir);
+	free(h->vpath);
+	free(h->cpath);
+	free(h);
 }
 
 void hook_fd_install(int fd, struct hook_file *h)
 {
-  atomic_fetch_add(&h->refs, 1);
-  pthread_mutex_lock(&table_lock);
-  struct hook_file *old = hook_fdtab[fd];
-  hook_fdtab[fd] = h;
-  if (fd > hook_fd_max)
-    hook_fd_max = fd;
-  if (!old)
-    atomic_fetch_add(&hook_nfiles, 1);
-  pthread_mutex_unlock(&table_lock);
-  if (old)
-    hook_file_unref(old);
+	atomic_fetch_add(&h->refs, 1);
+	pthread_mutex_lock(&table_lock);
+	struct hook_file *old = hook_fdtab[fd];
+	hook_fdtab[fd] = h;
+	if (fd > hook_fd_max)
+		hook_fd_max = fd;
+	if (!old)
+		atomic_fetch_add(&hook_nfiles, 1);
+	pthread_mutex_unlock(&table_lock);
+	if (old)
+		hook_file_unref(old);
 }
 
 void hook_fd_forget(int fd)
 {
-  if (fd < 0 || fd >= hook_fdtab_size)
-    return;
-  pthread_mutex_lock(&table_lock);
-  struct hook_file *old = hook_fdtab[fd];
-  hook_fdtab[fd] = NULL;
-  if (old)
-    atomic_fetch_sub(&hook_nfiles, 1);
-  pthread_mutex_unlock(&table_lock);
-  if (old)
-    hook_file_unref(old);
+	if (fd < 0 || fd >= hook_fdtab_size)
+		return;
+	pthread_mutex_lock(&table_lock);
+	struct hook_file *old = hook_fdtab[fd];
+	hook_fdtab[fd] = NULL;
+	if (old)
+		atomic_fetch_sub(&hook_nfiles, 1);
+	pthread_mutex_unlock(&table_lock);
+	if (old)
+		hook_file_unref(old);
 }
 
 int hook_placeholder_open(int flags, const char *vpath, int cloexec)
 {
-  int fd = (int)RAW2(SYS_memfd_create, PLACEHOLDER_NAME, cloexec ? MFD_CLOEXEC : 0);
-  if (fd < 0)
-    return fd;
-  char hdr[PATH_MAX + 64];
-  int n = snprintf(hdr, sizeof hdr, "%s\n%d\n%s", PLACEHOLDER_MAGIC, flags, vpath);
-  long w = RAW4(SYS_pwrite64, fd, hdr, n + 1, 0);
-  if (w != n + 1) {
-    RAW1(SYS_close, fd);
-    return w < 0 ? (int)w : -EIO;
-  }
-  if (flags & O_APPEND) /* mirrored so an exec'ed program sees F_GETFL's O_APPEND */
-    RAW3(SYS_fcntl, fd, F_SETFL, O_APPEND);
-  return fd;
+	int fd = (int)RAW2(SYS_memfd_create, PLACEHOLDER_NAME, cloexec ? MFD_CLOEXEC : 0);
+	if (fd < 0)
+		return fd;
+	char hdr[PATH_MAX + 64];
+	int n = snprintf(hdr, sizeof hdr, "%s\n%d\n%s", PLACEHOLDER_MAGIC, flags, vpath);
+	long w = RAW4(SYS_pwrite64, fd, hdr, n + 1, 0);
+	if (w != n + 1) {
+		RAW1(SYS_close, fd);
+		return w < 0 ? (int)w : -EIO;
+	}
+	if (flags & O_APPEND) /* mirrored so an exec'ed program sees F_GETFL's O_APPEND */
+		RAW3(SYS_fcntl, fd, F_SETFL, O_APPEND);
+	return fd;
 }
 
 /* After execve the table is empty but placeholders without close-on-exec survived: find them
@@ -137,71 +136,71 @@ int hook_placeholder_open(int flags, const char *vpath, int cloexec)
  * kernel). */
 static void adopt(int fd)
 {
-  char hdr[PATH_MAX + 64];
-  long n = RAW4(SYS_pread64, fd, hdr, sizeof hdr - 1, 0);
-  if (n <= 0)
-    return;
-  hdr[n] = 0;
-  int flags;
-  char *nl1 = strchr(hdr, '\n'), *nl2 = nl1 ? strchr(nl1 + 1, '\n') : NULL;
-  if (strncmp(hdr, PLACEHOLDER_MAGIC "\n", sizeof PLACEHOLDER_MAGIC) != 0 || !nl2 ||
-      sscanf(nl1 + 1, "%d", &flags) != 1)
-    return;
-  const char *vpath = nl2 + 1;
-  char cpath[PATH_MAX];
-  if (hook_vpath_to_chfs(vpath, cpath, sizeof cpath) != 1 || hook_chfs_ready() < 0)
-    return;
-  long fl = RAW2(SYS_fcntl, fd, F_GETFL);
-  if (fl >= 0)
-    flags = (flags & ~O_APPEND) | ((int)fl & O_APPEND);
-  int cfd = chfs_open(cpath, flags & (O_ACCMODE | O_APPEND));
-  if (cfd < 0) {
-    fprintf(stderr, "chfs-hook: inherited descriptor %d: cannot re-open %s: %s\n", fd, vpath,
-            strerror(errno));
-    return;
-  }
-  struct stat st;
-  int is_dir = chfs_fstat(cfd, &st) == 0 && S_ISDIR(st.st_mode);
-  struct hook_file *h = hook_file_new(cfd, flags & (O_ACCMODE | O_APPEND | O_NONBLOCK), is_dir,
-                                      vpath, cpath);
-  if (!h) {
-    chfs_close(cfd);
-    return;
-  }
-  hook_fd_install(fd, h);
+	char hdr[PATH_MAX + 64];
+	long n = RAW4(SYS_pread64, fd, hdr, sizeof hdr - 1, 0);
+	if (n <= 0)
+		return;
+	hdr[n] = 0;
+	int flags;
+	char *nl1 = strchr(hdr, '\n'), *nl2 = nl1 ? strchr(nl1 + 1, '\n') : NULL;
+	if (strncmp(hdr, PLACEHOLDER_MAGIC "\n", sizeof PLACEHOLDER_MAGIC) != 0 || !nl2 ||
+	    sscanf(nl1 + 1, "%d", &flags) != 1)
+		return;
+	const char *vpath = nl2 + 1;
+	char cpath[PATH_MAX];
+	if (hook_vpath_to_chfs(vpath, cpath, sizeof cpath) != 1 || hook_chfs_ready() < 0)
+		return;
+	long fl = RAW2(SYS_fcntl, fd, F_GETFL);
+	if (fl >= 0)
+		flags = (flags & ~O_APPEND) | ((int)fl & O_APPEND);
+	int cfd = chfs_open(cpath, flags & (O_ACCMODE | O_APPEND));
+	if (cfd < 0) {
+		fprintf(stderr, "chfs-hook: inherited descriptor %d: cannot re-open %s: %s\n", fd, vpath,
+		        strerror(errno));
+		return;
+	}
+	struct stat st;
+	int is_dir = chfs_fstat(cfd, &st) == 0 && S_ISDIR(st.st_mode);
+	struct hook_file *h =
+	        hook_file_new(cfd, flags & (O_ACCMODE | O_APPEND | O_NONBLOCK), is_dir, vpath, cpath);
+	if (!h) {
+		chfs_close(cfd);
+		return;
+	}
+	hook_fd_install(fd, h);
 }
 
 void hook_fdtable_adopt_inherited(void)
 {
-  DIR *d = opendir("/proc/self/fd");
-  if (!d)
-    return;
-  int self = dirfd(d);
-  struct dirent *e;
-  int fds[256], n = 0;
-  while ((e = readdir(d)) && n < 256) {
-    char link[64], target[64];
-    int fd = atoi(e->d_name);
-    if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == self)
-      continue;
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    ssize_t len = readlink(link, target, sizeof target - 1);
-    if (len <= 0)
-      continue;
-    target[len] = 0;
-    if (strncmp(target, "/memfd:" PLACEHOLDER_NAME " ", 8 + sizeof PLACEHOLDER_NAME - 1) == 0)
-      fds[n++] = fd;
-  }
-  closedir(d);
-  for (int i = 0; i < n; i++)
-    adopt(fds[i]);
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return;
+	int self = dirfd(d);
+	struct dirent *e;
+	int fds[256], n = 0;
+	while ((e = readdir(d)) && n < 256) {
+		char link[64], target[64];
+		int fd = atoi(e->d_name);
+		if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == self)
+			continue;
+		snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+		ssize_t len = readlink(link, target, sizeof target - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		if (strncmp(target, "/memfd:" PLACEHOLDER_NAME " ", 8 + sizeof PLACEHOLDER_NAME - 1) == 0)
+			fds[n++] = fd;
+	}
+	closedir(d);
+	for (int i = 0; i < n; i++)
+		adopt(fds[i]);
 }
 
 void hook_fdtable_after_fork(void) { pthread_mutex_init(&table_lock, NULL); }
 
 void hook_fdtable_close_all(void)
 {
-  for (int fd = 0; fd <= hook_fd_max && atomic_load(&hook_nfiles) > 0; fd++)
-    if (hook_fdtab[fd])
-      hook_fd_forget(fd);
+	for (int fd = 0; fd <= hook_fd_max && atomic_load(&hook_nfiles) > 0; fd++)
+		if (hook_fdtab[fd])
+			hook_fd_forget(fd);
 }

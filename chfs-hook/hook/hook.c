@@ -26,43 +26,43 @@ static unsigned xsave_size; /* 0: use FXSAVE (512 bytes) */
 
 long hook_raw(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
 {
-  register long r10 __asm__("r10") = a4;
-  register long r8 __asm__("r8") = a5;
-  register long r9 __asm__("r9") = a6;
-  long ret;
-  __asm__ volatile("syscall"
-                   : "=a"(ret)
-                   : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
-                   : "rcx", "r11", "memory");
-  return ret;
+	register long r10 __asm__("r10") = a4;
+	register long r8 __asm__("r8") = a5;
+	register long r9 __asm__("r9") = a6;
+	long ret;
+	__asm__ volatile("syscall"
+	                 : "=a"(ret)
+	                 : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+	                 : "rcx", "r11", "memory");
+	return ret;
 }
 
 long hook_pass(const struct chfs_sysargs *s)
 {
-  return hook_raw(s->nr, s->a[0], s->a[1], s->a[2], s->a[3], s->a[4], s->a[5]);
+	return hook_raw(s->nr, s->a[0], s->a[1], s->a[2], s->a[3], s->a[4], s->a[5]);
 }
 
 /* ---- filter ---------------------------------------------------------------------------- */
 
 static int under_mount(const char *p)
 {
-  for (int m = 0; m < hook_cfg.nmounts; m++) {
-    const char *d = hook_cfg.mounts[m].dir;
-    size_t i = 0;
-    while (d[i] && p[i] == d[i])
-      i++;
-    if (d[i] == 0 && (p[i] == 0 || p[i] == '/'))
-      return 1;
-  }
-  return 0;
+	for (int m = 0; m < hook_cfg.nmounts; m++) {
+		const char *d = hook_cfg.mounts[m].dir;
+		size_t i = 0;
+		while (d[i] && p[i] == d[i])
+			i++;
+		if (d[i] == 0 && (p[i] == 0 || p[i] == '/'))
+			return 1;
+	}
+	return 0;
 }
 
 static int starts_with(const char *s, const char *prefix)
 {
-  while (*prefix)
-    if (*s++ != *prefix++)
-      return 0;
-  return 1;
+	while (*prefix)
+		if (*s++ != *prefix++)
+			return 0;
+	return 1;
 }
 
 /* May (dirfd, path) name something under a mount point? False positives are fine (the
@@ -70,16 +70,15 @@ static int starts_with(const char *s, const char *prefix)
  * mount only through "..", which we do not chase. */
 static int maybe_path(long dirfd, long path)
 {
-  const char *p = (const char *)path;
-  if (!p)
-    return 0;
-  if (p[0] == '/')
-    return under_mount(p) ||
-           (atomic_load_explicit(&hook_nfiles, memory_order_relaxed) > 0 &&
-            (starts_with(p, "/proc/self/fd/") || starts_with(p, "/dev/fd/")));
-  if ((int)dirfd == AT_FDCWD)
-    return atomic_load_explicit(&hook_vcwd_active, memory_order_relaxed);
-  return hook_file_of((int)dirfd) != NULL;
+	const char *p = (const char *)path;
+	if (!p)
+		return 0;
+	if (p[0] == '/')
+		return under_mount(p) || (atomic_load_explicit(&hook_nfiles, memory_order_relaxed) > 0 &&
+		                          (starts_with(p, "/proc/self/fd/") || starts_with(p, "/dev/fd/")));
+	if ((int)dirfd == AT_FDCWD)
+		return atomic_load_explicit(&hook_vcwd_active, memory_order_relaxed);
+	return hook_file_of((int)dirfd) != NULL;
 }
 
 static int is_chfs_fd(long fd) { return hook_file_of(fd) != NULL; }
@@ -87,153 +86,192 @@ static int is_chfs_fd(long fd) { return hook_file_of(fd) != NULL; }
 /* Read/write/seek on a fast-path descriptor go straight to the backing file. */
 static int is_direct_fd(long fd)
 {
-  struct hook_file *h = hook_file_of(fd);
-  return h && h->local;
+	struct hook_file *h = hook_file_of(fd);
+	return h && h->local;
 }
 
 static int routed(const struct chfs_sysargs *s)
 {
-  const long *a = s->a;
-  switch (s->nr) {
-  case SYS_read: case SYS_write: case SYS_pread64: case SYS_pwrite64:
-  case SYS_readv: case SYS_writev: case SYS_preadv: case SYS_pwritev:
-  case SYS_preadv2: case SYS_pwritev2: case SYS_lseek:
-    return is_chfs_fd(a[0]) && !is_direct_fd(a[0]);
-  case SYS_close: case SYS_fstat: case SYS_fsync: case SYS_fdatasync: case SYS_ftruncate:
-  case SYS_getdents64: case SYS_getdents: case SYS_fcntl: case SYS_dup: case SYS_fallocate:
-  case SYS_fadvise64: case SYS_readahead: case SYS_fstatfs: case SYS_fchmod: case SYS_fchown:
-  case SYS_fgetxattr: case SYS_fsetxattr: case SYS_flistxattr: case SYS_fremovexattr:
-  case SYS_sync_file_range:
-    return is_chfs_fd(a[0]);
-  case SYS_mmap:
-    return is_chfs_fd(a[4]);
-  case SYS_dup2: case SYS_dup3: case SYS_sendfile:
-    return is_chfs_fd(a[0]) || is_chfs_fd(a[1]);
-  case SYS_copy_file_range: case SYS_splice:
-    return is_chfs_fd(a[0]) || is_chfs_fd(a[2]);
-  case SYS_close_range:
-    return atomic_load_explicit(&hook_nfiles, memory_order_relaxed) > 0;
-  case SYS_open: case SYS_creat: case SYS_stat: case SYS_lstat: case SYS_access:
-  case SYS_truncate: case SYS_mkdir: case SYS_rmdir: case SYS_unlink: case SYS_readlink:
-  case SYS_chmod: case SYS_chown: case SYS_lchown: case SYS_utime: case SYS_utimes:
-  case SYS_statfs: case SYS_getxattr: case SYS_lgetxattr: case SYS_setxattr:
-  case SYS_lsetxattr: case SYS_listxattr: case SYS_llistxattr: case SYS_removexattr:
-  case SYS_lremovexattr: case SYS_mknod:
-    return maybe_path(AT_FDCWD, a[0]);
-  case SYS_rename: case SYS_link:
-    return maybe_path(AT_FDCWD, a[0]) || maybe_path(AT_FDCWD, a[1]);
-  case SYS_symlink:
-    return maybe_path(AT_FDCWD, a[1]);
-  case SYS_openat: case SYS_openat2: case SYS_newfstatat: case SYS_statx: case SYS_faccessat:
-  case SYS_faccessat2: case SYS_mkdirat: case SYS_unlinkat: case SYS_readlinkat:
-  case SYS_fchmodat: case SYS_fchownat: case SYS_futimesat: case SYS_mknodat:
-    return maybe_path(a[0], a[1]) || (is_chfs_fd(a[0]) && a[1] && !*(const char *)a[1]);
-  case SYS_utimensat: /* NULL path: the descriptor itself */
-    return a[1] ? maybe_path(a[0], a[1]) : is_chfs_fd(a[0]);
-  case SYS_renameat: case SYS_renameat2: case SYS_linkat:
-    return maybe_path(a[0], a[1]) || maybe_path(a[2], a[3]);
-  case SYS_symlinkat:
-    return maybe_path(a[1], a[2]);
-  case SYS_chdir: case SYS_fchdir: case SYS_execve: case SYS_execveat: case SYS_umask:
-    return 1;
-  case SYS_getcwd:
-    return atomic_load_explicit(&hook_vcwd_active, memory_order_relaxed);
-  case SYS_exit_group:
-    return hook_chfs_used();
-  default:
-    return 0;
-  }
+	const long *a = s->a;
+	switch (s->nr) {
+	case SYS_read:
+	case SYS_write:
+	case SYS_pread64:
+	case SYS_pwrite64:
+	case SYS_readv:
+	case SYS_writev:
+	case SYS_preadv:
+	case SYS_pwritev:
+	case SYS_preadv2:
+	case SYS_pwritev2:
+	case SYS_lseek: return is_chfs_fd(a[0]) && !is_direct_fd(a[0]);
+	case SYS_close:
+	case SYS_fstat:
+	case SYS_fsync:
+	case SYS_fdatasync:
+	case SYS_ftruncate:
+	case SYS_getdents64:
+	case SYS_getdents:
+	case SYS_fcntl:
+	case SYS_dup:
+	case SYS_fallocate:
+	case SYS_fadvise64:
+	case SYS_readahead:
+	case SYS_fstatfs:
+	case SYS_fchmod:
+	case SYS_fchown:
+	case SYS_fgetxattr:
+	case SYS_fsetxattr:
+	case SYS_flistxattr:
+	case SYS_fremovexattr:
+	case SYS_sync_file_range: return is_chfs_fd(a[0]);
+	case SYS_mmap: return is_chfs_fd(a[4]);
+	case SYS_dup2:
+	case SYS_dup3:
+	case SYS_sendfile: return is_chfs_fd(a[0]) || is_chfs_fd(a[1]);
+	case SYS_copy_file_range:
+	case SYS_splice: return is_chfs_fd(a[0]) || is_chfs_fd(a[2]);
+	case SYS_close_range: return atomic_load_explicit(&hook_nfiles, memory_order_relaxed) > 0;
+	case SYS_open:
+	case SYS_creat:
+	case SYS_stat:
+	case SYS_lstat:
+	case SYS_access:
+	case SYS_truncate:
+	case SYS_mkdir:
+	case SYS_rmdir:
+	case SYS_unlink:
+	case SYS_readlink:
+	case SYS_chmod:
+	case SYS_chown:
+	case SYS_lchown:
+	case SYS_utime:
+	case SYS_utimes:
+	case SYS_statfs:
+	case SYS_getxattr:
+	case SYS_lgetxattr:
+	case SYS_setxattr:
+	case SYS_lsetxattr:
+	case SYS_listxattr:
+	case SYS_llistxattr:
+	case SYS_removexattr:
+	case SYS_lremovexattr:
+	case SYS_mknod: return maybe_path(AT_FDCWD, a[0]);
+	case SYS_rename:
+	case SYS_link: return maybe_path(AT_FDCWD, a[0]) || maybe_path(AT_FDCWD, a[1]);
+	case SYS_symlink: return maybe_path(AT_FDCWD, a[1]);
+	case SYS_openat:
+	case SYS_openat2:
+	case SYS_newfstatat:
+	case SYS_statx:
+	case SYS_faccessat:
+	case SYS_faccessat2:
+	case SYS_mkdirat:
+	case SYS_unlinkat:
+	case SYS_readlinkat:
+	case SYS_fchmodat:
+	case SYS_fchownat:
+	case SYS_futimesat:
+	case SYS_mknodat: return maybe_path(a[0], a[1]) || (is_chfs_fd(a[0]) && a[1] && !*(const char *)a[1]);
+	case SYS_utimensat: /* NULL path: the descriptor itself */
+		return a[1] ? maybe_path(a[0], a[1]) : is_chfs_fd(a[0]);
+	case SYS_renameat:
+	case SYS_renameat2:
+	case SYS_linkat: return maybe_path(a[0], a[1]) || maybe_path(a[2], a[3]);
+	case SYS_symlinkat: return maybe_path(a[1], a[2]);
+	case SYS_chdir:
+	case SYS_fchdir:
+	case SYS_execve:
+	case SYS_execveat:
+	case SYS_umask: return 1;
+	case SYS_getcwd: return atomic_load_explicit(&hook_vcwd_active, memory_order_relaxed);
+	case SYS_exit_group: return hook_chfs_used();
+	default: return 0;
+	}
 }
 
 /* ---- slow path ------------------------------------------------------------------------- */
 
 static long handle(struct chfs_sysargs *s)
 {
-  const long *a = s->a;
-  switch (s->nr) {
-  case SYS_open:
-    return hook_do_open(AT_FDCWD, (const char *)a[0], (int)a[1], (mode_t)a[2], s);
-  case SYS_creat:
-    return hook_do_open(AT_FDCWD, (const char *)a[0], O_CREAT | O_WRONLY | O_TRUNC,
-                        (mode_t)a[1], s);
-  case SYS_openat:
-    return hook_do_open((int)a[0], (const char *)a[1], (int)a[2], (mode_t)a[3], s);
-  case SYS_close:
-    return hook_do_close((int)a[0]);
-  case SYS_read:
-    return hook_do_read((int)a[0], (void *)a[1], (size_t)a[2], -1);
-  case SYS_write:
-    return hook_do_write((int)a[0], (const void *)a[1], (size_t)a[2], -1);
-  case SYS_pread64:
-    return a[3] < 0 ? -EINVAL : hook_do_read((int)a[0], (void *)a[1], (size_t)a[2], a[3]);
-  case SYS_pwrite64:
-    return a[3] < 0 ? -EINVAL
-                    : hook_do_write((int)a[0], (const void *)a[1], (size_t)a[2], a[3]);
-  case SYS_readv:
-    return hook_do_readv((int)a[0], (const struct iovec *)a[1], (int)a[2], -1);
-  case SYS_writev:
-    return hook_do_writev((int)a[0], (const struct iovec *)a[1], (int)a[2], -1);
-  case SYS_preadv: case SYS_preadv2:
-    if (a[3] < -1 || (s->nr == SYS_preadv && a[3] < 0))
-      return -EINVAL;
-    return hook_do_readv((int)a[0], (const struct iovec *)a[1], (int)a[2], a[3]);
-  case SYS_pwritev: case SYS_pwritev2:
-    if (a[3] < -1 || (s->nr == SYS_pwritev && a[3] < 0))
-      return -EINVAL;
-    return hook_do_writev((int)a[0], (const struct iovec *)a[1], (int)a[2], a[3]);
-  case SYS_lseek:
-    return hook_do_lseek((int)a[0], (off_t)a[1], (int)a[2]);
-  case SYS_dup: case SYS_dup2: case SYS_dup3:
-    return hook_do_dup(s);
-  case SYS_fcntl:
-    return hook_do_fcntl((int)a[0], (int)a[1], a[2]);
-  case SYS_close_range:
-    return hook_do_close_range(s);
-  case SYS_copy_file_range: case SYS_sendfile: case SYS_splice:
-    return hook_do_copy(s);
-  case SYS_getdents64:
-    return hook_do_getdents64((int)a[0], (void *)a[1], (size_t)a[2]);
-  case SYS_getdents:
-    return -ENOSYS; /* glibc uses getdents64; the old layout is not emulated */
-  case SYS_fsync: case SYS_fdatasync: case SYS_ftruncate: case SYS_fallocate:
-  case SYS_fadvise64: case SYS_readahead: case SYS_sync_file_range:
-    return hook_do_fdop(s);
-  case SYS_mmap:
-    return hook_do_mmap(s);
-  case SYS_chdir: case SYS_fchdir: case SYS_getcwd:
-    return hook_do_cwd(s);
-  case SYS_execve: case SYS_execveat:
-    return hook_do_exec(s);
-  case SYS_exit_group:
-    return hook_do_exit(s);
-  case SYS_umask: {
-    long old = hook_pass(s);
-    atomic_store(&hook_umask, (unsigned)a[0] & 0777);
-    return old;
-  }
-  default:
-    return hook_do_meta(s);
-  }
+	const long *a = s->a;
+	switch (s->nr) {
+	case SYS_open: return hook_do_open(AT_FDCWD, (const char *)a[0], (int)a[1], (mode_t)a[2], s);
+	case SYS_creat:
+		return hook_do_open(AT_FDCWD, (const char *)a[0], O_CREAT | O_WRONLY | O_TRUNC, (mode_t)a[1],
+		                    s);
+	case SYS_openat: return hook_do_open((int)a[0], (const char *)a[1], (int)a[2], (mode_t)a[3], s);
+	case SYS_close: return hook_do_close((int)a[0]);
+	case SYS_read: return hook_do_read((int)a[0], (void *)a[1], (size_t)a[2], -1);
+	case SYS_write: return hook_do_write((int)a[0], (const void *)a[1], (size_t)a[2], -1);
+	case SYS_pread64:
+		return a[3] < 0 ? -EINVAL : hook_do_read((int)a[0], (void *)a[1], (size_t)a[2], a[3]);
+	case SYS_pwrite64:
+		return a[3] < 0 ? -EINVAL : hook_do_write((int)a[0], (const void *)a[1], (size_t)a[2], a[3]);
+	case SYS_readv: return hook_do_readv((int)a[0], (const struct iovec *)a[1], (int)a[2], -1);
+	case SYS_writev: return hook_do_writev((int)a[0], (const struct iovec *)a[1], (int)a[2], -1);
+	case SYS_preadv:
+	case SYS_preadv2:
+		if (a[3] < -1 || (s->nr == SYS_preadv && a[3] < 0))
+			return -EINVAL;
+		return hook_do_readv((int)a[0], (const struct iovec *)a[1], (int)a[2], a[3]);
+	case SYS_pwritev:
+	case SYS_pwritev2:
+		if (a[3] < -1 || (s->nr == SYS_pwritev && a[3] < 0))
+			return -EINVAL;
+		return hook_do_writev((int)a[0], (const struct iovec *)a[1], (int)a[2], a[3]);
+	case SYS_lseek: return hook_do_lseek((int)a[0], (off_t)a[1], (int)a[2]);
+	case SYS_dup:
+	case SYS_dup2:
+	case SYS_dup3: return hook_do_dup(s);
+	case SYS_fcntl: return hook_do_fcntl((int)a[0], (int)a[1], a[2]);
+	case SYS_close_range: return hook_do_close_range(s);
+	case SYS_copy_file_range:
+	case SYS_sendfile:
+	case SYS_splice: return hook_do_copy(s);
+	case SYS_getdents64: return hook_do_getdents64((int)a[0], (void *)a[1], (size_t)a[2]);
+	case SYS_getdents: return -ENOSYS; /* glibc uses getdents64; the old layout is not emulated */
+	case SYS_fsync:
+	case SYS_fdatasync:
+	case SYS_ftruncate:
+	case SYS_fallocate:
+	case SYS_fadvise64:
+	case SYS_readahead:
+	case SYS_sync_file_range: return hook_do_fdop(s);
+	case SYS_mmap: return hook_do_mmap(s);
+	case SYS_chdir:
+	case SYS_fchdir:
+	case SYS_getcwd: return hook_do_cwd(s);
+	case SYS_execve:
+	case SYS_execveat: return hook_do_exec(s);
+	case SYS_exit_group: return hook_do_exit(s);
+	case SYS_umask: {
+		long old = hook_pass(s);
+		atomic_store(&hook_umask, (unsigned)a[0] & 0777);
+		return old;
+	}
+	default: return hook_do_meta(s);
+	}
 }
 
 /* XSAVE needs a 64-byte aligned area whose header (bytes 512..575) starts zeroed. */
 static long with_vector_state_saved(long (*fn)(struct chfs_sysargs *), struct chfs_sysargs *s)
 {
-  unsigned size = xsave_size ? xsave_size : 512;
-  unsigned char raw[size + 64];
-  unsigned char *area = (unsigned char *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
-  for (unsigned i = 512; i < 576 && i < size; i++)
-    area[i] = 0;
-  if (xsave_size)
-    __asm__ volatile("xsave64 (%0)" : : "r"(area), "a"(-1), "d"(-1) : "memory");
-  else
-    __asm__ volatile("fxsave64 (%0)" : : "r"(area) : "memory");
-  long r = fn(s);
-  if (xsave_size)
-    __asm__ volatile("xrstor64 (%0)" : : "r"(area), "a"(-1), "d"(-1) : "memory");
-  else
-    __asm__ volatile("fxrstor64 (%0)" : : "r"(area) : "memory");
-  return r;
+	unsigned size = xsave_size ? xsave_size : 512;
+	unsigned char raw[size + 64];
+	unsigned char *area = (unsigned char *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+	for (unsigned i = 512; i < 576 && i < size; i++)
+		area[i] = 0;
+	if (xsave_size)
+		__asm__ volatile("xsave64 (%0)" : : "r"(area), "a"(-1), "d"(-1) : "memory");
+	else
+		__asm__ volatile("fxsave64 (%0)" : : "r"(area) : "memory");
+	long r = fn(s);
+	if (xsave_size)
+		__asm__ volatile("xrstor64 (%0)" : : "r"(area), "a"(-1), "d"(-1) : "memory");
+	else
+		__asm__ volatile("fxrstor64 (%0)" : : "r"(area) : "memory");
+	return r;
 }
 
 /* Threads are started by the application's libc, which initialises only its own per-thread
@@ -244,50 +282,50 @@ extern const unsigned short **__ctype_b_loc(void);
 
 static long handle_in_thread(struct chfs_sysargs *s)
 {
-  if (*__ctype_b_loc() == NULL)
-    __ctype_init();
-  return handle(s);
+	if (*__ctype_b_loc() == NULL)
+		__ctype_init();
+	return handle(s);
 }
 
 static long hook_syscall(struct chfs_sysargs *s)
 {
-  if (!routed(s))
-    return hook_pass(s);
-  return with_vector_state_saved(handle_in_thread, s);
+	if (!routed(s))
+		return hook_pass(s);
+	return with_vector_state_saved(handle_in_thread, s);
 }
 
 static long after_fork_thunk(struct chfs_sysargs *s)
 {
-  (void)s;
-  hook_after_fork();
-  return 0;
+	(void)s;
+	hook_after_fork();
+	return 0;
 }
 
 static void hook_after_fork_saved(void)
 {
-  struct chfs_sysargs dummy = {0, {0}};
-  with_vector_state_saved(after_fork_thunk, &dummy);
+	struct chfs_sysargs dummy = {0, {0}};
+	with_vector_state_saved(after_fork_thunk, &dummy);
 }
 
 static void detect_xsave(void)
 {
-  unsigned eax, ebx, ecx, edx;
-  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 27)) /* OSXSAVE */) {
-    __cpuid_count(0xd, 0, eax, ebx, ecx, edx);
-    xsave_size = ebx;
-  }
+	unsigned eax, ebx, ecx, edx;
+	if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 27)) /* OSXSAVE */) {
+		__cpuid_count(0xd, 0, eax, ebx, ecx, edx);
+		xsave_size = ebx;
+	}
 }
 
 __attribute__((visibility("default"))) int chfs_hook_init(const struct chfs_hook_host *host,
                                                           struct chfs_hook_ops *ops)
 {
-  if (host->version != CHFS_HOOK_ABI_VERSION)
-    return -1;
-  detect_xsave();
-  hook_cfg.loader_path = host->loader_path;
-  if (hook_init_modules() < 0)
-    return -1;
-  ops->syscall = hook_syscall;
-  ops->after_fork = hook_after_fork_saved;
-  return 0;
+	if (host->version != CHFS_HOOK_ABI_VERSION)
+		return -1;
+	detect_xsave();
+	hook_cfg.loader_path = host->loader_path;
+	if (hook_init_modules() < 0)
+		return -1;
+	ops->syscall = hook_syscall;
+	ops->after_fork = hook_after_fork_saved;
+	return 0;
 }

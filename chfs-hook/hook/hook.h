@@ -41,15 +41,15 @@ long hook_pass(const struct chfs_sysargs *s);
 /* ---- config.c ---- */
 #define HOOK_MAX_MOUNTS 16
 struct hook_mount {
-  char dir[PATH_MAX];  /* absolute, normalised, no trailing slash */
-  size_t dirlen;
-  char sub[PATH_MAX];  /* CHFS directory it shows ("" = the CHFS root) */
+	char dir[PATH_MAX]; /* absolute, normalised, no trailing slash */
+	size_t dirlen;
+	char sub[PATH_MAX]; /* CHFS directory it shows ("" = the CHFS root) */
 };
 struct hook_config {
-  struct hook_mount mounts[HOOK_MAX_MOUNTS];
-  int nmounts;
-  int local_fast_path; /* CHFS_HOOK_LOCAL, default 1 */
-  const char *loader_path;
+	struct hook_mount mounts[HOOK_MAX_MOUNTS];
+	int nmounts;
+	int local_fast_path; /* CHFS_HOOK_LOCAL, default 1 */
+	const char *loader_path;
 };
 extern struct hook_config hook_cfg;
 extern _Atomic unsigned hook_umask;
@@ -59,16 +59,16 @@ extern char **hook_saved_env;
 
 /* ---- paths.c ---- */
 struct hook_target {
-  int chfs;              /* 1: CHFS path in `path`; 0: kernel path in `path` */
-  char path[PATH_MAX];   /* CHFS path, or the path to give the kernel */
-  char vpath[PATH_MAX];  /* normalised absolute virtual path (when chfs) */
-  int dir_only;          /* the name ended in "/" or "/.": it must be a directory */
+	int chfs;             /* 1: CHFS path in `path`; 0: kernel path in `path` */
+	char path[PATH_MAX];  /* CHFS path, or the path to give the kernel */
+	char vpath[PATH_MAX]; /* normalised absolute virtual path (when chfs) */
+	int dir_only;         /* the name ended in "/" or "/.": it must be a directory */
 };
 /* Classifies (dirfd, path) as openat(2) would see it. -errno on error (ENAMETOOLONG). */
 int hook_resolve(int dirfd, const char *path, struct hook_target *t);
 /* The CHFS file a "/proc/self/fd/N" or "/dev/fd/N" name refers to, or NULL. */
 struct hook_file *hook_fd_path_file(const char *path);
-int hook_normalize(const char *in, char *out, size_t size); /* absolute in, -ENAMETOOLONG */
+int hook_normalize(const char *in, char *out, size_t size);        /* absolute in, -ENAMETOOLONG */
 int hook_vpath_to_chfs(const char *vpath, char *out, size_t size); /* 1 if under a mount */
 /* Virtual cwd (a directory under a mount point), or inactive. */
 extern atomic_int hook_vcwd_active;
@@ -79,31 +79,30 @@ void hook_paths_after_fork(void);
 /* ---- fdtable.c ---- */
 struct hook_dirlist;
 struct hook_file {
-  atomic_int refs;       /* kernel descriptors of this process sharing it */
-  int cfd;               /* libchfs descriptor */
-  int flags;             /* O_ACCMODE | O_APPEND | O_NONBLOCK of the open */
-  int is_dir;
-  int local;             /* the kernel descriptor is the server's backing file */
-  char *vpath;           /* absolute virtual path */
-  char *cpath;           /* CHFS path */
-  pthread_mutex_t lock;  /* dir listing */
-  struct hook_dirlist *dir;
+	atomic_int refs; /* kernel descriptors of this process sharing it */
+	int cfd;         /* libchfs descriptor */
+	int flags;       /* O_ACCMODE | O_APPEND | O_NONBLOCK of the open */
+	int is_dir;
+	int local;            /* the kernel descriptor is the server's backing file */
+	char *vpath;          /* absolute virtual path */
+	char *cpath;          /* CHFS path */
+	pthread_mutex_t lock; /* dir listing */
+	struct hook_dirlist *dir;
 };
 extern struct hook_file **hook_fdtab;
 extern int hook_fdtab_size;
-extern int hook_fd_max; /* highest descriptor ever installed */
+extern int hook_fd_max;        /* highest descriptor ever installed */
 extern atomic_int hook_nfiles; /* table entries in use */
 int hook_fdtable_init(void);
 static inline struct hook_file *hook_file_of(long fd)
 {
-  return (fd >= 0 && fd < hook_fdtab_size) ? hook_fdtab[fd] : NULL;
+	return (fd >= 0 && fd < hook_fdtab_size) ? hook_fdtab[fd] : NULL;
 }
 /* Install h at kernel descriptor fd (taking a reference). Drops a previous entry. */
 void hook_fd_install(int fd, struct hook_file *h);
 /* Remove fd's entry (the kernel descriptor is already closed or reused). */
 void hook_fd_forget(int fd);
-struct hook_file *hook_file_new(int cfd, int flags, int is_dir, const char *vpath,
-                                const char *cpath);
+struct hook_file *hook_file_new(int cfd, int flags, int is_dir, const char *vpath, const char *cpath);
 void hook_file_unref(struct hook_file *h);
 /* Placeholder descriptor for a CHFS file: memfd recording (flags, vpath) for exec. */
 int hook_placeholder_open(int flags, const char *vpath, int cloexec);
@@ -113,11 +112,11 @@ void hook_fdtable_after_fork(void);
 void hook_fdtable_close_all(void);
 
 /* ---- CHFS client ---- */
-int hook_chfs_ready(void); /* lazily chfs_init(); 0 or -errno */
+int hook_chfs_ready(void);          /* lazily chfs_init(); 0 or -errno */
 extern atomic_int hook_chfs_inited; /* chfs_init() succeeded in this process */
 static inline int hook_chfs_used(void)
 {
-  return atomic_load_explicit(&hook_chfs_inited, memory_order_relaxed);
+	return atomic_load_explicit(&hook_chfs_inited, memory_order_relaxed);
 }
 int hook_init_modules(void); /* config, tables, inherited descriptors; -1 after printing */
 

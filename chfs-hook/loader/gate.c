@@ -32,7 +32,7 @@
 
 static long pass_through(struct chfs_sysargs *s)
 {
-  return chfs_raw_syscall(s->nr, s->a[0], s->a[1], s->a[2], s->a[3], s->a[4], s->a[5]);
+	return chfs_raw_syscall(s->nr, s->a[0], s->a[1], s->a[2], s->a[3], s->a[4], s->a[5]);
 }
 
 static long (*hook_syscall)(struct chfs_sysargs *s) = pass_through;
@@ -44,191 +44,212 @@ static int nmounts;
 
 void chfs_gate_install(const struct chfs_hook_ops *ops)
 {
-  hook_after_fork = ops->after_fork;
-  __atomic_store_n(&hook_syscall, ops->syscall, __ATOMIC_RELEASE);
-  __atomic_store_n(&lazy_load, NULL, __ATOMIC_RELEASE);
+	hook_after_fork = ops->after_fork;
+	__atomic_store_n(&hook_syscall, ops->syscall, __ATOMIC_RELEASE);
+	__atomic_store_n(&lazy_load, NULL, __ATOMIC_RELEASE);
 }
 
 void chfs_gate_set_lazy(int (*load)(void), const char *mount_list, const char *loader_path)
 {
-  const char *p = mount_list && *mount_list ? mount_list : "/chfs";
-  nmounts = 0;
-  while (*p && nmounts < 16) { /* DIR or DIR=CHFSDIR, ':'-separated; the hook validates */
-    int n = 0;
-    while (*p && *p != ':' && *p != '=' && n < 255)
-      mounts[nmounts][n++] = *p++;
-    while (n > 1 && mounts[nmounts][n - 1] == '/')
-      n--;
-    mounts[nmounts][n] = 0;
-    if (n > 0)
-      nmounts++;
-    while (*p && *p != ':')
-      p++;
-    if (*p == ':')
-      p++;
-  }
-  gate_loader_path = loader_path;
-  lazy_load = load;
+	const char *p = mount_list && *mount_list ? mount_list : "/chfs";
+	nmounts = 0;
+	while (*p && nmounts < 16) { /* DIR or DIR=CHFSDIR, ':'-separated; the hook validates */
+		int n = 0;
+		while (*p && *p != ':' && *p != '=' && n < 255)
+			mounts[nmounts][n++] = *p++;
+		while (n > 1 && mounts[nmounts][n - 1] == '/')
+			n--;
+		mounts[nmounts][n] = 0;
+		if (n > 0)
+			nmounts++;
+		while (*p && *p != ':')
+			p++;
+		if (*p == ':')
+			p++;
+	}
+	gate_loader_path = loader_path;
+	lazy_load = load;
 }
 
 static int under_mount(const char *p)
 {
-  if (!p || p[0] != '/')
-    return 0;
-  for (int m = 0; m < nmounts; m++) {
-    const char *d = mounts[m];
-    int i = 0;
-    while (d[i] && p[i] == d[i])
-      i++;
-    if (d[i] == 0 && (p[i] == 0 || p[i] == '/'))
-      return 1;
-  }
-  return 0;
+	if (!p || p[0] != '/')
+		return 0;
+	for (int m = 0; m < nmounts; m++) {
+		const char *d = mounts[m];
+		int i = 0;
+		while (d[i] && p[i] == d[i])
+			i++;
+		if (d[i] == 0 && (p[i] == 0 || p[i] == '/'))
+			return 1;
+	}
+	return 0;
 }
 
 /* Bit i set: argument i of the syscall is a file name. */
 static unsigned name_args(long nr)
 {
-  switch (nr) {
-  case __NR_open: case __NR_creat: case __NR_stat: case __NR_lstat: case __NR_access:
-  case __NR_truncate: case __NR_mkdir: case __NR_rmdir: case __NR_unlink: case __NR_readlink:
-  case __NR_chmod: case __NR_chown: case __NR_lchown: case __NR_utime: case __NR_utimes:
-  case __NR_statfs: case __NR_getxattr: case __NR_lgetxattr: case __NR_setxattr:
-  case __NR_lsetxattr: case __NR_listxattr: case __NR_llistxattr: case __NR_removexattr:
-  case __NR_lremovexattr: case __NR_mknod: case __NR_chdir:
-    return 1;
-  case __NR_rename: case __NR_link:
-    return 3;
-  case __NR_symlink:
-    return 2;
-  case __NR_openat: case __NR_openat2: case __NR_newfstatat: case __NR_statx:
-  case __NR_faccessat: case __NR_faccessat2: case __NR_mkdirat: case __NR_unlinkat:
-  case __NR_readlinkat: case __NR_fchmodat: case __NR_fchownat: case __NR_futimesat:
-  case __NR_mknodat: case __NR_utimensat:
-    return 2;
-  case __NR_renameat: case __NR_renameat2: case __NR_linkat:
-    return 2 | 8;
-  case __NR_symlinkat:
-    return 4;
-  default:
-    return 0;
-  }
+	switch (nr) {
+	case __NR_open:
+	case __NR_creat:
+	case __NR_stat:
+	case __NR_lstat:
+	case __NR_access:
+	case __NR_truncate:
+	case __NR_mkdir:
+	case __NR_rmdir:
+	case __NR_unlink:
+	case __NR_readlink:
+	case __NR_chmod:
+	case __NR_chown:
+	case __NR_lchown:
+	case __NR_utime:
+	case __NR_utimes:
+	case __NR_statfs:
+	case __NR_getxattr:
+	case __NR_lgetxattr:
+	case __NR_setxattr:
+	case __NR_lsetxattr:
+	case __NR_listxattr:
+	case __NR_llistxattr:
+	case __NR_removexattr:
+	case __NR_lremovexattr:
+	case __NR_mknod:
+	case __NR_chdir: return 1;
+	case __NR_rename:
+	case __NR_link: return 3;
+	case __NR_symlink: return 2;
+	case __NR_openat:
+	case __NR_openat2:
+	case __NR_newfstatat:
+	case __NR_statx:
+	case __NR_faccessat:
+	case __NR_faccessat2:
+	case __NR_mkdirat:
+	case __NR_unlinkat:
+	case __NR_readlinkat:
+	case __NR_fchmodat:
+	case __NR_fchownat:
+	case __NR_futimesat:
+	case __NR_mknodat:
+	case __NR_utimensat: return 2;
+	case __NR_renameat:
+	case __NR_renameat2:
+	case __NR_linkat: return 2 | 8;
+	case __NR_symlinkat: return 4;
+	default: return 0;
+	}
 }
 
 /* Does this environment still preload us? (execve must keep the hook alive.) */
 static int env_keeps_loader(char *const *envp)
 {
-  for (; envp && *envp; envp++) {
-    const char *e = *envp, *k = "LD_PRELOAD=";
-    while (*k && *e == *k)
-      e++, k++;
-    if (*k)
-      continue;
-    for (; *e; e++) {
-      const char *a = e, *b = gate_loader_path;
-      while (*b && *a == *b)
-        a++, b++;
-      if (*b == 0)
-        return 1;
-    }
-  }
-  return 0;
+	for (; envp && *envp; envp++) {
+		const char *e = *envp, *k = "LD_PRELOAD=";
+		while (*k && *e == *k)
+			e++, k++;
+		if (*k)
+			continue;
+		for (; *e; e++) {
+			const char *a = e, *b = gate_loader_path;
+			while (*b && *a == *b)
+				a++, b++;
+			if (*b == 0)
+				return 1;
+		}
+	}
+	return 0;
 }
 
 static int needs_hook_library(const struct chfs_sysargs *s)
 {
-  if (s->nr == __NR_execve)
-    return under_mount((const char *)s->a[0]) || !env_keeps_loader((char *const *)s->a[2]);
-  if (s->nr == __NR_execveat)
-    return under_mount((const char *)s->a[1]) || !env_keeps_loader((char *const *)s->a[3]);
-  unsigned m = name_args(s->nr);
-  for (int i = 0; m; i++, m >>= 1)
-    if ((m & 1) && under_mount((const char *)s->a[i]))
-      return 1;
-  return 0;
+	if (s->nr == __NR_execve)
+		return under_mount((const char *)s->a[0]) || !env_keeps_loader((char *const *)s->a[2]);
+	if (s->nr == __NR_execveat)
+		return under_mount((const char *)s->a[1]) || !env_keeps_loader((char *const *)s->a[3]);
+	unsigned m = name_args(s->nr);
+	for (int i = 0; m; i++, m >>= 1)
+		if ((m & 1) && under_mount((const char *)s->a[i]))
+			return 1;
+	return 0;
 }
 
 /* dlmopen and the library's start-up use vector registers; the application's must survive.
  * XSAVE (all enabled state) when the OS supports it and the area fits, else FXSAVE. */
 static int load_saving_vector_state(int (*load)(void))
 {
-  unsigned eax, ebx, ecx, edx, size = 0;
-  __cpuid(1, eax, ebx, ecx, edx);
-  if (ecx & (1u << 27)) {
-    __cpuid_count(0xd, 0, eax, ebx, ecx, edx);
-    size = ebx;
-  }
-  int use_xsave = size > 0 && size <= 8192;
-  unsigned char raw[8192 + 64];
-  unsigned char *area = (unsigned char *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
-  for (int i = 512; i < 576; i++)
-    area[i] = 0;
-  if (use_xsave)
-    __asm__ volatile("xsave64 (%0)" : : "r"(area), "a"(-1), "d"(-1) : "memory");
-  else
-    __asm__ volatile("fxsave64 (%0)" : : "r"(area) : "memory");
-  int rc = load();
-  if (use_xsave)
-    __asm__ volatile("xrstor64 (%0)" : : "r"(area), "a"(-1), "d"(-1) : "memory");
-  else
-    __asm__ volatile("fxrstor64 (%0)" : : "r"(area) : "memory");
-  return rc;
+	unsigned eax, ebx, ecx, edx, size = 0;
+	__cpuid(1, eax, ebx, ecx, edx);
+	if (ecx & (1u << 27)) {
+		__cpuid_count(0xd, 0, eax, ebx, ecx, edx);
+		size = ebx;
+	}
+	int use_xsave = size > 0 && size <= 8192;
+	unsigned char raw[8192 + 64];
+	unsigned char *area = (unsigned char *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+	for (int i = 512; i < 576; i++)
+		area[i] = 0;
+	if (use_xsave)
+		__asm__ volatile("xsave64 (%0)" : : "r"(area), "a"(-1), "d"(-1) : "memory");
+	else
+		__asm__ volatile("fxsave64 (%0)" : : "r"(area) : "memory");
+	int rc = load();
+	if (use_xsave)
+		__asm__ volatile("xrstor64 (%0)" : : "r"(area), "a"(-1), "d"(-1) : "memory");
+	else
+		__asm__ volatile("fxrstor64 (%0)" : : "r"(area) : "memory");
+	return rc;
 }
 
 static long to_hook(struct chfs_sysargs *s)
 {
-  int (*load)(void) = __atomic_load_n(&lazy_load, __ATOMIC_ACQUIRE);
-  if (load && needs_hook_library(s) && load_saving_vector_state(load) < 0)
-    return -EIO; /* the loader printed why */
-  return __atomic_load_n(&hook_syscall, __ATOMIC_ACQUIRE)(s);
+	int (*load)(void) = __atomic_load_n(&lazy_load, __ATOMIC_ACQUIRE);
+	if (load && needs_hook_library(s) && load_saving_vector_state(load) < 0)
+		return -EIO; /* the loader printed why */
+	return __atomic_load_n(&hook_syscall, __ATOMIC_ACQUIRE)(s);
 }
 
 static long forked(long rv)
 {
-  if (rv == 0 && hook_after_fork)
-    hook_after_fork();
-  return rv;
+	if (rv == 0 && hook_after_fork)
+		hook_after_fork();
+	return rv;
 }
 
 static long gate_clone(struct chfs_sysargs *s, uintptr_t ret_addr)
 {
-  unsigned long flags = (unsigned long)s->a[0];
-  uintptr_t stack = (uintptr_t)s->a[1];
-  if ((flags & CLONE_VM) && stack != 0) {
-    stack -= sizeof(uintptr_t);
-    *(uintptr_t *)stack = ret_addr;
-    return chfs_raw_syscall(__NR_clone, (long)flags, (long)stack, s->a[2], s->a[3], s->a[4],
-                            s->a[5]);
-  }
-  if ((flags & CLONE_VM) && (flags & CLONE_VFORK))
-    flags &= ~(unsigned long)(CLONE_VM | CLONE_VFORK);
-  if (flags & CLONE_VM) /* shares our stack without CLONE_VFORK: cannot be made safe */
-    return pass_through(s);
-  return forked(chfs_raw_syscall(__NR_clone, (long)flags, s->a[1], s->a[2], s->a[3], s->a[4],
-                                 s->a[5]));
+	unsigned long flags = (unsigned long)s->a[0];
+	uintptr_t stack = (uintptr_t)s->a[1];
+	if ((flags & CLONE_VM) && stack != 0) {
+		stack -= sizeof(uintptr_t);
+		*(uintptr_t *)stack = ret_addr;
+		return chfs_raw_syscall(__NR_clone, (long)flags, (long)stack, s->a[2], s->a[3], s->a[4],
+		                        s->a[5]);
+	}
+	if ((flags & CLONE_VM) && (flags & CLONE_VFORK))
+		flags &= ~(unsigned long)(CLONE_VM | CLONE_VFORK);
+	if (flags & CLONE_VM) /* shares our stack without CLONE_VFORK: cannot be made safe */
+		return pass_through(s);
+	return forked(chfs_raw_syscall(__NR_clone, (long)flags, s->a[1], s->a[2], s->a[3], s->a[4], s->a[5]));
 }
 
 static long gate_clone3(struct chfs_sysargs *s)
 {
-  const struct clone_args *ca = (const struct clone_args *)s->a[0];
-  if ((size_t)s->a[1] < sizeof(ca->flags))
-    return -EINVAL;
-  if (ca->flags & CLONE_VM)
-    return -ENOSYS;
-  return forked(pass_through(s));
+	const struct clone_args *ca = (const struct clone_args *)s->a[0];
+	if ((size_t)s->a[1] < sizeof(ca->flags))
+		return -EINVAL;
+	if (ca->flags & CLONE_VM)
+		return -ENOSYS;
+	return forked(pass_through(s));
 }
 
 long chfs_gate_dispatch(struct chfs_sysargs *s, uintptr_t ret_addr)
 {
-  switch (s->nr) {
-  case __NR_clone:
-    return gate_clone(s, ret_addr);
-  case __NR_clone3:
-    return gate_clone3(s);
-  case __NR_vfork:
-  case __NR_fork:
-    return forked(chfs_raw_syscall(__NR_fork, 0, 0, 0, 0, 0, 0));
-  default:
-    return to_hook(s);
-  }
+	switch (s->nr) {
+	case __NR_clone: return gate_clone(s, ret_addr);
+	case __NR_clone3: return gate_clone3(s);
+	case __NR_vfork:
+	case __NR_fork: return forked(chfs_raw_syscall(__NR_fork, 0, 0, 0, 0, 0, 0));
+	default: return to_hook(s);
+	}
 }

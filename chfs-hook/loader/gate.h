@@ -16,24 +16,24 @@
 
 /* Layout fixed by entry.S: nr, then rdi, rsi, rdx, r10, r8, r9. */
 struct chfs_sysargs {
-  long nr;
-  long a[6];
+	long nr;
+	long a[6];
 };
 
 /* Provided by the loader to the hook library. */
 struct chfs_hook_host {
-  int version;
-  /* Issues the real system call (its `syscall` instruction is never rewritten). */
-  long (*raw_syscall)(long nr, long a1, long a2, long a3, long a4, long a5, long a6);
-  const char *loader_path; /* absolute path of the preloaded loader, for execve */
+	int version;
+	/* Issues the real system call (its `syscall` instruction is never rewritten). */
+	long (*raw_syscall)(long nr, long a1, long a2, long a3, long a4, long a5, long a6);
+	const char *loader_path; /* absolute path of the preloaded loader, for execve */
 };
 
 /* Filled in by the hook library's chfs_hook_init(). */
 struct chfs_hook_ops {
-  /* Handles one syscall; returns the kernel-style result (>= 0 or -errno). */
-  long (*syscall)(struct chfs_sysargs *s);
-  /* Runs in the child of fork/vfork/clone without CLONE_VM, right after the syscall. */
-  void (*after_fork)(void);
+	/* Handles one syscall; returns the kernel-style result (>= 0 or -errno). */
+	long (*syscall)(struct chfs_sysargs *s);
+	/* Runs in the child of fork/vfork/clone without CLONE_VM, right after the syscall. */
+	void (*after_fork)(void);
 };
 
 #define CHFS_HOOK_ABI_VERSION 1

@@ -30,13 +30,13 @@ static char loader_path[PATH_MAX];
 
 static int hook_library_path(char *buf, size_t size)
 {
-  const char *env = getenv("CHFS_HOOK_LIB");
-  if (env && *env)
-    return snprintf(buf, size, "%s", env) < (int)size ? 0 : -1;
-  const char *slash = strrchr(loader_path, '/');
-  int dir = slash ? (int)(slash - loader_path) : 1;
-  const char *base = slash ? loader_path : ".";
-  return snprintf(buf, size, "%.*s/libchfs-hook.so", dir, base) < (int)size ? 0 : -1;
+	const char *env = getenv("CHFS_HOOK_LIB");
+	if (env && *env)
+		return snprintf(buf, size, "%s", env) < (int)size ? 0 : -1;
+	const char *slash = strrchr(loader_path, '/');
+	int dir = slash ? (int)(slash - loader_path) : 1;
+	const char *base = slash ? loader_path : ".";
+	return snprintf(buf, size, "%.*s/libchfs-hook.so", dir, base) < (int)size ? 0 : -1;
 }
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -46,55 +46,54 @@ static int load_hook_library_once(void);
 
 static int load_hook_library(void)
 {
-  pthread_mutex_lock(&load_lock);
-  if (load_state == 0)
-    load_state = load_hook_library_once() == 0 ? 1 : -1;
-  int rc = load_state > 0 ? 0 : -1;
-  pthread_mutex_unlock(&load_lock);
-  return rc;
+	pthread_mutex_lock(&load_lock);
+	if (load_state == 0)
+		load_state = load_hook_library_once() == 0 ? 1 : -1;
+	int rc = load_state > 0 ? 0 : -1;
+	pthread_mutex_unlock(&load_lock);
+	return rc;
 }
 
 static int load_hook_library_once(void)
 {
-  char path[PATH_MAX];
-  if (hook_library_path(path, sizeof path) < 0) {
-    fputs("chfs-hook: CHFS_HOOK_LIB is too long\n", stderr);
-    return -1;
-  }
-  void *h = dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    fprintf(stderr, "chfs-hook: cannot load the hook library: %s\n", dlerror());
-    return -1;
-  }
-  chfs_hook_init_fn init = (chfs_hook_init_fn)dlsym(h, "chfs_hook_init");
-  if (!init) {
-    fprintf(stderr, "chfs-hook: %s has no chfs_hook_init\n", path);
-    return -1;
-  }
-  static const struct chfs_hook_host host = {CHFS_HOOK_ABI_VERSION, chfs_raw_syscall,
-                                             loader_path};
-  static struct chfs_hook_ops ops;
-  if (init(&host, &ops) != 0)
-    return -1; /* the hook library said why */
-  chfs_gate_install(&ops);
-  return 0;
+	char path[PATH_MAX];
+	if (hook_library_path(path, sizeof path) < 0) {
+		fputs("chfs-hook: CHFS_HOOK_LIB is too long\n", stderr);
+		return -1;
+	}
+	void *h = dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		fprintf(stderr, "chfs-hook: cannot load the hook library: %s\n", dlerror());
+		return -1;
+	}
+	chfs_hook_init_fn init = (chfs_hook_init_fn)dlsym(h, "chfs_hook_init");
+	if (!init) {
+		fprintf(stderr, "chfs-hook: %s has no chfs_hook_init\n", path);
+		return -1;
+	}
+	static const struct chfs_hook_host host = {CHFS_HOOK_ABI_VERSION, chfs_raw_syscall, loader_path};
+	static struct chfs_hook_ops ops;
+	if (init(&host, &ops) != 0)
+		return -1; /* the hook library said why */
+	chfs_gate_install(&ops);
+	return 0;
 }
 
 __attribute__((constructor(101))) static void chfs_hook_loader_init(void)
 {
-  Dl_info info;
-  if (dladdr((void *)chfs_hook_loader_init, &info) && info.dli_fname &&
-      !realpath(info.dli_fname, loader_path))
-    snprintf(loader_path, sizeof loader_path, "%s", info.dli_fname);
-  if (chfs_trampoline_setup() < 0 || chfs_rewrite_all() < 0)
-    _exit(127);
-  const char *lib = getenv("CHFS_HOOK_LIB");
-  if (lib && strcmp(lib, "none") == 0)
-    return;
-  if (getenv("CHFS_HOOK_CWD") || getenv("CHFS_HOOK_INHERIT") || getenv("CHFS_HOOK_EAGER")) {
-    if (load_hook_library() < 0)
-      _exit(127);
-    return;
-  }
-  chfs_gate_set_lazy(load_hook_library, getenv("CHFS_HOOK_MOUNTS"), loader_path);
+	Dl_info info;
+	if (dladdr((void *)chfs_hook_loader_init, &info) && info.dli_fname &&
+	    !realpath(info.dli_fname, loader_path))
+		snprintf(loader_path, sizeof loader_path, "%s", info.dli_fname);
+	if (chfs_trampoline_setup() < 0 || chfs_rewrite_all() < 0)
+		_exit(127);
+	const char *lib = getenv("CHFS_HOOK_LIB");
+	if (lib && strcmp(lib, "none") == 0)
+		return;
+	if (getenv("CHFS_HOOK_CWD") || getenv("CHFS_HOOK_INHERIT") || getenv("CHFS_HOOK_EAGER")) {
+		if (load_hook_library() < 0)
+			_exit(127);
+		return;
+	}
+	chfs_gate_set_lazy(load_hook_library, getenv("CHFS_HOOK_MOUNTS"), loader_path);
 }

@@ -60,8 +60,8 @@ int main(int argc, char **argv)
 
 	MPI_File fh;
 	MPI_Status st;
-	check(MPI_File_open(MPI_COMM_WORLD, argv[2], MPI_MODE_CREATE | MPI_MODE_WRONLY,
-	                    MPI_INFO_NULL, &fh), "open for writing");
+	check(MPI_File_open(MPI_COMM_WORLD, argv[2], MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh),
+	      "open for writing");
 	check(MPI_File_write_at_all(fh, off, mine, (int)len, MPI_BYTE, &st), "write_at_all");
 	check(MPI_File_close(&fh), "close");
 	check(MPI_File_open(MPI_COMM_WORLD, argv[2], MPI_MODE_RDONLY, MPI_INFO_NULL, &fh),

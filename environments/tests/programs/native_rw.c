@@ -63,7 +63,7 @@ int main(int argc, char **argv)
 	}
 	chfs_close(fd);
 	chfs_term();
-	printf("written %016llx read %016llx bytes %zu %zu\n", (unsigned long long)hw,
-	       (unsigned long long)hr, total, back);
+	printf("written %016llx read %016llx bytes %zu %zu\n", (unsigned long long)hw, (unsigned long long)hr,
+	       total, back);
 	return 0;
 }

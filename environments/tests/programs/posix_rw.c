@@ -67,7 +67,7 @@ int main(int argc, char **argv)
 	if (n < 0)
 		return fail("read back", argv[2]);
 	close(again);
-	printf("written %016llx read %016llx bytes %zu %zu\n", (unsigned long long)hw,
-	       (unsigned long long)hr, total, back);
+	printf("written %016llx read %016llx bytes %zu %zu\n", (unsigned long long)hw, (unsigned long long)hr,
+	       total, back);
 	return 0;
 }

@@ -29,14 +29,11 @@ static int c_init(const char *r)
 	return 0;
 }
 
-static void c_fini(void)
-{
-	chfs_term();
-}
+static void c_fini(void) { chfs_term(); }
 
-#define PATHOP(expr)                                                                               \
-	char b[2048];                                                                              \
-	full(path, b, sizeof b);                                                                   \
+#define PATHOP(expr)             \
+	char b[2048];            \
+	full(path, b, sizeof b); \
 	return expr
 
 static int c_create(const char *path) { PATHOP(chfs_create(b, O_WRONLY | O_TRUNC, 0644)); }
@@ -47,17 +44,11 @@ static int c_unlink(const char *path) { PATHOP(chfs_unlink(b)); }
 static int c_mkdir(const char *path) { PATHOP(chfs_mkdir(b, 0755)); }
 static int c_rmdir(const char *path) { PATHOP(chfs_rmdir(b)); }
 
-static ssize_t c_pwrite(int fd, const void *buf, size_t n, off_t off)
-{
-	return chfs_pwrite(fd, buf, n, off);
-}
+static ssize_t c_pwrite(int fd, const void *buf, size_t n, off_t off) { return chfs_pwrite(fd, buf, n, off); }
 
-static ssize_t c_pread(int fd, void *buf, size_t n, off_t off)
-{
-	return chfs_pread(fd, buf, n, off);
-}
+static ssize_t c_pread(int fd, void *buf, size_t n, off_t off) { return chfs_pread(fd, buf, n, off); }
 
 const struct bench_backend bench_chfs = {
-	"chfs",   c_init,  c_fini,  c_create,     c_open_rd,  c_open_wr, c_pwrite,
-	c_pread,  chfs_close, c_stat, c_unlink, c_mkdir, c_rmdir,
+        "chfs",  c_init,     c_fini, c_create, c_open_rd, c_open_wr, c_pwrite,
+        c_pread, chfs_close, c_stat, c_unlink, c_mkdir,   c_rmdir,
 };

@@ -20,12 +20,12 @@ static int p_init(const char *r)
 	return rootfd < 0 ? -1 : 0;
 }
 
-static void p_fini(void)
-{
-	close(rootfd);
-}
+static void p_fini(void) { close(rootfd); }
 
-static int p_create(const char *p) { return openat(rootfd, p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644); }
+static int p_create(const char *p)
+{
+	return openat(rootfd, p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+}
 static int p_open_rd(const char *p) { return openat(rootfd, p, O_RDONLY | O_CLOEXEC); }
 static int p_open_wr(const char *p) { return openat(rootfd, p, O_WRONLY | O_CLOEXEC); }
 static int p_stat(const char *p, struct stat *st) { return fstatat(rootfd, p, st, 0); }
@@ -34,6 +34,6 @@ static int p_mkdir(const char *p) { return mkdirat(rootfd, p, 0755); }
 static int p_rmdir(const char *p) { return unlinkat(rootfd, p, AT_REMOVEDIR); }
 
 const struct bench_backend bench_posix = {
-	"posix", p_init, p_fini, p_create, p_open_rd, p_open_wr, pwrite,
-	pread,   close,  p_stat, p_unlink, p_mkdir,   p_rmdir,
+        "posix", p_init, p_fini, p_create, p_open_rd, p_open_wr, pwrite,
+        pread,   close,  p_stat, p_unlink, p_mkdir,   p_rmdir,
 };

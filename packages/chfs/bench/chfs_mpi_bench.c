@@ -42,9 +42,21 @@ static size_t parse_size(const char *s)
 	char *end;
 	double v = strtod(s, &end);
 	switch (*end) {
-	case 'k': case 'K': v *= 1024; end++; break;
-	case 'm': case 'M': v *= 1048576; end++; break;
-	case 'g': case 'G': v *= 1073741824.0; end++; break;
+	case 'k':
+	case 'K':
+		v *= 1024;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		v *= 1048576;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		v *= 1073741824.0;
+		end++;
+		break;
 	}
 	if (*end || v <= 0) {
 		fprintf(stderr, "chfs-mpi-bench: bad size '%s'\n", s);
@@ -63,8 +75,7 @@ static void report(const char *workload, size_t xfer, double value, const char *
 		FILE *f = fopen(csv_path, "a");
 		if (!f)
 			die(csv_path);
-		fprintf(f, "%s,%s,%s,%zu,%d,%.3f,%s\n", label, be->name, workload, xfer, nprocs, value,
-			unit);
+		fprintf(f, "%s,%s,%s,%zu,%d,%.3f,%s\n", label, be->name, workload, xfer, nprocs, value, unit);
 		fclose(f);
 	}
 }
@@ -116,8 +127,9 @@ static void io_phase(const char *path, int create, int writing, off_t base, size
 			uint64_t got;
 			memcpy(&got, buf, sizeof got);
 			if (n == (ssize_t)xfer && got != off) {
-				fprintf(stderr, "chfs-mpi-bench: %s offset %" PRIu64 " holds data of %" PRIu64
-						"\n", path, off, got);
+				fprintf(stderr,
+				        "chfs-mpi-bench: %s offset %" PRIu64 " holds data of %" PRIu64 "\n",
+				        path, off, got);
 				MPI_Abort(MPI_COMM_WORLD, 1);
 			}
 		}
@@ -201,14 +213,14 @@ static void metadata(void)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: chfs-mpi-bench -a chfs|posix [-d DIR] [-b BLOCK] [-t XFER[,XFER...]]\n"
-		   "                      [-n NFILES] [-l LABEL] [-o CSV]\n"
-		   "  -a  backend: chfs (chfs.h, pool from CHFS_SERVER) or posix (plain I/O in -d DIR)\n"
-		   "  -d  root: a CHFS directory (chfs, default /chfs-bench) or a local directory\n"
-		   "  -b  bytes per rank and file (default 64M; k/M/G suffixes)\n"
-		   "  -t  transfer sizes (default 64k,1M)\n"
-		   "  -n  files per rank for create/stat/unlink (default 500; 0 = skip)\n"
-		   "  -l  label in the output (default run);  -o  append CSV rows to this file\n"
-		   "Run it under mpiexec; rank 0 prints one line per figure.\n");
+	           "                      [-n NFILES] [-l LABEL] [-o CSV]\n"
+	           "  -a  backend: chfs (chfs.h, pool from CHFS_SERVER) or posix (plain I/O in -d DIR)\n"
+	           "  -d  root: a CHFS directory (chfs, default /chfs-bench) or a local directory\n"
+	           "  -b  bytes per rank and file (default 64M; k/M/G suffixes)\n"
+	           "  -t  transfer sizes (default 64k,1M)\n"
+	           "  -n  files per rank for create/stat/unlink (default 500; 0 = skip)\n"
+	           "  -l  label in the output (default run);  -o  append CSV rows to this file\n"
+	           "Run it under mpiexec; rank 0 prints one line per figure.\n");
 }
 
 int main(int argc, char **argv)
@@ -264,7 +276,7 @@ int main(int argc, char **argv)
 		if (block % xfers[i]) {
 			if (rank == 0)
 				fprintf(stderr, "chfs-mpi-bench: block %zu is not a multiple of %zu\n", block,
-					xfers[i]);
+				        xfers[i]);
 			MPI_Finalize();
 			return 2;
 		}

@@ -22,9 +22,21 @@ int chfs_parse_size(const char *s, uint64_t *out)
 		return -EINVAL;
 	unsigned shift = 0;
 	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
 	default: break;
 	}
 	if (*end == 'i' && shift)
@@ -61,10 +73,10 @@ void chfs_config_default_secret_file(char *buf, size_t size)
 	snprintf(buf, size, "%s/.chfs/secret", home && *home ? home : "/tmp");
 }
 
-#define BAD(var, why)                                                                         \
-	do {                                                                                  \
-		snprintf(err, errlen, "%s=\"%s\": %s", var, v, why);                          \
-		return -EINVAL;                                                               \
+#define BAD(var, why)                                                \
+	do {                                                         \
+		snprintf(err, errlen, "%s=\"%s\": %s", var, v, why); \
+		return -EINVAL;                                      \
 	} while (0)
 
 int chfs_config_load(struct chfs_config *c, char *err, size_t errlen)

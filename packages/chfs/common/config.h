@@ -14,17 +14,17 @@
 enum chfs_placement_mode { CHFS_PLACE_HASH = 0, CHFS_PLACE_LOCAL = 1 };
 
 struct chfs_config {
-	char server[4096];        /* CHFS_SERVER, comma separated ("" if unset) */
-	char secret_file[4096];   /* CHFS_SECRET_FILE or $HOME/.chfs/secret */
-	uint32_t chunk_size;      /* CHFS_CHUNK_SIZE */
-	int placement;            /* CHFS_PLACEMENT */
-	int async_access;         /* CHFS_ASYNC_ACCESS */
-	uint32_t buf_size;        /* CHFS_BUF_SIZE */
-	uint64_t rdma_thresh;     /* CHFS_RDMA_THRESH (UINT64_MAX = never) */
-	int rpc_timeout_msec;     /* CHFS_RPC_TIMEOUT_MSEC (0 = none) */
+	char server[4096];           /* CHFS_SERVER, comma separated ("" if unset) */
+	char secret_file[4096];      /* CHFS_SECRET_FILE or $HOME/.chfs/secret */
+	uint32_t chunk_size;         /* CHFS_CHUNK_SIZE */
+	int placement;               /* CHFS_PLACEMENT */
+	int async_access;            /* CHFS_ASYNC_ACCESS */
+	uint32_t buf_size;           /* CHFS_BUF_SIZE */
+	uint64_t rdma_thresh;        /* CHFS_RDMA_THRESH (UINT64_MAX = never) */
+	int rpc_timeout_msec;        /* CHFS_RPC_TIMEOUT_MSEC (0 = none) */
 	int node_list_cache_timeout; /* CHFS_NODE_LIST_CACHE_TIMEOUT seconds (0 = never refresh) */
-	int log_priority;         /* CHFS_LOG_PRIORITY */
-	int local_fastpath;       /* CHFS_LOCAL_FASTPATH: chunks on this node's servers by pread/pwrite */
+	int log_priority;            /* CHFS_LOG_PRIORITY */
+	int local_fastpath;          /* CHFS_LOCAL_FASTPATH: chunks on this node's servers by pread/pwrite */
 };
 
 #define CHFS_DEFAULT_CHUNK_SIZE 65536u

@@ -13,7 +13,7 @@ int chfs_log_level = LOG_NOTICE;
 static const char *log_prog = "chfs";
 static FILE *log_file;
 
-static const char *const prio_names[] = {"emerg", "alert",  "crit", "err",
+static const char *const prio_names[] = {"emerg",   "alert",  "crit", "err",
                                          "warning", "notice", "info", "debug"};
 
 void chfs_log_set_prog(const char *prog) { log_prog = prog; }

@@ -18,10 +18,10 @@ int chfs_log_open(const char *path);
 int chfs_log_parse_priority(const char *name);
 void chfs_log_msg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define chfs_log(prio, ...)                                                                   \
-	do {                                                                                  \
-		if ((prio) <= chfs_log_level)                                                 \
-			chfs_log_msg((prio), __VA_ARGS__);                                    \
+#define chfs_log(prio, ...)                                \
+	do {                                               \
+		if ((prio) <= chfs_log_level)              \
+			chfs_log_msg((prio), __VA_ARGS__); \
 	} while (0)
 #define log_err(...) chfs_log(LOG_ERR, __VA_ARGS__)
 #define log_warn(...) chfs_log(LOG_WARNING, __VA_ARGS__)

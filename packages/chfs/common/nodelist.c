@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int nodelist_fetch(xprt_t *x, const char *addr, const uint8_t secret[CHFS_SECRET_LEN],
-                   int timeout_ms, const char *join_id, const char *join_addr, struct nodelist *out)
+int nodelist_fetch(xprt_t *x, const char *addr, const uint8_t secret[CHFS_SECRET_LEN], int timeout_ms,
+                   const char *join_id, const char *join_addr, struct nodelist *out)
 {
 	uint8_t req[WIRE_HDR_LEN + WIRE_ID_LEN + WIRE_ADDR_MAX + 16];
 	size_t cap = WIRE_HDR_LEN + WIRE_LIST_MAX + 64, rl;
@@ -24,7 +24,9 @@ int nodelist_fetch(xprt_t *x, const char *addr, const uint8_t secret[CHFS_SECRET
 	}
 	if (e.err)
 		return -EINVAL;
-	struct wire_hdr h = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .op = (uint16_t)op,
+	struct wire_hdr h = {.magic = WIRE_MAGIC,
+	                     .version = WIRE_VERSION,
+	                     .op = (uint16_t)op,
 	                     .body_len = (uint32_t)(e.len - WIRE_HDR_LEN)};
 	memcpy(h.secret, secret, CHFS_SECRET_LEN);
 	wire_hdr_put(req, &h);
@@ -44,9 +46,12 @@ int nodelist_fetch(xprt_t *x, const char *addr, const uint8_t secret[CHFS_SECRET
 	} else {
 		const char *l, *dn;
 		rc = wire_list_get(rep + WIRE_HDR_LEN, rl - WIRE_HDR_LEN, &out->epoch, &out->vnodes, &l,
-		                   &out->len, &dn, &out->ndown) ? -EIO : 0;
+		                   &out->len, &dn, &out->ndown)
+		             ? -EIO
+		             : 0;
 		out->list = out->down = NULL;
-		if (rc == 0 && (!(out->list = strndup(l, out->len)) || !(out->down = strndup(dn, out->ndown)))) {
+		if (rc == 0 &&
+		    (!(out->list = strndup(l, out->len)) || !(out->down = strndup(dn, out->ndown)))) {
 			nodelist_free(out);
 			rc = -ENOMEM;
 		}

@@ -24,8 +24,8 @@ struct nodelist {
 /* Ask server addr for the list; with join_id/join_addr (both or neither) send JOIN(id, addr)
  * instead. 0, -ENOTCONN (no answer within timeout_ms), -EIO (malformed reply), -ENOMEM, or the
  * server's status (-EACCES: wrong pool secret). */
-int nodelist_fetch(xprt_t *x, const char *addr, const uint8_t secret[CHFS_SECRET_LEN],
-                   int timeout_ms, const char *join_id, const char *join_addr, struct nodelist *out);
+int nodelist_fetch(xprt_t *x, const char *addr, const uint8_t secret[CHFS_SECRET_LEN], int timeout_ms,
+                   const char *join_id, const char *join_addr, struct nodelist *out);
 void nodelist_free(struct nodelist *l);
 
 #endif

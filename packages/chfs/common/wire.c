@@ -12,14 +12,28 @@
 #include <sys/stat.h>
 
 static const char *const op_names[WOP_MAX] = {
-	[WOP_NODE_LIST] = "node_list", [WOP_JOIN] = "join", [WOP_SET_LIST] = "set_list",
-	[WOP_CREATE] = "create", [WOP_STAT] = "stat", [WOP_MKDIR] = "mkdir", [WOP_RMDIR] = "rmdir",
-	[WOP_DIR_EMPTY] = "dir_empty", [WOP_READDIR] = "readdir", [WOP_UNLINK] = "unlink",
-	[WOP_INSERT] = "insert", [WOP_REMOVE_IF] = "remove_if", [WOP_RENAME] = "rename",
-	[WOP_SETATTR] = "setattr", [WOP_WRITE] = "write", [WOP_READ] = "read",
-	[WOP_DATA_TRUNCATE] = "data_truncate", [WOP_DATA_REMOVE] = "data_remove",
-	[WOP_DATA_STAT] = "data_stat", [WOP_LOCAL_PATH] = "local_path", [WOP_SYNC] = "sync",
-	[WOP_MOVED] = "moved",
+        [WOP_NODE_LIST] = "node_list",
+        [WOP_JOIN] = "join",
+        [WOP_SET_LIST] = "set_list",
+        [WOP_CREATE] = "create",
+        [WOP_STAT] = "stat",
+        [WOP_MKDIR] = "mkdir",
+        [WOP_RMDIR] = "rmdir",
+        [WOP_DIR_EMPTY] = "dir_empty",
+        [WOP_READDIR] = "readdir",
+        [WOP_UNLINK] = "unlink",
+        [WOP_INSERT] = "insert",
+        [WOP_REMOVE_IF] = "remove_if",
+        [WOP_RENAME] = "rename",
+        [WOP_SETATTR] = "setattr",
+        [WOP_WRITE] = "write",
+        [WOP_READ] = "read",
+        [WOP_DATA_TRUNCATE] = "data_truncate",
+        [WOP_DATA_REMOVE] = "data_remove",
+        [WOP_DATA_STAT] = "data_stat",
+        [WOP_LOCAL_PATH] = "local_path",
+        [WOP_SYNC] = "sync",
+        [WOP_MOVED] = "moved",
 };
 
 const char *wire_op_name(unsigned op)
@@ -287,8 +301,7 @@ int wire_list_parse(const char *l, size_t len, struct wire_member *m, unsigned m
 	return (int)n;
 }
 
-void wire_list_put(struct wenc *e, uint64_t epoch, uint32_t vnodes, const char *list,
-                   const char *down)
+void wire_list_put(struct wenc *e, uint64_t epoch, uint32_t vnodes, const char *list, const char *down)
 {
 	wenc_u64(e, epoch);
 	wenc_u32(e, vnodes);
@@ -316,8 +329,8 @@ int wire_id_in(const char *id, const char *down, size_t n)
 }
 
 /* Decode a member-list body from d (no finish). */
-static int list_dec(struct wdec *d, uint64_t *epoch, uint32_t *vnodes, const char **list,
-                    size_t *n, const char **down, size_t *ndown)
+static int list_dec(struct wdec *d, uint64_t *epoch, uint32_t *vnodes, const char **list, size_t *n,
+                    const char **down, size_t *ndown)
 {
 	*epoch = wdec_u64(d);
 	*vnodes = wdec_u32(d);
@@ -325,14 +338,14 @@ static int list_dec(struct wdec *d, uint64_t *epoch, uint32_t *vnodes, const cha
 	*down = wdec_bytes(d, WIRE_LIST_MAX, ndown);
 	if (d->err)
 		return d->err;
-	if (*vnodes == 0 || *vnodes > RING_VNODES_MAX || wire_list_parse(*list, *n, NULL, WIRE_LIST_MAX) < 0 ||
-	    !ids_ok(*down, *ndown))
+	if (*vnodes == 0 || *vnodes > RING_VNODES_MAX ||
+	    wire_list_parse(*list, *n, NULL, WIRE_LIST_MAX) < 0 || !ids_ok(*down, *ndown))
 		return -EINVAL;
 	return 0;
 }
 
-int wire_list_get(const void *body, size_t len, uint64_t *epoch, uint32_t *vnodes,
-                  const char **list, size_t *n, const char **down, size_t *ndown)
+int wire_list_get(const void *body, size_t len, uint64_t *epoch, uint32_t *vnodes, const char **list,
+                  size_t *n, const char **down, size_t *ndown)
 {
 	struct wdec d;
 	wdec_init(&d, body, len);
@@ -434,8 +447,7 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 
 	switch (r->h.op) {
 	case WOP_NODE_LIST:
-	case WOP_SYNC:
-		break;
+	case WOP_SYNC: break;
 	case WOP_JOIN:
 		wdec_str(&d, r->id, sizeof r->id);
 		wdec_str(&d, r->addr, sizeof r->addr);
@@ -463,7 +475,7 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		/* The entry type must fit the op: files and symlinks are created, directories made. */
 		if (!d.err && !bad) {
 			uint32_t t = r->md.mode & S_IFMT;
-			int ok = r->h.op == WOP_MKDIR ? t == S_IFDIR
+			int ok = r->h.op == WOP_MKDIR    ? t == S_IFDIR
 			         : r->h.op == WOP_CREATE ? (t == S_IFREG || t == S_IFLNK)
 			                                 : (t == S_IFREG || t == S_IFLNK || t == S_IFDIR);
 			if (!ok)
@@ -471,13 +483,9 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		}
 		break;
 	case WOP_STAT:
-	case WOP_DIR_EMPTY:
-		dec_path(&d, r->path, 1, &bad);
-		break;
+	case WOP_DIR_EMPTY: dec_path(&d, r->path, 1, &bad); break;
 	case WOP_RMDIR:
-	case WOP_UNLINK:
-		dec_path(&d, r->path, 0, &bad);
-		break;
+	case WOP_UNLINK: dec_path(&d, r->path, 0, &bad); break;
 	case WOP_READDIR:
 		dec_path(&d, r->path, 1, &bad);
 		wdec_str(&d, r->path2, CHFS_NAME_MAX + 1); /* cursor: last name returned, or "" */
@@ -530,11 +538,8 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		break;
 	case WOP_DATA_REMOVE:
 	case WOP_LOCAL_PATH:
-	case WOP_MOVED:
-		r->fileid = wdec_u64(&d);
-		break;
-	default:
-		return -EBADMSG;
+	case WOP_MOVED: r->fileid = wdec_u64(&d); break;
+	default: return -EBADMSG;
 	}
 	if (bad && !d.err)
 		return bad; /* a field was well-formed but invalid (decoding may have stopped there) */

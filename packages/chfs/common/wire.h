@@ -32,11 +32,11 @@
 #define WIRE_HDR_LEN 56
 #define WIRE_REPLY 0x8000
 #define WIRE_ADDR_MAX 256
-#define WIRE_LIST_MAX 65536   /* comma-joined server list */
-#define WIRE_ID_LEN 32        /* server identity: 32 lowercase hex digits */
+#define WIRE_LIST_MAX 65536 /* comma-joined server list */
+#define WIRE_ID_LEN 32      /* server identity: 32 lowercase hex digits */
 #define WIRE_MAX_SEGS 1024
 #define WIRE_MAX_OFFSET (1ull << 62) /* largest logical file offset */
-#define WIRE_READDIR_MAX 60000 /* reply budget for readdir entries */
+#define WIRE_READDIR_MAX 60000       /* reply budget for readdir entries */
 
 enum wire_op {
 	WOP_NODE_LIST = 1, /* -> member-list body (wire_list_put) */
@@ -47,14 +47,14 @@ enum wire_op {
 	WOP_MKDIR,         /* str path, md */
 	WOP_RMDIR,         /* str path */
 	WOP_DIR_EMPTY,     /* str path -> u32 has_entries */
-	WOP_READDIR,       /* str path, str cursor -> u32 n, u32 eof, n x (str name, u32 mode, u64 size, i64 mtime) */
-	WOP_UNLINK,        /* str path -> md (of the removed entry) */
-	WOP_INSERT,        /* str path, md, u32 flags -> u32 replaced, md old (rename, other owner) */
-	WOP_REMOVE_IF,     /* str path, u64 fileid (rename source, other owner) */
-	WOP_RENAME,        /* str from, str to -> u32 replaced, md old (both on this server) */
-	WOP_SETATTR,       /* str path, u64 fileid, u32 which, u32 mode, i64 atime, i64 mtime, u64 size -> md */
-	WOP_WRITE,         /* u64 fileid, segs, rma?, bytes data -> u64 written */
-	WOP_READ,          /* u64 fileid, segs, rma? -> u32 n, n x u64 got, bytes data */
+	WOP_READDIR, /* str path, str cursor -> u32 n, u32 eof, n x (str name, u32 mode, u64 size, i64 mtime) */
+	WOP_UNLINK,    /* str path -> md (of the removed entry) */
+	WOP_INSERT,    /* str path, md, u32 flags -> u32 replaced, md old (rename, other owner) */
+	WOP_REMOVE_IF, /* str path, u64 fileid (rename source, other owner) */
+	WOP_RENAME,    /* str from, str to -> u32 replaced, md old (both on this server) */
+	WOP_SETATTR,   /* str path, u64 fileid, u32 which, u32 mode, i64 atime, i64 mtime, u64 size -> md */
+	WOP_WRITE,     /* u64 fileid, segs, rma?, bytes data -> u64 written */
+	WOP_READ,      /* u64 fileid, segs, rma? -> u32 n, n x u64 got, bytes data */
 	WOP_DATA_TRUNCATE, /* u64 fileid, u64 len */
 	WOP_DATA_REMOVE,   /* u64 fileid */
 	WOP_DATA_STAT,     /* u64 fileid, u64 size, i64 mtime, i64 ctime (the metadata's) -> u64 size,
@@ -73,8 +73,8 @@ const char *wire_op_name(unsigned op);
 #define WIRE_SET_MODE 1
 #define WIRE_SET_ATIME 2
 #define WIRE_SET_MTIME 4
-#define WIRE_SET_SIZE_MAX 8  /* size = max(size, arg) and mtime = now (writes reported) */
-#define WIRE_SET_SIZE 16     /* size = arg (truncate) */
+#define WIRE_SET_SIZE_MAX 8 /* size = max(size, arg) and mtime = now (writes reported) */
+#define WIRE_SET_SIZE 16    /* size = arg (truncate) */
 
 /* md.flags */
 #define MD_LOCAL 1 /* all chunks on md.home */
@@ -85,8 +85,8 @@ struct chfs_md {
 	uint32_t chunk_size, pkey; /* pkey: placement key of a striped file's chunks */
 	uint64_t size, fileid;
 	int64_t atime_ns, mtime_ns, ctime_ns;
-	char link[CHFS_PATH_MAX];  /* symlink target */
-	char home[WIRE_ADDR_MAX];  /* MD_LOCAL: address of the server holding every chunk */
+	char link[CHFS_PATH_MAX]; /* symlink target */
+	char home[WIRE_ADDR_MAX]; /* MD_LOCAL: address of the server holding every chunk */
 };
 
 struct wire_hdr {
@@ -196,10 +196,9 @@ int wire_list_parse(const char *list, size_t len, struct wire_member *m, unsigne
  * nodes per server (the pool's ring parameter), str member list, str ids of the members the
  * sender's failure detector considers down (comma-joined, may be empty). get: list and down
  * point into the message. */
-void wire_list_put(struct wenc *e, uint64_t epoch, uint32_t vnodes, const char *list,
-                   const char *down);
-int wire_list_get(const void *body, size_t len, uint64_t *epoch, uint32_t *vnodes,
-                  const char **list, size_t *n, const char **down, size_t *ndown);
+void wire_list_put(struct wenc *e, uint64_t epoch, uint32_t vnodes, const char *list, const char *down);
+int wire_list_get(const void *body, size_t len, uint64_t *epoch, uint32_t *vnodes, const char **list,
+                  size_t *n, const char **down, size_t *ndown);
 /* 1 if id is one of the comma-joined ids in down[0..n). */
 int wire_id_in(const char *id, const char *down, size_t n);
 

@@ -83,7 +83,9 @@ static int source_ip_for(const char *addr, char *out, size_t size)
 		return -1;
 	socklen_t len = sizeof sa;
 	int rc = connect(s, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-	                 getsockname(s, (struct sockaddr *)&sa, &len) == 0 ? 0 : -1;
+	                         getsockname(s, (struct sockaddr *)&sa, &len) == 0
+	                 ? 0
+	                 : -1;
 	close(s);
 	if (rc == 0 && !inet_ntop(AF_INET, &sa.sin_addr, out, (socklen_t)size))
 		rc = -1;
@@ -216,13 +218,15 @@ static int connect_pool(const char *server)
 		for (int k = 0; k < n; k++) {
 			const char *a = addrs[(start + (unsigned)k) % (unsigned)n];
 			if (!wire_addr_ok(a, strlen(a))) {
-				log_err("CHFS_SERVER entry \"%s\" is not an address like tcp://10.0.0.1:40000", a);
+				log_err("CHFS_SERVER entry \"%s\" is not an address like tcp://10.0.0.1:40000",
+				        a);
 				return -EINVAL;
 			}
 			if (!chfs_client.x) {
 				proto_of(a, chfs_client.proto, sizeof chfs_client.proto);
 				if ((rc = open_transport(a)) < 0) {
-					log_err("cannot open the %s transport: %s", chfs_client.proto, strerror(-rc));
+					log_err("cannot open the %s transport: %s", chfs_client.proto,
+					        strerror(-rc));
 					return -ENOTCONN;
 				}
 			}
@@ -239,8 +243,8 @@ static int connect_pool(const char *server)
 		}
 	}
 	log_err("no CHFS server answers (tried %d address%s from %s; servers do not answer without "
-	        "the pool secret, CHFS_SECRET_FILE=%s)", n, n > 1 ? "es" : "",
-	        server ? "the argument" : "CHFS_SERVER", chfs_client.cfg.secret_file);
+	        "the pool secret, CHFS_SECRET_FILE=%s)",
+	        n, n > 1 ? "es" : "", server ? "the argument" : "CHFS_SERVER", chfs_client.cfg.secret_file);
 	return -ENOTCONN;
 }
 

@@ -35,12 +35,12 @@
 /* An immutable snapshot of the pool: replaced (never modified) on refresh or after fork. */
 struct srvlist {
 	unsigned n;
-	char **addrs;          /* in pool order (by server id) */
-	struct ring *ring;     /* placement over these n servers */
+	char **addrs;      /* in pool order (by server id) */
+	struct ring *ring; /* placement over these n servers */
 	uint64_t epoch;
 	struct nodelist members; /* as fetched: rebuilds the snapshot after fork */
 	xprt_peer_t **peers;
-	int *local;        /* 1 if the server runs on this host */
+	int *local;          /* 1 if the server runs on this host */
 	unsigned char *down; /* 1 if the pool's failure detector reported the server down */
 	unsigned ndown;
 	int nlocal;
@@ -61,9 +61,9 @@ struct client {
 	atomic_uint_fast64_t reqid;
 	atomic_int dirty_fds; /* descriptors with unreported writes */
 	atomic_int async_access;
-	atomic_int forked; /* set in a child by chfs_after_fork() */
-	atomic_int list_refreshing;  /* one thread refreshes the server list at a time */
-	atomic_llong list_retry_at;  /* after a failed refresh: no new attempt before this time */
+	atomic_int forked;          /* set in a child by chfs_after_fork() */
+	atomic_int list_refreshing; /* one thread refreshes the server list at a time */
+	atomic_llong list_retry_at; /* after a failed refresh: no new attempt before this time */
 };
 extern struct client chfs_client;
 
@@ -111,7 +111,7 @@ int rpc_timeout(void);
 struct chfs_file {
 	pthread_mutex_t lock; /* position and size tracking */
 	char path[CHFS_PATH_MAX];
-	struct chfs_md md;    /* as of open/create (fileid, chunk size, placement) */
+	struct chfs_md md; /* as of open/create (fileid, chunk size, placement) */
 	int accmode, append, isdir;
 	off_t pos;
 	uint64_t written_end; /* highest offset this descriptor wrote */
@@ -163,10 +163,9 @@ static inline int set_err(int r)
 	return r;
 }
 
-
 /* Send one request to several servers concurrently (rpc.c). Replies land in reps + i*cap;
  * rc[i] is each server's status. Returns the first error (0 if none). */
-int rpc_multi(struct srvlist *s, const unsigned *idx, unsigned n, uint8_t *msg, size_t len,
-              unsigned op, uint8_t *reps, size_t cap, size_t *replen, int *rc);
+int rpc_multi(struct srvlist *s, const unsigned *idx, unsigned n, uint8_t *msg, size_t len, unsigned op,
+              uint8_t *reps, size_t cap, size_t *replen, int *rc);
 int ns_truncate(struct srvlist *s, const char *cp, const struct chfs_md *md, off_t len);
 #endif

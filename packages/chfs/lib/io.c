@@ -218,13 +218,15 @@ static int direct_fd(struct srvlist *s, struct chfs_file *f, unsigned sv)
 	return fd;
 }
 
-static int direct_io(int fd, int is_write, uint8_t *buf, const struct wire_seg *sg,
-                     int *shortread, uint64_t *present_end)
+static int direct_io(int fd, int is_write, uint8_t *buf, const struct wire_seg *sg, int *shortread,
+                     uint64_t *present_end)
 {
 	uint64_t done = 0;
 	while (done < sg->len) {
-		ssize_t k = is_write ? pwrite(fd, buf + sg->bufoff + done, sg->len - done, (off_t)(sg->off + done))
-		                     : pread(fd, buf + sg->bufoff + done, sg->len - done, (off_t)(sg->off + done));
+		ssize_t k =
+		        is_write
+		                ? pwrite(fd, buf + sg->bufoff + done, sg->len - done, (off_t)(sg->off + done))
+		                : pread(fd, buf + sg->bufoff + done, sg->len - done, (off_t)(sg->off + done));
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0)
@@ -243,8 +245,8 @@ static int direct_io(int fd, int is_write, uint8_t *buf, const struct wire_seg *
 }
 
 /* Run the pieces marked direct (fd >= 0). */
-static int run_direct(struct piece *p, const int *dfd, size_t np, int is_write, uint8_t *buf,
-                      int *shortread, uint64_t *present_end)
+static int run_direct(struct piece *p, const int *dfd, size_t np, int is_write, uint8_t *buf, int *shortread,
+                      uint64_t *present_end)
 {
 	int rc = 0;
 	for (size_t i = 0; i < np && rc == 0; i++)
@@ -350,14 +352,16 @@ ssize_t io_transfer(struct chfs_file *f, int is_write, void *vbuf, size_t size, 
 	if (rc)
 		goto out_mr;
 
-	concurrent = (nrq > 1 || (nrq && ndirect)) && (atomic_load(&chfs_client.async_access) || size > thresh);
+	concurrent =
+	        (nrq > 1 || (nrq && ndirect)) && (atomic_load(&chfs_client.async_access) || size > thresh);
 	int timeout = need_rma ? xprt_transfer_timeout_ms(rpc_timeout(), size) : rpc_timeout();
 	if (concurrent) {
 		for (size_t i = 0; i < nrq; i++) {
 			struct ioreq *q = &rq[i];
-			q->rc = client_server_down(s, q->server) ? -EHOSTDOWN :
-			        xprt_call_start(chfs_client.x, s->peers[q->server], q->msg, q->msglen,
-			                        q->rep, q->repcap, timeout, &q->call);
+			q->rc = client_server_down(s, q->server)
+			                ? -EHOSTDOWN
+			                : xprt_call_start(chfs_client.x, s->peers[q->server], q->msg,
+			                                  q->msglen, q->rep, q->repcap, timeout, &q->call);
 			if (q->rc)
 				q->call = NULL;
 		}
@@ -371,9 +375,10 @@ ssize_t io_transfer(struct chfs_file *f, int is_write, void *vbuf, size_t size, 
 			rc = run_direct(p, dfd, np, is_write, buf, &shortread, &present_end);
 		for (size_t i = 0; i < nrq; i++) {
 			struct ioreq *q = &rq[i];
-			q->rc = client_server_down(s, q->server) ? -EHOSTDOWN :
-			        xprt_call(chfs_client.x, s->peers[q->server], q->msg, q->msglen, q->rep,
-			                  q->repcap, &q->replen, timeout);
+			q->rc = client_server_down(s, q->server)
+			                ? -EHOSTDOWN
+			                : xprt_call(chfs_client.x, s->peers[q->server], q->msg, q->msglen,
+			                            q->rep, q->repcap, &q->replen, timeout);
 			if (q->rc)
 				break;
 		}

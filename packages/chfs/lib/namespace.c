@@ -131,8 +131,7 @@ static void rename_fd(struct chfs_file *f, void *arg);
 
 /* SETATTR of the size (which: WIRE_SET_SIZE_MAX for a report, WIRE_SET_SIZE for a truncate) of
  * file `fileid` under the name `path`: ESTALE if the name holds another file. */
-static int setattr_size(struct srvlist *s, const char *path, uint64_t fileid, uint32_t which,
-                        uint64_t size)
+static int setattr_size(struct srvlist *s, const char *path, uint64_t fileid, uint32_t which, uint64_t size)
 {
 	RPC_DECL(r);
 	rpc_begin(&r, WOP_SETATTR);
@@ -151,8 +150,7 @@ static int setattr_size(struct srvlist *s, const char *path, uint64_t fileid, ui
  * there, newest name first, still checked by file id; the name that took it is copied to
  * `found` (CHFS_PATH_MAX) and the descriptors of the file follow it. -ENOENT if no name holds
  * the file id any more (it was removed: the name is not brought back). */
-static int setattr_size_moved(struct srvlist *s, uint64_t fileid, uint32_t which, uint64_t size,
-                              char *found)
+static int setattr_size_moved(struct srvlist *s, uint64_t fileid, uint32_t which, uint64_t size, char *found)
 {
 	size_t cap = WIRE_HDR_LEN + 16 + CHFS_PATH_MAX;
 	unsigned *idx = malloc(s->n * sizeof *idx);
@@ -431,8 +429,8 @@ static int make_parents(struct srvlist *s, const char *cpath)
 
 /* Create cpath exclusively (WOP_CREATE with EXCL): -EEXIST if any entry has the name, so an
  * existing file is never reset by a create. */
-static int create_excl(struct srvlist *s, const char *cp, int32_t flags, mode_t mode,
-                       int chunk_size, struct chfs_md *got)
+static int create_excl(struct srvlist *s, const char *cp, int32_t flags, mode_t mode, int chunk_size,
+                       struct chfs_md *got)
 {
 	struct chfs_md md;
 	md_new(&md, S_IFREG | (mode & 07777));
@@ -446,7 +444,9 @@ static int create_excl(struct srvlist *s, const char *cp, int32_t flags, mode_t 
 			md.flags |= MD_LOCAL;
 			snprintf(md.home, sizeof md.home, "%s", s->addrs[h]);
 		} else {
-			log_info("%s: no CHFS server on this host; striping by hash instead of local placement", cp);
+			log_info(
+			        "%s: no CHFS server on this host; striping by hash instead of local placement",
+			        cp);
 		}
 	}
 	RPC_DECL(r);
@@ -494,8 +494,7 @@ static int open_existing(struct ns_call *c, int32_t flags)
  * concurrent creators of one file (IOR's ranks, two nodes through FUSE) all share the first
  * one's file and nobody's bytes are truncated. A name removed between the two steps is
  * created again. Missing parents are created when `make_missing`, else ENOENT. */
-static int open_file(const char *path, int32_t flags, mode_t mode, int chunk_size,
-                     int make_missing)
+static int open_file(const char *path, int32_t flags, mode_t mode, int chunk_size, int make_missing)
 {
 	NS_CALL_DECL(c);
 	int rc = ns_begin(path, 0, c);

@@ -46,15 +46,16 @@ void rpc_end(struct rpc *r)
 
 void rpc_fill_hdr(uint8_t *msg, size_t len, unsigned op)
 {
-	struct wire_hdr h = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .op = (uint16_t)op,
+	struct wire_hdr h = {.magic = WIRE_MAGIC,
+	                     .version = WIRE_VERSION,
+	                     .op = (uint16_t)op,
 	                     .reqid = atomic_fetch_add(&chfs_client.reqid, 1),
 	                     .body_len = (uint32_t)(len - WIRE_HDR_LEN)};
 	memcpy(h.secret, chfs_client.secret, CHFS_SECRET_LEN);
 	wire_hdr_put(msg, &h);
 }
 
-int rpc_status(struct srvlist *s, unsigned idx, int xrc, const uint8_t *rep, size_t replen,
-               struct wdec *body)
+int rpc_status(struct srvlist *s, unsigned idx, int xrc, const uint8_t *rep, size_t replen, struct wdec *body)
 {
 	const char *addr = s->addrs[idx];
 	if (xrc == -EMSGSIZE)
@@ -68,8 +69,8 @@ int rpc_status(struct srvlist *s, unsigned idx, int xrc, const uint8_t *rep, siz
 	if (xrc < 0) {
 		if (xrc == -ETIMEDOUT)
 			log_err("server %s: no reply within %d ms (down, or the pool secret differs: "
-			        "CHFS_SECRET_FILE=%s)", addr, chfs_client.cfg.rpc_timeout_msec,
-			        chfs_client.cfg.secret_file);
+			        "CHFS_SECRET_FILE=%s)",
+			        addr, chfs_client.cfg.rpc_timeout_msec, chfs_client.cfg.secret_file);
 		else
 			log_err("server %s unreachable: %s", addr, strerror(-xrc));
 		return xrc == -ENOMEM ? -ENOMEM : -EIO;
@@ -99,23 +100,24 @@ int rpc_call(struct srvlist *s, unsigned idx, struct rpc *r)
 		return r->e.err == -EMSGSIZE ? -ENAMETOOLONG : r->e.err;
 	unsigned op = (unsigned)r->buf[6] | (unsigned)r->buf[7] << 8;
 	rpc_fill_hdr(r->buf, r->e.len, op);
-	int xrc = client_server_down(s, idx) ? -EHOSTDOWN :
-	          xprt_call(chfs_client.x, s->peers[idx], r->buf, r->e.len, r->rep, r->repcap,
-	                    &r->replen, rpc_timeout());
+	int xrc = client_server_down(s, idx) ? -EHOSTDOWN
+	                                     : xprt_call(chfs_client.x, s->peers[idx], r->buf, r->e.len,
+	                                                 r->rep, r->repcap, &r->replen, rpc_timeout());
 	return rpc_status(s, idx, xrc, r->rep, r->replen, &r->d);
 }
 
-int rpc_multi(struct srvlist *s, const unsigned *idx, unsigned n, uint8_t *msg, size_t len,
-              unsigned op, uint8_t *reps, size_t cap, size_t *replen, int *rc)
+int rpc_multi(struct srvlist *s, const unsigned *idx, unsigned n, uint8_t *msg, size_t len, unsigned op,
+              uint8_t *reps, size_t cap, size_t *replen, int *rc)
 {
 	xprt_call_t **calls = calloc(n ? n : 1, sizeof *calls);
 	if (!calls)
 		return -ENOMEM;
 	rpc_fill_hdr(msg, len, op);
 	for (unsigned i = 0; i < n; i++) {
-		rc[i] = client_server_down(s, idx[i]) ? -EHOSTDOWN :
-		        xprt_call_start(chfs_client.x, s->peers[idx[i]], msg, len, reps + i * cap, cap,
-		                        rpc_timeout(), &calls[i]);
+		rc[i] = client_server_down(s, idx[i])
+		                ? -EHOSTDOWN
+		                : xprt_call_start(chfs_client.x, s->peers[idx[i]], msg, len, reps + i * cap,
+		                                  cap, rpc_timeout(), &calls[i]);
 		if (rc[i])
 			calls[i] = NULL;
 	}

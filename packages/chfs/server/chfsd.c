@@ -45,24 +45,23 @@ static const char *absolute(const char *p)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-	        "usage: chfsd [options] [bootstrap-server]\n"
-	        "CHFS server: serves the chunks and namespace entries this server owns from a storage\n"
-	        "directory. With a bootstrap server address it joins that server's pool.\n"
-	        "  -c DIR      storage directory (default /tmp/chfs-$USER)\n"
-	        "  -p PROTO    protocol: tcp (default), shm, verbs, sockets\n"
-	        "  -h HOST     address/interface[:port] to listen on (default 127.0.0.1 for tcp)\n"
-	        "  -S FILE     write this server's address to FILE once serving\n"
-	        "  -P FILE     write the process id to FILE\n"
-	        "  -T N        worker threads (default 4)\n"
-	        "  -t MSEC     RPC timeout for server-to-server calls (default 30000)\n"
-	        "  -V N        virtual nodes per server on the placement ring (default 64, 1..1024);\n"
-	        "              a pool property: set it on the first server, joining servers adopt it\n"
-	        "  -k FILE     pool secret file (default $CHFS_SECRET_FILE or ~/.chfs/secret)\n"
-	        "  -l FILE     log to FILE instead of stderr\n"
-	        "  -L LEVEL    log priority: err, warning, notice (default), info, debug\n"
-	        "  -f          stay in the foreground\n"
-	        "  --help      this text\n");
+	fprintf(f, "usage: chfsd [options] [bootstrap-server]\n"
+	           "CHFS server: serves the chunks and namespace entries this server owns from a storage\n"
+	           "directory. With a bootstrap server address it joins that server's pool.\n"
+	           "  -c DIR      storage directory (default /tmp/chfs-$USER)\n"
+	           "  -p PROTO    protocol: tcp (default), shm, verbs, sockets\n"
+	           "  -h HOST     address/interface[:port] to listen on (default 127.0.0.1 for tcp)\n"
+	           "  -S FILE     write this server's address to FILE once serving\n"
+	           "  -P FILE     write the process id to FILE\n"
+	           "  -T N        worker threads (default 4)\n"
+	           "  -t MSEC     RPC timeout for server-to-server calls (default 30000)\n"
+	           "  -V N        virtual nodes per server on the placement ring (default 64, 1..1024);\n"
+	           "              a pool property: set it on the first server, joining servers adopt it\n"
+	           "  -k FILE     pool secret file (default $CHFS_SECRET_FILE or ~/.chfs/secret)\n"
+	           "  -l FILE     log to FILE instead of stderr\n"
+	           "  -L LEVEL    log priority: err, warning, notice (default), info, debug\n"
+	           "  -f          stay in the foreground\n"
+	           "  --help      this text\n");
 }
 
 static int write_file(const char *path, const char *text)
@@ -136,7 +135,8 @@ int main(int argc, char **argv)
 		case 'V':
 			vnodes = (int)strtol(optarg, &end, 10);
 			if (*end || vnodes < 1 || vnodes > RING_VNODES_MAX) {
-				fprintf(stderr, "chfsd: -V %s: expected 1..%d virtual nodes\n", optarg, RING_VNODES_MAX);
+				fprintf(stderr, "chfsd: -V %s: expected 1..%d virtual nodes\n", optarg,
+				        RING_VNODES_MAX);
 				return 2;
 			}
 			break;
@@ -241,8 +241,9 @@ int main(int argc, char **argv)
 	if ((!host || !strchr(host, ':')) && saved_host(st_rootfd(d.st), proto, hostbuf, sizeof hostbuf)) {
 		/* Same host part (or none given): come back on the saved address. */
 		char *colon = strrchr(hostbuf, ':');
-		if (!host || strcmp(proto, "shm") == 0 || (colon && strncmp(hostbuf, host, (size_t)(colon - hostbuf)) == 0 &&
-		                                           strlen(host) == (size_t)(colon - hostbuf))) {
+		if (!host || strcmp(proto, "shm") == 0 ||
+		    (colon && strncmp(hostbuf, host, (size_t)(colon - hostbuf)) == 0 &&
+		     strlen(host) == (size_t)(colon - hostbuf))) {
 			xo.host = hostbuf;
 			reuse = 1;
 		}
@@ -259,12 +260,14 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &term, NULL);
 	rc = xprt_open(&xo, &d.x);
 	if (rc && reuse) {
-		log_warn("could not reuse the saved address %s (%s); using a new one", hostbuf, strerror(-rc));
+		log_warn("could not reuse the saved address %s (%s); using a new one", hostbuf,
+		         strerror(-rc));
 		xo.host = host;
 		rc = xprt_open(&xo, &d.x);
 	}
 	if (rc) {
-		log_err("cannot listen on %s (%s): %s", host ? host : "default address", proto, strerror(-rc));
+		log_err("cannot listen on %s (%s): %s", host ? host : "default address", proto,
+		        strerror(-rc));
 		return 1;
 	}
 	xprt_self_addr(d.x, d.self, sizeof d.self);

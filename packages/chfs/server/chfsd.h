@@ -17,7 +17,7 @@ struct members {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* wakes the broadcaster */
 	uint64_t epoch;
-	unsigned vnodes;       /* the pool's ring parameter */
+	unsigned vnodes; /* the pool's ring parameter */
 	unsigned n;
 	struct wire_member *m; /* sorted by id */
 	int rootfd;            /* storage dir, for the state file */

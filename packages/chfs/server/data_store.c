@@ -44,8 +44,7 @@ int ds_open_store(int rootfd, const char *root, struct data_store **out)
 		rc = -ENAMETOOLONG;
 	else if (mkdirat(rootfd, "data", 0700) < 0 && errno != EEXIST)
 		rc = -errno;
-	else if ((ds->datafd = openat(rootfd, "data", O_DIRECTORY | O_RDONLY | O_NOFOLLOW |
-	                                                  O_CLOEXEC)) < 0)
+	else if ((ds->datafd = openat(rootfd, "data", O_DIRECTORY | O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		rc = -errno;
 	if (rc) {
 		free(ds);
@@ -74,8 +73,7 @@ int ds_open(struct data_store *ds, uint64_t fileid, int create)
 	if (!fileid)
 		return -EINVAL;
 	data_name(fileid, name);
-	int fd = openat(ds->datafd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0),
-	                0600);
+	int fd = openat(ds->datafd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
 	return fd < 0 ? -errno : fd;
 }
 

@@ -106,8 +106,7 @@ static ssize_t full_pread(int fd, uint8_t *p, size_t n, uint64_t off)
 	return (ssize_t)got;
 }
 
-static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w,
-                    struct wenc *e)
+static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
 {
 	int fd = st_data_open(d->st, q->fileid, 1);
 	if (fd < 0)
@@ -138,8 +137,7 @@ static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	return rc;
 }
 
-static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w,
-                   struct wenc *e)
+static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
 {
 	int fd = st_data_open(d->st, q->fileid, 0);
 	if (fd < 0 && fd != -ENOENT)
@@ -172,7 +170,8 @@ static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct wo
 			data += s->len;
 		} else if (fd >= 0) {
 			while (got < s->len && rc == 0) {
-				size_t piece = s->len - got > BULK_PIECE ? BULK_PIECE : (size_t)(s->len - got);
+				size_t piece =
+				        s->len - got > BULK_PIECE ? BULK_PIECE : (size_t)(s->len - got);
 				ssize_t k = full_pread(fd, w->bulk, piece, s->off + got);
 				if (k < 0) {
 					rc = (int)k;
@@ -243,8 +242,7 @@ static int rd_entry(void *arg, const char *name, const struct chfs_md *md)
 	return 0;
 }
 
-static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w,
-                    struct wenc *e)
+static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
 {
 	struct chfs_md md, old;
 	int rc = 0, flag = 0;
@@ -288,10 +286,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 			wenc_md(e, &md);
 		}
 		return rc;
-	case WOP_MKDIR:
-		return st_mkdir(d->st, q->path, &q->md);
-	case WOP_RMDIR:
-		return st_rmdir(d->st, q->path);
+	case WOP_MKDIR: return st_mkdir(d->st, q->path, &q->md);
+	case WOP_RMDIR: return st_rmdir(d->st, q->path);
 	case WOP_DIR_EMPTY:
 		rc = st_dir_has_entries(d->st, q->path);
 		if (rc >= 0)
@@ -325,8 +321,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 			wenc_md(e, &old);
 		}
 		return rc;
-	case WOP_REMOVE_IF:
-		return st_remove_if(d->st, q->path, q->fileid);
+	case WOP_REMOVE_IF: return st_remove_if(d->st, q->path, q->fileid);
 	case WOP_RENAME:
 		rc = st_rename(d->st, q->path, q->path2, &old, &flag);
 		if (rc == 0 && st_lookup(d->st, q->path2, &md) == 0 && S_ISREG(md.mode))
@@ -346,14 +341,10 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 			wenc_md(e, &md);
 		}
 		return rc;
-	case WOP_WRITE:
-		return do_write(d, r, q, w, e);
-	case WOP_READ:
-		return do_read(d, r, q, w, e);
-	case WOP_DATA_TRUNCATE:
-		return st_data_truncate(d->st, q->fileid, q->size);
-	case WOP_DATA_REMOVE:
-		return st_data_remove(d->st, q->fileid);
+	case WOP_WRITE: return do_write(d, r, q, w, e);
+	case WOP_READ: return do_read(d, r, q, w, e);
+	case WOP_DATA_TRUNCATE: return st_data_truncate(d->st, q->fileid, q->size);
+	case WOP_DATA_REMOVE: return st_data_remove(d->st, q->fileid);
 	case WOP_DATA_STAT:
 		md = q->md;
 		md.fileid = q->fileid;
@@ -367,8 +358,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 			wenc_str(e, p);
 		return rc;
 	}
-	case WOP_SYNC:
-		return syncfs(st_rootfd(d->st)) < 0 ? -errno : 0;
+	case WOP_SYNC: return syncfs(st_rootfd(d->st)) < 0 ? -errno : 0;
 	case WOP_MOVED: {
 		char p[CHFS_PATH_MAX];
 		int64_t when;
@@ -382,12 +372,14 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	return -ENOSYS;
 }
 
-static void reply_status(xprt_req_t *r, uint8_t *buf, const struct wire_hdr *rq, int status,
-                         size_t len)
+static void reply_status(xprt_req_t *r, uint8_t *buf, const struct wire_hdr *rq, int status, size_t len)
 {
-	struct wire_hdr h = {.magic = WIRE_MAGIC, .version = WIRE_VERSION,
-	                     .op = (uint16_t)(rq->op | WIRE_REPLY), .reqid = rq->reqid,
-	                     .body_len = (uint32_t)(len - WIRE_HDR_LEN), .status = status};
+	struct wire_hdr h = {.magic = WIRE_MAGIC,
+	                     .version = WIRE_VERSION,
+	                     .op = (uint16_t)(rq->op | WIRE_REPLY),
+	                     .reqid = rq->reqid,
+	                     .body_len = (uint32_t)(len - WIRE_HDR_LEN),
+	                     .status = status};
 	wire_hdr_put(buf, &h);
 	xprt_reply(r, buf, len);
 }

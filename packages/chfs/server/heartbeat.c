@@ -82,7 +82,8 @@ static void *heartbeat(void *arg)
 			else if (nt[i].misses == 0 && before >= HB_MISSES)
 				log_notice("server %s (%s) is up again", m[i].addr, m[i].id);
 			if (nt[i].misses >= HB_MISSES)
-				o += (size_t)snprintf(down + o, WIRE_LIST_MAX - o, "%s%s", o ? "," : "", m[i].id);
+				o += (size_t)snprintf(down + o, WIRE_LIST_MAX - o, "%s%s", o ? "," : "",
+				                      m[i].id);
 		}
 		members_set_down(&d->mem, down);
 		free(tab);

@@ -51,7 +51,8 @@ int members_self_id(int rootfd, char id[WIRE_ID_LEN + 1])
 			return 0;
 		}
 		log_err("server.id in the storage directory is not %d hex digits and a newline; "
-		        "remove it to give this directory a new identity", WIRE_ID_LEN);
+		        "remove it to give this directory a new identity",
+		        WIRE_ID_LEN);
 		return -EINVAL;
 	}
 	if (errno != ENOENT)
@@ -143,7 +144,8 @@ int members_add(struct members *m, const char *id, const char *addr)
 			rc = 1;
 		}
 		for (unsigned k = 0; rc && k < m->n; k++)
-			if (k != i && strcmp(m->m[k].addr, addr) == 0) { /* an earlier tenant of that address */
+			if (k != i &&
+			    strcmp(m->m[k].addr, addr) == 0) { /* an earlier tenant of that address */
 				m->m[k] = m->m[--m->n];
 				break;
 			}

@@ -53,8 +53,7 @@ static int open_beneath(int dirfd, const char *rel, int flags, mode_t mode)
 {
 	struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
 	                       .mode = (flags & O_CREAT) ? mode : 0,
-	                       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-	                                  RESOLVE_NO_MAGICLINKS};
+	                       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
 	long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
 	return fd < 0 ? -errno : (int)fd;
 }
@@ -256,8 +255,8 @@ static int drop_implicit(int dfd, const char *leaf)
 	return errno == ENOTEMPTY || errno == EEXIST ? -EEXIST : -errno;
 }
 
-int ns_create(struct ns_store *ns, const char *path, const struct chfs_md *in, int excl,
-              struct chfs_md *out, int *existed)
+int ns_create(struct ns_store *ns, const char *path, const struct chfs_md *in, int excl, struct chfs_md *out,
+              int *existed)
 {
 	char leaf[CHFS_NAME_MAX + 2];
 	pthread_mutex_t *l = lock_of(ns, path);
@@ -425,13 +424,10 @@ int ns_dir_has_entries(struct ns_store *ns, const char *path)
 	return dir_has_entries_fd(fd);
 }
 
-static int name_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-int ns_readdir(struct ns_store *ns, const char *path, const char *cursor, ns_readdir_fn fn,
-               void *arg, int *eof)
+int ns_readdir(struct ns_store *ns, const char *path, const char *cursor, ns_readdir_fn fn, void *arg,
+               int *eof)
 {
 	char rel[CHFS_PATH_MAX * 2];
 	int rc = ns_rel(path, strlen(path), rel, sizeof rel);
@@ -512,8 +508,8 @@ out:
 
 /* Write md as entry leaf of dfd, replacing a file/symlink entry atomically (temp + rename).
  * Reports the replaced record. Caller holds the path lock. */
-static int put_entry(int dfd, const char *leaf, const struct chfs_md *md, int noreplace,
-                     struct chfs_md *old, int *replaced)
+static int put_entry(int dfd, const char *leaf, const struct chfs_md *md, int noreplace, struct chfs_md *old,
+                     int *replaced)
 {
 	int isdir = 0, rc = rec_read(dfd, leaf, old, &isdir);
 	*replaced = 0;
@@ -588,8 +584,7 @@ out:
 	return rc;
 }
 
-int ns_rename(struct ns_store *ns, const char *from, const char *to, struct chfs_md *old,
-              int *replaced)
+int ns_rename(struct ns_store *ns, const char *from, const char *to, struct chfs_md *old, int *replaced)
 {
 	char lf[CHFS_NAME_MAX + 2], lt[CHFS_NAME_MAX + 2];
 	struct chfs_md md;
@@ -631,9 +626,8 @@ out:
 	return rc;
 }
 
-int ns_setattr(struct ns_store *ns, const char *path, uint64_t fileid, uint32_t which,
-               uint32_t mode, int64_t atime_ns, int64_t mtime_ns, uint64_t size,
-               struct chfs_md *out)
+int ns_setattr(struct ns_store *ns, const char *path, uint64_t fileid, uint32_t which, uint32_t mode,
+               int64_t atime_ns, int64_t mtime_ns, uint64_t size, struct chfs_md *out)
 {
 	char leaf[CHFS_NAME_MAX + 2];
 	if (!*path)

@@ -27,8 +27,8 @@ void ns_close_store(struct ns_store *ns);
 
 /* Create a file or symlink record with a new file id. An existing file is truncated (size 0,
  * *existed = 1) unless excl; an existing directory gives -EISDIR, a symlink -EEXIST. */
-int ns_create(struct ns_store *ns, const char *path, const struct chfs_md *in, int excl,
-              struct chfs_md *out, int *existed);
+int ns_create(struct ns_store *ns, const char *path, const struct chfs_md *in, int excl, struct chfs_md *out,
+              int *existed);
 int ns_lookup(struct ns_store *ns, const char *path, struct chfs_md *out);
 int ns_mkdir(struct ns_store *ns, const char *path, const struct chfs_md *in);
 int ns_rmdir(struct ns_store *ns, const char *path);
@@ -37,8 +37,8 @@ int ns_dir_has_entries(struct ns_store *ns, const char *path);
 /* Calls fn for the owned entries of directory `path` with names > cursor, in name order, while
  * fn returns 0; *eof = 1 if every entry was delivered. */
 typedef int (*ns_readdir_fn)(void *arg, const char *name, const struct chfs_md *md);
-int ns_readdir(struct ns_store *ns, const char *path, const char *cursor, ns_readdir_fn fn,
-               void *arg, int *eof);
+int ns_readdir(struct ns_store *ns, const char *path, const char *cursor, ns_readdir_fn fn, void *arg,
+               int *eof);
 /* Remove a file or symlink entry; *old gets its record. */
 int ns_unlink(struct ns_store *ns, const char *path, struct chfs_md *old);
 /* Put md at path (the other owner's half of a rename), replacing a file or symlink unless
@@ -48,11 +48,9 @@ int ns_insert(struct ns_store *ns, const char *path, const struct chfs_md *md, i
 /* Remove the entry at path only if it still has this file id (-ESTALE otherwise). */
 int ns_remove_if(struct ns_store *ns, const char *path, uint64_t fileid);
 /* Rename within this server (both names owned here). */
-int ns_rename(struct ns_store *ns, const char *from, const char *to, struct chfs_md *old,
-              int *replaced);
+int ns_rename(struct ns_store *ns, const char *from, const char *to, struct chfs_md *old, int *replaced);
 /* Apply the WIRE_SET_* bits in which; fileid != 0 must match the entry's (-ESTALE). */
-int ns_setattr(struct ns_store *ns, const char *path, uint64_t fileid, uint32_t which,
-               uint32_t mode, int64_t atime_ns, int64_t mtime_ns, uint64_t size,
-               struct chfs_md *out);
+int ns_setattr(struct ns_store *ns, const char *path, uint64_t fileid, uint32_t which, uint32_t mode,
+               int64_t atime_ns, int64_t mtime_ns, uint64_t size, struct chfs_md *out);
 
 #endif

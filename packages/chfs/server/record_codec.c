@@ -80,8 +80,8 @@ int record_encode(const struct chfs_md *md, uint8_t *buf, size_t cap, size_t *le
 
 int record_decode(const uint8_t *buf, size_t n, struct chfs_md *md)
 {
-	if (n < RECORD_FIXED_LEN || get_le(buf, 4) != RECORD_MAGIC ||
-	    get_le(buf + 4, 2) != RECORD_VERSION || get_le(buf + 6, 2) != 0)
+	if (n < RECORD_FIXED_LEN || get_le(buf, 4) != RECORD_MAGIC || get_le(buf + 4, 2) != RECORD_VERSION ||
+	    get_le(buf + 6, 2) != 0)
 		return -EBADMSG;
 	size_t ll = (size_t)get_le(buf + 72, 2), hl = (size_t)get_le(buf + 74, 2);
 	if (ll >= sizeof md->link || hl >= sizeof md->home || n != RECORD_FIXED_LEN + ll + hl)

@@ -17,7 +17,7 @@
 
 #define RECORD_MAGIC 0x52534643u /* bytes "CFSR" */
 #define RECORD_VERSION 1
-#define RECORD_FIXED_LEN 76      /* everything before the two strings */
+#define RECORD_FIXED_LEN 76 /* everything before the two strings */
 /* Largest encoded record: both strings at their longest (limits exclude the NUL). */
 #define RECORD_MAX_LEN (RECORD_FIXED_LEN + (CHFS_PATH_MAX - 1) + (WIRE_ADDR_MAX - 1))
 

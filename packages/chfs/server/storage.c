@@ -63,8 +63,8 @@ const char *st_root(const struct storage *st) { return st->root; }
 int st_rootfd(const struct storage *st) { return st->rootfd; }
 
 /* ---- namespace (ns_store.c) ---- */
-int st_create(struct storage *st, const char *path, const struct chfs_md *in, int excl,
-              struct chfs_md *out, int *existed)
+int st_create(struct storage *st, const char *path, const struct chfs_md *in, int excl, struct chfs_md *out,
+              int *existed)
 {
 	return ns_create(st->ns, path, in, excl, out, existed);
 }
@@ -81,13 +81,10 @@ int st_mkdir(struct storage *st, const char *path, const struct chfs_md *in)
 
 int st_rmdir(struct storage *st, const char *path) { return ns_rmdir(st->ns, path); }
 
-int st_dir_has_entries(struct storage *st, const char *path)
-{
-	return ns_dir_has_entries(st->ns, path);
-}
+int st_dir_has_entries(struct storage *st, const char *path) { return ns_dir_has_entries(st->ns, path); }
 
-int st_readdir(struct storage *st, const char *path, const char *cursor, st_readdir_fn fn,
-               void *arg, int *eof)
+int st_readdir(struct storage *st, const char *path, const char *cursor, st_readdir_fn fn, void *arg,
+               int *eof)
 {
 	return ns_readdir(st->ns, path, cursor, fn, arg, eof);
 }
@@ -108,15 +105,13 @@ int st_remove_if(struct storage *st, const char *path, uint64_t fileid)
 	return ns_remove_if(st->ns, path, fileid);
 }
 
-int st_rename(struct storage *st, const char *from, const char *to, struct chfs_md *old,
-              int *replaced)
+int st_rename(struct storage *st, const char *from, const char *to, struct chfs_md *old, int *replaced)
 {
 	return ns_rename(st->ns, from, to, old, replaced);
 }
 
-int st_setattr(struct storage *st, const char *path, uint64_t fileid, uint32_t which,
-               uint32_t mode, int64_t atime_ns, int64_t mtime_ns, uint64_t size,
-               struct chfs_md *out)
+int st_setattr(struct storage *st, const char *path, uint64_t fileid, uint32_t which, uint32_t mode,
+               int64_t atime_ns, int64_t mtime_ns, uint64_t size, struct chfs_md *out)
 {
 	return ns_setattr(st->ns, path, fileid, which, mode, atime_ns, mtime_ns, size, out);
 }

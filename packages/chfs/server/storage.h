@@ -31,24 +31,22 @@ const char *st_root(const struct storage *st);
 int st_rootfd(const struct storage *st);
 
 /* Namespace (ns_store.h; paths are canonical, "" is the root). */
-int st_create(struct storage *st, const char *path, const struct chfs_md *in, int excl,
-              struct chfs_md *out, int *existed);
+int st_create(struct storage *st, const char *path, const struct chfs_md *in, int excl, struct chfs_md *out,
+              int *existed);
 int st_lookup(struct storage *st, const char *path, struct chfs_md *out);
 int st_mkdir(struct storage *st, const char *path, const struct chfs_md *in);
 int st_rmdir(struct storage *st, const char *path);
 int st_dir_has_entries(struct storage *st, const char *path);
 typedef ns_readdir_fn st_readdir_fn;
-int st_readdir(struct storage *st, const char *path, const char *cursor, st_readdir_fn fn,
-               void *arg, int *eof);
+int st_readdir(struct storage *st, const char *path, const char *cursor, st_readdir_fn fn, void *arg,
+               int *eof);
 int st_unlink(struct storage *st, const char *path, struct chfs_md *old);
 int st_insert(struct storage *st, const char *path, const struct chfs_md *md, int noreplace,
               struct chfs_md *old, int *replaced);
 int st_remove_if(struct storage *st, const char *path, uint64_t fileid);
-int st_rename(struct storage *st, const char *from, const char *to, struct chfs_md *old,
-              int *replaced);
-int st_setattr(struct storage *st, const char *path, uint64_t fileid, uint32_t which,
-               uint32_t mode, int64_t atime_ns, int64_t mtime_ns, uint64_t size,
-               struct chfs_md *out);
+int st_rename(struct storage *st, const char *from, const char *to, struct chfs_md *old, int *replaced);
+int st_setattr(struct storage *st, const char *path, uint64_t fileid, uint32_t which, uint32_t mode,
+               int64_t atime_ns, int64_t mtime_ns, uint64_t size, struct chfs_md *out);
 
 /* Backing files (data_store.h). st_data_open returns an fd (caller closes); -ENOENT if absent
  * and !create. */

@@ -14,13 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(c, ...)                                                                          \
-	do {                                                                                   \
-		if (!(c)) {                                                                    \
-			printf(__VA_ARGS__);                                                   \
-			printf(" (errno %s)\n", strerrorname_np(errno));                       \
-			return 1;                                                              \
-		}                                                                              \
+#define CHECK(c, ...)                                                    \
+	do {                                                             \
+		if (!(c)) {                                              \
+			printf(__VA_ARGS__);                             \
+			printf(" (errno %s)\n", strerrorname_np(errno)); \
+			return 1;                                        \
+		}                                                        \
 	} while (0)
 
 static char path[4096];
@@ -73,8 +73,8 @@ static int create_keeps(const char *dir)
 	fd = chfs_create(p, O_WRONLY, 0600);
 	CHECK(fd >= 0, "second create failed");
 	char b[8] = {0};
-	CHECK(chfs_pread(fd, b, sizeof b, 0) == 5 && memcmp(b, "hello", 5) == 0,
-	      "second create left \"%s\"", b);
+	CHECK(chfs_pread(fd, b, sizeof b, 0) == 5 && memcmp(b, "hello", 5) == 0, "second create left \"%s\"",
+	      b);
 	CHECK(chfs_close(fd) == 0, "close failed");
 	CHECK(chfs_create(p, O_WRONLY | O_EXCL, 0644) < 0 && errno == EEXIST,
 	      "O_EXCL create of an existing file did not fail with EEXIST");
@@ -172,7 +172,7 @@ static int rename_while_writing(const char *dir)
 		      to, n, sizeof mib2);
 		fd = chfs_open(to, O_RDONLY);
 		CHECK(fd >= 0 && chfs_pread(fd, back, sizeof back, 0) == (ssize_t)sizeof back &&
-		          memcmp(back, mib2, sizeof back) == 0 && chfs_close(fd) == 0,
+		              memcmp(back, mib2, sizeof back) == 0 && chfs_close(fd) == 0,
 		      "%s does not read back what was written", to);
 		CHECK(size_of(from) < 0 && errno == ENOENT, "%s came back after the rename", from);
 	}
@@ -194,8 +194,7 @@ static int ftruncate_after_rename(const char *dir)
 	char from[4096], to[4096], cmd[9000];
 	snprintf(from, sizeof from, "%s/t", dir);
 	int fd = chfs_create(from, O_RDWR | O_TRUNC, 0644);
-	CHECK(fd >= 0 && chfs_pwrite(fd, "0123456789", 10, 0) == 10 && chfs_fsync(fd) == 0,
-	      "write failed");
+	CHECK(fd >= 0 && chfs_pwrite(fd, "0123456789", 10, 0) == 10 && chfs_fsync(fd) == 0, "write failed");
 	for (int k = 0; k < 8; k++) { /* same-owner and cross-owner renames */
 		snprintf(to, sizeof to, "%s/t%d", dir, k);
 		snprintf(cmd, sizeof cmd, "chfs-io rename %s %s", from, to);
@@ -227,9 +226,12 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		int (*fn)(const char *);
-	} cases[] = {{"recreate-dirty", recreate_dirty}, {"create-keeps", create_keeps},
-	             {"open-any-mode", open_any_mode}, {"missing-parents", missing_parents},
-	             {"posix-create", posix_create}, {"rename-while-writing", rename_while_writing},
+	} cases[] = {{"recreate-dirty", recreate_dirty},
+	             {"create-keeps", create_keeps},
+	             {"open-any-mode", open_any_mode},
+	             {"missing-parents", missing_parents},
+	             {"posix-create", posix_create},
+	             {"rename-while-writing", rename_while_writing},
 	             {"ftruncate-after-rename", ftruncate_after_rename}};
 	int rc = 2;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

@@ -84,8 +84,7 @@ static void *smallstack_main(void *arg)
 	if (chfs_stat(a, &sb) < 0 || chfs_chmod(a, 0600) < 0 || chfs_utimens(a, ts) < 0 ||
 	    chfs_truncate(a, 100) < 0 || chfs_access(a, R_OK) < 0)
 		die("stat/chmod/utimens/truncate/access", a);
-	if ((fd = chfs_open(a, O_RDONLY)) < 0 || chfs_read(fd, buf, sizeof buf) != 100 ||
-	    chfs_close(fd) < 0)
+	if ((fd = chfs_open(a, O_RDONLY)) < 0 || chfs_read(fd, buf, sizeof buf) != 100 || chfs_close(fd) < 0)
 		die("open/read", a);
 	if (chfs_symlink("f", c) < 0 || chfs_readlink(c, buf, sizeof buf) != 1 || chfs_lstat(c, &sb) < 0)
 		die("symlink/readlink/lstat", c);
@@ -249,7 +248,8 @@ static void *attr_stat(void *arg)
 		if (rc == 0)
 			last = sb.st_size;
 		if (!ok && atomic_fetch_add(&nbad, 1) < 5)
-			fprintf(stderr, "stat: rc %d mode %o size %lld (max %lld) atime %ld.%09ld mtime %ld.%09ld\n",
+			fprintf(stderr,
+			        "stat: rc %d mode %o size %lld (max %lld) atime %ld.%09ld mtime %ld.%09ld\n",
 			        rc, sb.st_mode, (long long)sb.st_size, max, (long)sb.st_atim.tv_sec,
 			        sb.st_atim.tv_nsec, (long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
 		atomic_fetch_add(&nstats, 1);

@@ -104,7 +104,9 @@ int main(int argc, char **argv)
 				/* rank 0's first transfer lands before any other rank creates */
 				if (rank == 0) {
 					fill(buf, xfer, rank, xfer_off(shared, rank, block, xfer, 0, 0));
-					if (chfs_pwrite(fd, buf, xfer, (off_t)xfer_off(shared, rank, block, xfer, 0, 0)) != (ssize_t)xfer)
+					if (chfs_pwrite(fd, buf, xfer,
+					                (off_t)xfer_off(shared, rank, block, xfer, 0, 0)) !=
+					    (ssize_t)xfer)
 						fail("chfs_pwrite", wpath);
 				}
 				MPI_Barrier(MPI_COMM_WORLD);

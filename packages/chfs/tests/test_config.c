@@ -9,10 +9,7 @@
 #include <string.h>
 #include <syslog.h>
 
-static int load(struct chfs_config *c, char *err)
-{
-	return chfs_config_load(c, err, 512);
-}
+static int load(struct chfs_config *c, char *err) { return chfs_config_load(c, err, 512); }
 
 static void bad(const char *var, const char *val)
 {
@@ -28,10 +25,11 @@ int main(void)
 {
 	struct chfs_config c;
 	char err[512];
-	static const char *vars[] = {"CHFS_SERVER", "CHFS_CHUNK_SIZE", "CHFS_PLACEMENT",
-	                             "CHFS_ASYNC_ACCESS", "CHFS_BUF_SIZE", "CHFS_RDMA_THRESH",
+	static const char *vars[] = {"CHFS_SERVER",           "CHFS_CHUNK_SIZE",
+	                             "CHFS_PLACEMENT",        "CHFS_ASYNC_ACCESS",
+	                             "CHFS_BUF_SIZE",         "CHFS_RDMA_THRESH",
 	                             "CHFS_RPC_TIMEOUT_MSEC", "CHFS_NODE_LIST_CACHE_TIMEOUT",
-	                             "CHFS_LOG_PRIORITY", "CHFS_SECRET_FILE"};
+	                             "CHFS_LOG_PRIORITY",     "CHFS_SECRET_FILE"};
 	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
 		unsetenv(vars[i]);
 	setenv("HOME", "/home/u", 1);

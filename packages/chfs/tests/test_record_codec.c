@@ -20,9 +20,8 @@ static int md_equal(const struct chfs_md *a, const struct chfs_md *b)
 {
 	return a->mode == b->mode && a->uid == b->uid && a->gid == b->gid && a->flags == b->flags &&
 	       a->chunk_size == b->chunk_size && a->pkey == b->pkey && a->size == b->size &&
-	       a->fileid == b->fileid && a->atime_ns == b->atime_ns &&
-	       a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns &&
-	       strcmp(a->link, b->link) == 0 && strcmp(a->home, b->home) == 0;
+	       a->fileid == b->fileid && a->atime_ns == b->atime_ns && a->mtime_ns == b->mtime_ns &&
+	       a->ctime_ns == b->ctime_ns && strcmp(a->link, b->link) == 0 && strcmp(a->home, b->home) == 0;
 }
 
 /* Every field distinct and using its high bits, so a swapped or narrowed field shows. */
@@ -56,8 +55,7 @@ static size_t encode(const struct chfs_md *m)
 
 static void test_round_trip(void)
 {
-	size_t lens[][2] = {{0, 0}, {1, 0}, {0, 1}, {17, 23},
-	                    {CHFS_PATH_MAX - 1, WIRE_ADDR_MAX - 1}};
+	size_t lens[][2] = {{0, 0}, {1, 0}, {0, 1}, {17, 23}, {CHFS_PATH_MAX - 1, WIRE_ADDR_MAX - 1}};
 	for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
 		fill(&in, lens[k][0], lens[k][1]);
 		size_t len = encode(&in);

@@ -63,18 +63,22 @@ int main(void)
 		double load = max / ((double)NKEYS / n), ideal = (double)NKEYS / (n + 1);
 		double move = moved / ideal;
 		if (load > 1.15 || wrong || move < 0.75 || move > 1.25)
-			fprintf(stderr, "n=%u: max/mean %.3f, %u moved (ideal %.0f), %u between old servers\n",
-			        n, load, moved, ideal, wrong);
+			fprintf(stderr,
+			        "n=%u: max/mean %.3f, %u moved (ideal %.0f), %u between old servers\n", n,
+			        load, moved, ideal, wrong);
 		CHECK(load <= 1.15);
 		CHECK_EQ(wrong, 0u);
 		CHECK(move >= 0.75 && move <= 1.25);
 		worst_load = load > worst_load ? load : worst_load;
-		worst_move = abs((int)(move * 1000) - 1000) / 1000.0 > worst_move ? abs((int)(move * 1000) - 1000) / 1000.0 : worst_move;
+		worst_move = abs((int)(move * 1000) - 1000) / 1000.0 > worst_move
+		                     ? abs((int)(move * 1000) - 1000) / 1000.0
+		                     : worst_move;
 		ring_free(r);
 		ring_free(r2);
 	}
 	printf("ring, 64 vnodes, 1..64 servers, %d keys: worst max/mean load %.3f, worst deviation of "
-	       "moved keys from 1/(n+1) %.1f%%\n", NKEYS, worst_load, worst_move * 100);
+	       "moved keys from 1/(n+1) %.1f%%\n",
+	       NKEYS, worst_load, worst_move * 100);
 
 	/* Stable identity: the same ids with new addresses give the same owners (by id). */
 	char la[512], lb[512];
@@ -111,8 +115,8 @@ int main(void)
 	CHECK_EQ(ring_build(idp, 2, 0, &bad), -EINVAL);
 	CHECK_EQ(ring_build(idp, 0, 64, &bad), -EINVAL);
 	CHECK_EQ(ring_build(idp, 2, RING_VNODES_MAX + 1, &bad), -EINVAL);
-	CHECK(wire_list_parse("tcp://10.0.0.1:1", 16, ma, 3) < 0);      /* no id */
-	CHECK(wire_list_parse("xyz=tcp://10.0.0.1:1", 20, ma, 3) < 0);  /* id not 32 hex */
+	CHECK(wire_list_parse("tcp://10.0.0.1:1", 16, ma, 3) < 0);     /* no id */
+	CHECK(wire_list_parse("xyz=tcp://10.0.0.1:1", 20, ma, 3) < 0); /* id not 32 hex */
 	snprintf(la, sizeof la, "%s=tcp://a:1,%s=tcp://b:1", ids[0], ids[0]);
 	CHECK(wire_list_parse(la, strlen(la), ma, 3) < 0); /* duplicate id */
 	free(owner);

@@ -20,9 +20,8 @@ static int same_md(const struct chfs_md *a, const struct chfs_md *b)
 {
 	return a->mode == b->mode && a->uid == b->uid && a->gid == b->gid && a->flags == b->flags &&
 	       a->chunk_size == b->chunk_size && a->pkey == b->pkey && a->size == b->size &&
-	       a->fileid == b->fileid && a->atime_ns == b->atime_ns &&
-	       a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns &&
-	       strcmp(a->link, b->link) == 0 && strcmp(a->home, b->home) == 0;
+	       a->fileid == b->fileid && a->atime_ns == b->atime_ns && a->mtime_ns == b->mtime_ns &&
+	       a->ctime_ns == b->ctime_ns && strcmp(a->link, b->link) == 0 && strcmp(a->home, b->home) == 0;
 }
 
 static struct chfs_md file_md(uint64_t id)

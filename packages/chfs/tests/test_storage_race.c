@@ -38,8 +38,8 @@ static int64_t now_ns(void)
 static int stamp(const char *path, uint64_t id, int64_t k)
 {
 	struct chfs_md out;
-	return st_setattr(st, path, id, WIRE_SET_MODE | WIRE_SET_ATIME | WIRE_SET_MTIME,
-	                  (uint32_t)(k & 0777), k * 3, k * 3 + 1, 0, &out);
+	return st_setattr(st, path, id, WIRE_SET_MODE | WIRE_SET_ATIME | WIRE_SET_MTIME, (uint32_t)(k & 0777),
+	                  k * 3, k * 3 + 1, 0, &out);
 }
 
 static void *writer(void *arg)
@@ -68,8 +68,9 @@ static void *reader(void *arg)
 			    (i == 0 && (md.fileid != file_id || !S_ISREG(md.mode))) ||
 			    (i == 1 && !S_ISDIR(md.mode))) {
 				if (atomic_fetch_add(&bad, 1) < 5)
-					fprintf(stderr, "%s: rc %d mode %o atime %lld mtime %lld\n", i ? "d" : "f",
-					        rc, md.mode, (long long)md.atime_ns, (long long)md.mtime_ns);
+					fprintf(stderr, "%s: rc %d mode %o atime %lld mtime %lld\n",
+					        i ? "d" : "f", rc, md.mode, (long long)md.atime_ns,
+					        (long long)md.mtime_ns);
 			}
 			atomic_fetch_add(&lookups, 1);
 		}

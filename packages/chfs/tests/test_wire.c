@@ -15,8 +15,11 @@ static struct wire_req req; /* large: keep off the stack */
 
 static size_t finish(struct wenc *e, unsigned op)
 {
-	struct wire_hdr h = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .op = (uint16_t)op,
-	                     .reqid = 7, .body_len = (uint32_t)(e->len - WIRE_HDR_LEN)};
+	struct wire_hdr h = {.magic = WIRE_MAGIC,
+	                     .version = WIRE_VERSION,
+	                     .op = (uint16_t)op,
+	                     .reqid = 7,
+	                     .body_len = (uint32_t)(e->len - WIRE_HDR_LEN)};
 	memset(h.secret, 0xab, sizeof h.secret);
 	wire_hdr_put(e->p, &h);
 	return e->len;
@@ -67,8 +70,16 @@ int main(void)
 	size_t n;
 
 	/* A valid CREATE round-trips every metadata field. */
-	struct chfs_md md = {.mode = 0100644, .uid = 1, .gid = 2, .flags = MD_LOCAL, .chunk_size = 4096,
-	                     .pkey = 3, .size = 10, .fileid = 99, .atime_ns = -5, .mtime_ns = 6,
+	struct chfs_md md = {.mode = 0100644,
+	                     .uid = 1,
+	                     .gid = 2,
+	                     .flags = MD_LOCAL,
+	                     .chunk_size = 4096,
+	                     .pkey = 3,
+	                     .size = 10,
+	                     .fileid = 99,
+	                     .atime_ns = -5,
+	                     .mtime_ns = 6,
 	                     .ctime_ns = 7};
 	strcpy(md.home, "tcp://127.0.0.1:5");
 	strcpy(md.link, "some/target");
@@ -142,7 +153,8 @@ int main(void)
 	memset(longp, 'a', sizeof longp);
 	CHECK(wire_decode_req(buf, make_path_op(buf, sizeof buf, WOP_STAT, longp, sizeof longp), &req) != 0);
 	memset(longp, 'a', 300);
-	CHECK_EQ(wire_decode_req(buf, make_path_op(buf, sizeof buf, WOP_STAT, longp, 300), &req), -ENAMETOOLONG);
+	CHECK_EQ(wire_decode_req(buf, make_path_op(buf, sizeof buf, WOP_STAT, longp, 300), &req),
+	         -ENAMETOOLONG);
 	CHECK_EQ(wire_decode_req(buf, make_path_op(buf, sizeof buf, WOP_STAT, "ok/name", 7), &req), 0);
 
 	/* WRITE: inline data must match the segments; RMA ranges must lie inside the descriptor. */

@@ -57,7 +57,8 @@ static int x_open_write(const char *p, mode_t mode, struct end *e)
 {
 	e->chfs = is_chfs(p);
 	if (e->chfs)
-		e->fd = chfs_create_chunk_size(cpath(p), O_WRONLY | O_TRUNC | (local_place ? CHFS_O_LOCAL : 0), mode, chunk);
+		e->fd = chfs_create_chunk_size(
+		        cpath(p), O_WRONLY | O_TRUNC | (local_place ? CHFS_O_LOCAL : 0), mode, chunk);
 	else
 		e->fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
 	return e->fd;
@@ -87,8 +88,8 @@ static void show_progress(int final)
 	if (!progress || (!final && t - t_last < 1.0))
 		return;
 	t_last = t;
-	fprintf(stderr, "\rchcp: %llu files, %.1f MiB, %.1f MiB/s%s", total_files,
-	        total_bytes / 1048576.0, total_bytes / 1048576.0 / (t - t_start + 1e-9), final ? "\n" : "");
+	fprintf(stderr, "\rchcp: %llu files, %.1f MiB, %.1f MiB/s%s", total_files, total_bytes / 1048576.0,
+	        total_bytes / 1048576.0 / (t - t_start + 1e-9), final ? "\n" : "");
 }
 
 static int copy_file(const char *src, const char *dst, mode_t mode)

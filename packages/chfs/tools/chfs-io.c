@@ -42,8 +42,7 @@ static void usage(FILE *f)
 static int fail(void)
 {
 	int e = errno;
-	fprintf(stderr, "chfs-io: %s %s: %s (%s)\n", op, arg1 ? arg1 : "", strerrorname_np(e),
-	        strerror(e));
+	fprintf(stderr, "chfs-io: %s %s: %s (%s)\n", op, arg1 ? arg1 : "", strerrorname_np(e), strerror(e));
 	return 1;
 }
 
@@ -84,7 +83,8 @@ int main(int argc, char **argv)
 			rc = fail();
 	} else if (!strcmp(op, "put") && argc >= 4) {
 		off_t off = atoll(argv[3]);
-		int fd = argc > 4 ? chfs_create(argv[2], O_WRONLY | O_TRUNC, 0644) : chfs_open(argv[2], O_WRONLY);
+		int fd = argc > 4 ? chfs_create(argv[2], O_WRONLY | O_TRUNC, 0644)
+		                  : chfs_open(argv[2], O_WRONLY);
 		if (fd < 0)
 			return fail();
 		ssize_t n;
@@ -121,8 +121,8 @@ int main(int argc, char **argv)
 		struct stat st;
 		if ((op[0] == 's' ? chfs_stat(argv[2], &st) : chfs_lstat(argv[2], &st)) < 0)
 			return fail();
-		printf("%o %lld %lu %lld\n", st.st_mode, (long long)st.st_size,
-		       (unsigned long)st.st_nlink, (long long)st.st_mtim.tv_sec);
+		printf("%o %lld %lu %lld\n", st.st_mode, (long long)st.st_size, (unsigned long)st.st_nlink,
+		       (long long)st.st_mtim.tv_sec);
 	} else if (!strcmp(op, "truncate") && argc >= 4) {
 		if (chfs_truncate(argv[2], atoll(argv[3])) < 0)
 			rc = fail();

@@ -124,7 +124,8 @@ int main(int argc, char **argv)
 		return rc ? 1 : 0;
 	}
 	int i = 0;
-	for (char *sv, *e = strtok_r(l.list, ",", &sv); e && (max < 0 || i < max); e = strtok_r(NULL, ",", &sv), i++) {
+	for (char *sv, *e = strtok_r(l.list, ",", &sv); e && (max < 0 || i < max);
+	     e = strtok_r(NULL, ",", &sv), i++) {
 		const char *a = e + WIRE_ID_LEN + 1;
 		e[WIRE_ID_LEN] = '\0';
 		if (csv)

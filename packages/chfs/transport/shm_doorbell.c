@@ -125,8 +125,7 @@ struct shm_doorbell *shm_doorbell_create(const char *name, const char *epname)
 		pid_t pid = old->owner_pid;
 		snprintf(ep, sizeof ep, "%.*s", (int)sizeof ep - 1, old->epname);
 		shm_doorbell_unmap(old);
-		if (ep[0] && strcmp(ep, epname) != 0 && pid > 0 && kill(pid, 0) != 0 &&
-		    errno == ESRCH)
+		if (ep[0] && strcmp(ep, epname) != 0 && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
 			region_remove(dfd, ep, 0);
 	}
 	if (dfd >= 0)
@@ -213,10 +212,7 @@ unsigned long shm_doorbell_ident(const char *name)
 	return stat(path, &st) == 0 ? (unsigned long)st.st_ino : 0;
 }
 
-struct shm_doorbell *shm_doorbell_open(const char *name)
-{
-	return db_map(name, 0);
-}
+struct shm_doorbell *shm_doorbell_open(const char *name) { return db_map(name, 0); }
 
 void shm_doorbell_unmap(struct shm_doorbell *db)
 {

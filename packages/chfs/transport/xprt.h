@@ -74,17 +74,17 @@ const char *xprt_peer_addr(const xprt_peer_t *p);
 int xprt_call(xprt_t *x, xprt_peer_t *p, const void *req, size_t reqlen, void *rep, size_t repcap,
               size_t *replen, int timeout_ms);
 /* Asynchronous form: start, then wait (exactly once) for each started call. */
-int xprt_call_start(xprt_t *x, xprt_peer_t *p, const void *req, size_t reqlen, void *rep,
-                    size_t repcap, int timeout_ms, xprt_call_t **out);
+int xprt_call_start(xprt_t *x, xprt_peer_t *p, const void *req, size_t reqlen, void *rep, size_t repcap,
+                    int timeout_ms, xprt_call_t **out);
 int xprt_call_wait(xprt_call_t *c, size_t *replen);
 
 /* Memory the peer may read (XPRT_MEM_REMOTE_READ) or write (XPRT_MEM_REMOTE_WRITE) by RMA. */
 #define XPRT_MEM_REMOTE_READ 1
 #define XPRT_MEM_REMOTE_WRITE 2
 struct xprt_rma_desc { /* travels inside a request, fixed 24 bytes, little endian on the wire */
-	uint64_t addr;   /* provider-specific base (virtual address or 0) */
-	uint64_t key;    /* remote key */
-	uint64_t len;    /* bytes exposed */
+	uint64_t addr; /* provider-specific base (virtual address or 0) */
+	uint64_t key;  /* remote key */
+	uint64_t len;  /* bytes exposed */
 };
 int xprt_mem_register(xprt_t *x, void *buf, size_t len, int access, xprt_mem_t **mr,
                       struct xprt_rma_desc *desc);
@@ -112,10 +112,9 @@ const char *xprt_req_peer_addr(const xprt_req_t *r);
  * touch `local`: hand that buffer (from malloc) to xprt_rma_retire() and never use it again. */
 #define XPRT_RMA_CHUNK ((size_t)1 << 20)
 #define XPRT_RMA_STALL_MS 10000
-int xprt_rma_read(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local,
-                  size_t len);
-int xprt_rma_write(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off,
-                   const void *local, size_t len);
+int xprt_rma_read(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local, size_t len);
+int xprt_rma_write(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, const void *local,
+                   size_t len);
 /* Give up the malloc'd buffer of a failed xprt_rma_read/write of request r (before replying): it
  * is freed once no operation of r can touch it any more (at once if none is left). */
 void xprt_rma_retire(xprt_req_t *r, void *buf);

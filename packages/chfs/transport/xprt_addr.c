@@ -26,11 +26,20 @@ static const struct {
 	const char *spelling;
 	enum xprt_kind kind;
 } proto_names[] = {
-	{"tcp", XPRT_TCP},          {"ofi+tcp", XPRT_TCP},       {"tcp;ofi_rxm", XPRT_TCP},
-	{"ofi+tcp;ofi_rxm", XPRT_TCP}, {"ofi+sockets", XPRT_SOCKETS}, {"sockets", XPRT_SOCKETS},
-	{"shm", XPRT_SHM},          {"sm", XPRT_SHM},            {"na+sm", XPRT_SHM},
-	{"ofi+shm", XPRT_SHM},      {"verbs", XPRT_VERBS},       {"ofi+verbs", XPRT_VERBS},
-	{"verbs;ofi_rxm", XPRT_VERBS}, {"ofi+verbs;ofi_rxm", XPRT_VERBS},
+        {"tcp", XPRT_TCP},
+        {"ofi+tcp", XPRT_TCP},
+        {"tcp;ofi_rxm", XPRT_TCP},
+        {"ofi+tcp;ofi_rxm", XPRT_TCP},
+        {"ofi+sockets", XPRT_SOCKETS},
+        {"sockets", XPRT_SOCKETS},
+        {"shm", XPRT_SHM},
+        {"sm", XPRT_SHM},
+        {"na+sm", XPRT_SHM},
+        {"ofi+shm", XPRT_SHM},
+        {"verbs", XPRT_VERBS},
+        {"ofi+verbs", XPRT_VERBS},
+        {"verbs;ofi_rxm", XPRT_VERBS},
+        {"ofi+verbs;ofi_rxm", XPRT_VERBS},
 };
 
 int xprt_parse_proto(const char *proto, enum xprt_kind *kind)
@@ -219,10 +228,7 @@ int xprt_connect(xprt_t *x, const char *addr, xprt_peer_t **out)
 	return xprt_peer_by_raw(x, &sin, sizeof sin, out);
 }
 
-const char *xprt_peer_addr(const xprt_peer_t *p)
-{
-	return p->addr;
-}
+const char *xprt_peer_addr(const xprt_peer_t *p) { return p->addr; }
 
 int xprt_self_addr(const xprt_t *x, char *buf, size_t size)
 {
@@ -233,7 +239,4 @@ int xprt_self_addr(const xprt_t *x, char *buf, size_t size)
 	return 0;
 }
 
-const char *xprt_proto(const xprt_t *x)
-{
-	return x->proto;
-}
+const char *xprt_proto(const xprt_t *x) { return x->proto; }

@@ -66,9 +66,8 @@ int xprt_get_hdr(const void *buf, size_t len, struct xprt_hdr *h)
 	return 0;
 }
 
-int xprt_send_msg(xprt_t *x, xprt_peer_t *p, int kind, uint64_t id, const void *addr,
-                  size_t addrlen, const void *body, size_t bodylen,
-                  const struct timespec *deadline)
+int xprt_send_msg(xprt_t *x, xprt_peer_t *p, int kind, uint64_t id, const void *addr, size_t addrlen,
+                  const void *body, size_t bodylen, const struct timespec *deadline)
 {
 	if (bodylen > XPRT_MAX_BODY)
 		return -EMSGSIZE;
@@ -106,7 +105,7 @@ int xprt_send_msg(xprt_t *x, xprt_peer_t *p, int kind, uint64_t id, const void *
 	}
 	for (unsigned spins = 0;; spins++) {
 		ssize_t rc = inject ? fi_inject(x->ep, msg, total, dest)
-				    : fi_send(x->ep, msg, total, NULL, dest, &s->op);
+		                    : fi_send(x->ep, msg, total, NULL, dest, &s->op);
 		if (rc == 0)
 			break;
 		if (rc != -FI_EAGAIN || xprt_past(deadline)) {
@@ -221,8 +220,8 @@ void xprt_call_deliver(xprt_t *x, uint64_t id, const void *body, size_t len, int
 	pthread_mutex_unlock(&x->call_mu);
 }
 
-static int call_begin(xprt_t *x, struct xprt_call *c, xprt_peer_t *p, const void *req,
-                      size_t reqlen, void *rep, size_t repcap, int timeout_ms)
+static int call_begin(xprt_t *x, struct xprt_call *c, xprt_peer_t *p, const void *req, size_t reqlen,
+                      void *rep, size_t repcap, int timeout_ms)
 {
 	if (!x || !p || (!req && reqlen) || (!rep && repcap))
 		return -EINVAL;
@@ -247,8 +246,8 @@ static int call_begin(xprt_t *x, struct xprt_call *c, xprt_peer_t *p, const void
 	call_insert(x, c);
 	pthread_mutex_unlock(&x->call_mu);
 	atomic_fetch_add(&x->st.calls, 1);
-	int rc = xprt_send_msg(x, p, XPRT_MSG_REQUEST, c->id, x->self_raw, x->self_rawlen, req,
-			       reqlen, &c->deadline);
+	int rc = xprt_send_msg(x, p, XPRT_MSG_REQUEST, c->id, x->self_raw, x->self_rawlen, req, reqlen,
+	                       &c->deadline);
 	if (rc < 0) {
 		pthread_mutex_lock(&x->call_mu);
 		if (call_remove(x, c->id)) {
@@ -268,8 +267,7 @@ static int call_finish(struct xprt_call *c, size_t *replen)
 	xprt_poll_before_wait(x, &c->done);
 	pthread_mutex_lock(&x->call_mu);
 	while (!c->done) {
-		if (pthread_cond_timedwait(&c->cv, &x->call_mu, &c->deadline) == ETIMEDOUT &&
-		    !c->done) {
+		if (pthread_cond_timedwait(&c->cv, &x->call_mu, &c->deadline) == ETIMEDOUT && !c->done) {
 			call_remove(x, c->id);
 			c->result = -ETIMEDOUT;
 			c->done = true;
@@ -296,8 +294,8 @@ int xprt_call(xprt_t *x, xprt_peer_t *p, const void *req, size_t reqlen, void *r
 	return call_finish(&c, replen);
 }
 
-int xprt_call_start(xprt_t *x, xprt_peer_t *p, const void *req, size_t reqlen, void *rep,
-                    size_t repcap, int timeout_ms, xprt_call_t **out)
+int xprt_call_start(xprt_t *x, xprt_peer_t *p, const void *req, size_t reqlen, void *rep, size_t repcap,
+                    int timeout_ms, xprt_call_t **out)
 {
 	if (!out)
 		return -EINVAL;

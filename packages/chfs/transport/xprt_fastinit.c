@@ -44,8 +44,8 @@ static uintptr_t dyn_ptr(const struct dl_phdr_info *info, ElfW(Addr) p)
 	return p < info->dlpi_addr ? info->dlpi_addr + p : p;
 }
 
-static void **find_slot(const struct dl_phdr_info *info, const ElfW(Rela) *rel, size_t n,
-                        const ElfW(Sym) *symtab, const char *strtab, const char *name)
+static void **find_slot(const struct dl_phdr_info *info, const ElfW(Rela) * rel, size_t n,
+                        const ElfW(Sym) * symtab, const char *strtab, const char *name)
 {
 	for (size_t i = 0; i < n; i++) {
 		unsigned long t = ELF64_R_TYPE(rel[i].r_info);

@@ -64,7 +64,7 @@ struct xprt_rbuf { /* one posted receive buffer */
 struct xprt_sendop { /* an in-flight send; owns its copy of the message */
 	struct xprt_op op;
 	struct xprt_sendop *prev, *next; /* x->sends, for cleanup at close */
-	uint64_t call_id;                 /* nonzero: a request of a call to fail on error */
+	uint64_t call_id;                /* nonzero: a request of a call to fail on error */
 	size_t len;
 	char data[];
 };
@@ -76,7 +76,7 @@ struct xprt_rmaop { /* an RMA a worker waits for; two references (worker, comple
 	pthread_cond_t cv;
 	atomic_bool done;
 	int err;
-	struct fid_mr *local_mr; /* only with FI_MR_LOCAL */
+	struct fid_mr *local_mr;    /* only with FI_MR_LOCAL */
 	struct xprt_rma_late *late; /* set when the worker gave up on it: freed with it */
 };
 
@@ -89,14 +89,14 @@ struct xprt_peer {
 	/* shm: the peer's wake-up word, NULL if unavailable. Loaded without a lock by senders; a
 	 * mapping replaced after a restart is retired (x->db_retired), never unmapped before close. */
 	struct shm_doorbell *_Atomic db;
-	unsigned long db_ident;       /* shm: which incarnation of the peer db belongs to */
-	atomic_bool stale;            /* shm: the peer restarted; resolve again before the next send */
+	unsigned long db_ident; /* shm: which incarnation of the peer db belongs to */
+	atomic_bool stale;      /* shm: the peer restarted; resolve again before the next send */
 	/* shm: a raw address with a "~tag" names one incarnation (requests carry those); one
 	 * without names "whoever serves this name now", resolved through the doorbell file to the
 	 * incarnation's endpoint name `ep`. A new incarnation gets a new AV entry (a name is never
 	 * inserted twice with different meanings); the old entry is retired, never fi_av_remove'd. */
 	bool pinned;
-	char ep[XPRT_ADDR_MAX];       /* shm: endpoint name fi_addr was inserted for ("" = none) */
+	char ep[XPRT_ADDR_MAX]; /* shm: endpoint name fi_addr was inserted for ("" = none) */
 };
 
 struct xprt_call {
@@ -121,7 +121,7 @@ struct xprt_req {
 	uint64_t id;
 	const char *body;
 	size_t bodylen;
-	struct xprt_rbuf *buf; /* owns body */
+	struct xprt_rbuf *buf;      /* owns body */
 	struct xprt_rma_late *late; /* RMA operations given up on but maybe still running */
 };
 
@@ -148,8 +148,8 @@ struct xprt {
 	bool progress_started;
 	atomic_bool stopping;
 	struct shm_doorbell *self_db; /* shm only */
-	char shm_name[80];     /* stable name: addresses, doorbell file */
-	char shm_epname[96];   /* this incarnation's libfabric endpoint name "<shm_name>~<tag>" */
+	char shm_name[80];            /* stable name: addresses, doorbell file */
+	char shm_epname[96];          /* this incarnation's libfabric endpoint name "<shm_name>~<tag>" */
 
 	/* peers, by raw address */
 	pthread_mutex_t peer_mu;
@@ -192,8 +192,8 @@ struct xprt {
 	atomic_uint_fast64_t next_key;
 
 	struct {
-		atomic_uint_fast64_t calls, requests, replies, rma_reads, rma_writes, rma_bytes,
-			timeouts, wakeups, refused, peers;
+		atomic_uint_fast64_t calls, requests, replies, rma_reads, rma_writes, rma_bytes, timeouts,
+		        wakeups, refused, peers;
 	} st;
 };
 
@@ -247,9 +247,8 @@ fi_addr_t xprt_peer_fi_addr(xprt_t *x, xprt_peer_t *p);
 int xprt_grow_bufs(xprt_t *x, int want);
 void xprt_call_deliver(xprt_t *x, uint64_t id, const void *body, size_t len, int err);
 /* Post a message (header already in place), retrying -FI_EAGAIN until the deadline. */
-int xprt_send_msg(xprt_t *x, xprt_peer_t *p, int kind, uint64_t id, const void *addr,
-                  size_t addrlen, const void *body, size_t bodylen,
-                  const struct timespec *deadline);
+int xprt_send_msg(xprt_t *x, xprt_peer_t *p, int kind, uint64_t id, const void *addr, size_t addrlen,
+                  const void *body, size_t bodylen, const struct timespec *deadline);
 void xprt_sends_free(xprt_t *x);
 struct xprt_hdr {
 	int kind;

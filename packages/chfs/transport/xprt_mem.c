@@ -19,8 +19,7 @@ struct xprt_mem {
 int xprt_mem_register(xprt_t *x, void *buf, size_t len, int access, xprt_mem_t **mrp,
                       struct xprt_rma_desc *desc)
 {
-	if (!x || !buf || !len || !mrp || !desc ||
-	    !(access & (XPRT_MEM_REMOTE_READ | XPRT_MEM_REMOTE_WRITE)))
+	if (!x || !buf || !len || !mrp || !desc || !(access & (XPRT_MEM_REMOTE_READ | XPRT_MEM_REMOTE_WRITE)))
 		return -EINVAL;
 	xprt_mem_t *m = calloc(1, sizeof *m);
 	if (!m)
@@ -30,8 +29,7 @@ int xprt_mem_register(xprt_t *x, void *buf, size_t len, int access, xprt_mem_t *
 		acc |= FI_REMOTE_READ;
 	if (access & XPRT_MEM_REMOTE_WRITE)
 		acc |= FI_REMOTE_WRITE;
-	int rc = fi_mr_reg(x->domain, buf, len, acc, 0, atomic_fetch_add(&x->next_key, 1), 0, &m->mr,
-			   NULL);
+	int rc = fi_mr_reg(x->domain, buf, len, acc, 0, atomic_fetch_add(&x->next_key, 1), 0, &m->mr, NULL);
 	if (!rc && (x->mr_mode & FI_MR_ENDPOINT)) {
 		rc = fi_mr_bind(m->mr, &x->ep->fid, 0);
 		if (!rc)

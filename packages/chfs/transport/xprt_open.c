@@ -79,7 +79,8 @@ static int resolve_listen(const char *spec, char *node, size_t nsize, char *serv
 		for (i = ifs; i; i = i->ifa_next)
 			if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
 			    strcmp(i->ifa_name, host) == 0) {
-				inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, node, nsize);
+				inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, node,
+				          nsize);
 				freeifaddrs(ifs);
 				return 0;
 			}
@@ -110,8 +111,7 @@ static int get_info(xprt_t *x, const struct xprt_opts *o, char *shm_name, size_t
 	if (!hints)
 		return -ENOMEM;
 	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ |
-		      FI_REMOTE_WRITE;
+	hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	hints->domain_attr->threading = FI_THREAD_SAFE;
@@ -130,7 +130,7 @@ static int get_info(xprt_t *x, const struct xprt_opts *o, char *shm_name, size_t
 		flags = FI_SOURCE;
 	} else if (o->is_server || (o->host && *o->host)) {
 		rc = resolve_listen(o->host ? o->host : "127.0.0.1", node, sizeof node, service,
-				    sizeof service);
+		                    sizeof service);
 		if (rc < 0)
 			goto out;
 		n = node;
@@ -166,9 +166,9 @@ static int open_endpoint(xprt_t *x)
 	if (rc)
 		return xprt_fi_err(rc);
 	struct fi_cq_attr cqa = {
-		.format = FI_CQ_FORMAT_TAGGED,
-		.wait_obj = x->kind == XPRT_SHM ? FI_WAIT_NONE : FI_WAIT_UNSPEC,
-		.size = 4096,
+	        .format = FI_CQ_FORMAT_TAGGED,
+	        .wait_obj = x->kind == XPRT_SHM ? FI_WAIT_NONE : FI_WAIT_UNSPEC,
+	        .size = 4096,
 	};
 	struct fi_av_attr ava = {.type = FI_AV_TABLE};
 	rc = fi_cq_open(x->domain, &cqa, &x->cq, NULL);

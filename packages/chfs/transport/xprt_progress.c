@@ -102,12 +102,8 @@ static void handle_ok(xprt_t *x, const struct fi_cq_tagged_entry *e)
 		}
 		break;
 	}
-	case XPRT_OP_SEND:
-		sendop_free(x, (struct xprt_sendop *)op);
-		break;
-	case XPRT_OP_RMA:
-		xprt_rma_complete((struct xprt_rmaop *)op, 0);
-		break;
+	case XPRT_OP_SEND: sendop_free(x, (struct xprt_sendop *)op); break;
+	case XPRT_OP_RMA: xprt_rma_complete((struct xprt_rmaop *)op, 0); break;
 	}
 }
 
@@ -135,9 +131,7 @@ static void handle_err(xprt_t *x)
 		sendop_free(x, s);
 		break;
 	}
-	case XPRT_OP_RMA:
-		xprt_rma_complete((struct xprt_rmaop *)op, e);
-		break;
+	case XPRT_OP_RMA: xprt_rma_complete((struct xprt_rmaop *)op, e); break;
 	}
 }
 
@@ -146,7 +140,7 @@ int xprt_poll_cq(xprt_t *x, int timeout_ms)
 {
 	struct fi_cq_tagged_entry ents[CQ_BATCH];
 	ssize_t n = timeout_ms >= 0 ? fi_cq_sread(x->cq, ents, CQ_BATCH, NULL, timeout_ms)
-				    : fi_cq_read(x->cq, ents, CQ_BATCH);
+	                            : fi_cq_read(x->cq, ents, CQ_BATCH);
 	if (n > 0) {
 		for (ssize_t i = 0; i < n; i++)
 			handle_ok(x, &ents[i]);

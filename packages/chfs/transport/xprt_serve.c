@@ -70,8 +70,8 @@ void xprt_enqueue_request(xprt_t *x, struct xprt_rbuf *b, const struct xprt_hdr 
 			fprintf(stderr, "xprt: cannot repost a receive buffer\n");
 		return;
 	}
-	if (xprt_peer_by_raw(x, b->data + XPRT_HDR_SIZE, h->addrlen, &peer) < 0 ||
-	    !(r = malloc(sizeof *r)) || !(nb = rbuf_get())) {
+	if (xprt_peer_by_raw(x, b->data + XPRT_HDR_SIZE, h->addrlen, &peer) < 0 || !(r = malloc(sizeof *r)) ||
+	    !(nb = rbuf_get())) {
 		/* keep the receive posted; this request is dropped and its caller times out */
 		free(r);
 		if (xprt_post_recv(x, b) < 0)
@@ -205,10 +205,7 @@ const void *xprt_req_data(const xprt_req_t *r, size_t *len)
 	return r->body;
 }
 
-const char *xprt_req_peer_addr(const xprt_req_t *r)
-{
-	return r->peer->addr;
-}
+const char *xprt_req_peer_addr(const xprt_req_t *r) { return r->peer->addr; }
 
 int xprt_reply(xprt_req_t *r, const void *rep, size_t len)
 {
@@ -273,23 +270,22 @@ static void rmaop_abort(struct xprt_rmaop *op) /* never posted: only our referen
 }
 
 /* Post one chunk; retries -FI_EAGAIN (the provider's queue is full) until the deadline. */
-static int rma_post(xprt_req_t *r, fi_addr_t dest, struct xprt_rmaop *op, char *local,
-                    size_t len, uint64_t raddr, uint64_t key, bool is_read,
-                    const struct timespec *deadline)
+static int rma_post(xprt_req_t *r, fi_addr_t dest, struct xprt_rmaop *op, char *local, size_t len,
+                    uint64_t raddr, uint64_t key, bool is_read, const struct timespec *deadline)
 {
 	xprt_t *x = r->x;
 	void *desc = NULL;
 	ssize_t rc;
 	if (x->mr_mode & FI_MR_LOCAL) {
 		rc = fi_mr_reg(x->domain, local, len, is_read ? FI_READ : FI_WRITE, 0,
-			       atomic_fetch_add(&x->next_key, 1), 0, &op->local_mr, NULL);
+		               atomic_fetch_add(&x->next_key, 1), 0, &op->local_mr, NULL);
 		if (rc)
 			return xprt_fi_err((int)rc);
 		desc = fi_mr_desc(op->local_mr);
 	}
 	for (unsigned spins = 0;; spins++) {
 		rc = is_read ? fi_read(x->ep, local, len, desc, dest, raddr, key, &op->op)
-			     : fi_write(x->ep, local, len, desc, dest, raddr, key, &op->op);
+		             : fi_write(x->ep, local, len, desc, dest, raddr, key, &op->op);
 		if (rc == 0)
 			break;
 		if (rc != -FI_EAGAIN || xprt_past(deadline))
@@ -338,8 +334,8 @@ static void rma_detach(xprt_req_t *r, struct xprt_rmaop *op)
  * deadline is XPRT_RMA_STALL_MS after the last chunk that completed, so a slow but progressing
  * transfer of any size goes on and only a stalled one fails. */
 #define RMA_WINDOW 4
-static int rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local,
-               size_t len, bool is_read)
+static int rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local, size_t len,
+               bool is_read)
 {
 	if (!r || !remote || (!local && len) || off > remote->len || len > remote->len - off)
 		return -EINVAL;
@@ -360,8 +356,7 @@ static int rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, 
 			size_t k = len - posted > XPRT_RMA_CHUNK ? XPRT_RMA_CHUNK : len - posted;
 			struct xprt_rmaop *op = rmaop_new();
 			err = op ? rma_post(r, dest, op, (char *)local + posted, k,
-			                    remote->addr + off + posted, remote->key, is_read,
-			                    &deadline)
+			                    remote->addr + off + posted, remote->key, is_read, &deadline)
 			         : -ENOMEM;
 			if (err) {
 				if (op)
@@ -416,14 +411,13 @@ int xprt_transfer_timeout_ms(int base_ms, uint64_t bytes)
 	return t > INT_MAX ? INT_MAX : (int)t;
 }
 
-int xprt_rma_read(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local,
-                  size_t len)
+int xprt_rma_read(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local, size_t len)
 {
 	return rma(r, remote, off, local, len, true);
 }
 
-int xprt_rma_write(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off,
-                   const void *local, size_t len)
+int xprt_rma_write(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, const void *local,
+                   size_t len)
 {
 	return rma(r, remote, off, (void *)local, len, false);
 }

@@ -25,34 +25,32 @@
 #include <time.h>
 #include <unistd.h>
 
-struct chfuse_config chfuse_cfg = { .passthrough = true };
+struct chfuse_config chfuse_cfg = {.passthrough = true};
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-	        "usage: chfuse [options] MOUNTPOINT\n"
-	        "Mount the CHFS pool named by CHFS_SERVER (pool secret: CHFS_SECRET_FILE, default\n"
-	        "$HOME/.chfs/secret) at MOUNTPOINT. Files whose data is all on this node's server\n"
-	        "(CHFS_PLACEMENT=local or -o local) are handed to the kernel (FUSE passthrough):\n"
-	        "their reads, writes and mmaps bypass the daemon.\n"
-	        "\n"
-	        "  -f, --foreground     stay in the foreground\n"
-	        "  -d, --debug          print every FUSE request (implies -f)\n"
-	        "  -h, --help           this text\n"
-	        "  -V, --version        versions of chfuse, CHFS and libfuse\n"
-	        "  -o nopassthrough     serve every read and write through the daemon\n"
-	        "  -o local             create new files on this node's server (CHFS_O_LOCAL)\n"
-	        "  -o stats=FILE        write request counters to FILE at unmount and on SIGUSR1\n"
-	        "  -o OPT               any other option goes to libfuse (allow_other, max_threads=N,\n"
-	        "                       attr_timeout=S, ...)\n"
-	        "Unmount with: fusermount3 -u MOUNTPOINT\n");
+	fprintf(out, "usage: chfuse [options] MOUNTPOINT\n"
+	             "Mount the CHFS pool named by CHFS_SERVER (pool secret: CHFS_SECRET_FILE, default\n"
+	             "$HOME/.chfs/secret) at MOUNTPOINT. Files whose data is all on this node's server\n"
+	             "(CHFS_PLACEMENT=local or -o local) are handed to the kernel (FUSE passthrough):\n"
+	             "their reads, writes and mmaps bypass the daemon.\n"
+	             "\n"
+	             "  -f, --foreground     stay in the foreground\n"
+	             "  -d, --debug          print every FUSE request (implies -f)\n"
+	             "  -h, --help           this text\n"
+	             "  -V, --version        versions of chfuse, CHFS and libfuse\n"
+	             "  -o nopassthrough     serve every read and write through the daemon\n"
+	             "  -o local             create new files on this node's server (CHFS_O_LOCAL)\n"
+	             "  -o stats=FILE        write request counters to FILE at unmount and on SIGUSR1\n"
+	             "  -o OPT               any other option goes to libfuse (allow_other, max_threads=N,\n"
+	             "                       attr_timeout=S, ...)\n"
+	             "Unmount with: fusermount3 -u MOUNTPOINT\n");
 }
 
 /* Splits one -o argument: our options are taken out, the rest appended to fuse_opts. */
 static int parse_o(char *arg, char *fuse_opts, size_t cap)
 {
-	for (char *save = NULL, *opt = strtok_r(arg, ",", &save); opt;
-	     opt = strtok_r(NULL, ",", &save)) {
+	for (char *save = NULL, *opt = strtok_r(arg, ",", &save); opt; opt = strtok_r(NULL, ",", &save)) {
 		if (strcmp(opt, "nopassthrough") == 0) {
 			chfuse_cfg.passthrough = false;
 		} else if (strcmp(opt, "passthrough") == 0) {
@@ -204,11 +202,11 @@ static void leave_pool(int rc)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "debug", no_argument, NULL, 'd' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
+	        {"foreground", no_argument, NULL, 'f'},
+	        {"debug", no_argument, NULL, 'd'},
+	        {"help", no_argument, NULL, 'h'},
+	        {"version", no_argument, NULL, 'V'},
+	        {NULL, 0, NULL, 0},
 	};
 	char fuse_opts[4096] = "fsname=chfs,subtype=chfuse,default_permissions";
 	bool foreground = false, debug = false;
@@ -230,8 +228,9 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind != argc - 1) {
-		fprintf(stderr, "chfuse: %s\n", optind >= argc ? "missing MOUNTPOINT (try --help)"
-		                                                : "more than one MOUNTPOINT (try --help)");
+		fprintf(stderr, "chfuse: %s\n",
+		        optind >= argc ? "missing MOUNTPOINT (try --help)"
+		                       : "more than one MOUNTPOINT (try --help)");
 		return 2;
 	}
 	chfuse_cfg.mountpoint = argv[optind];

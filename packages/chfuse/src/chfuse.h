@@ -45,8 +45,7 @@ extern atomic_bool chfuse_passthrough_active;
 /* Registers (or shares, if already registered) the backing file at `path` with the kernel of
  * the FUSE session `session_fd`. Returns the entry and its kernel id in *backing_id, or NULL
  * with -errno in *err. */
-struct chfuse_backing *chfuse_backing_get(int session_fd, const char *path, int *backing_id,
-                                          int *err);
+struct chfuse_backing *chfuse_backing_get(int session_fd, const char *path, int *backing_id, int *err);
 /* The backing file's own descriptor (for fsync). */
 int chfuse_backing_fd(const struct chfuse_backing *b);
 /* Drops one reference; the last one unregisters the id and closes the file. */
@@ -56,11 +55,11 @@ const char *chfuse_backing_dir(void);
 
 /* ---- chfuse_stats.c ---- */
 enum chfuse_counter {
-	CHFUSE_READ,          /* READ requests served by the daemon */
-	CHFUSE_WRITE,         /* WRITE requests served by the daemon */
-	CHFUSE_OPEN,          /* OPEN + CREATE requests */
-	CHFUSE_PASSTHROUGH,   /* opens answered with a backing file */
-	CHFUSE_LOCAL_NOPT,    /* node-local files served through the daemon (passthrough off/failed) */
+	CHFUSE_READ,        /* READ requests served by the daemon */
+	CHFUSE_WRITE,       /* WRITE requests served by the daemon */
+	CHFUSE_OPEN,        /* OPEN + CREATE requests */
+	CHFUSE_PASSTHROUGH, /* opens answered with a backing file */
+	CHFUSE_LOCAL_NOPT,  /* node-local files served through the daemon (passthrough off/failed) */
 	CHFUSE_READ_BYTES,
 	CHFUSE_WRITE_BYTES,
 	CHFUSE_NCOUNTERS

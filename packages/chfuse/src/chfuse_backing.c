@@ -63,13 +63,9 @@ static void remember_dir(const char *path)
 	}
 }
 
-const char *chfuse_backing_dir(void)
-{
-	return backing_dir[0] ? backing_dir : NULL;
-}
+const char *chfuse_backing_dir(void) { return backing_dir[0] ? backing_dir : NULL; }
 
-struct chfuse_backing *chfuse_backing_get(int session_fd, const char *path, int *backing_id,
-                                          int *err)
+struct chfuse_backing *chfuse_backing_get(int session_fd, const char *path, int *backing_id, int *err)
 {
 	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	struct stat st;
@@ -89,7 +85,7 @@ struct chfuse_backing *chfuse_backing_get(int session_fd, const char *path, int 
 		b->refs++;
 		close(fd);
 	} else {
-		struct fuse_backing_map map = { .fd = fd };
+		struct fuse_backing_map map = {.fd = fd};
 		int id = ioctl(session_fd, FUSE_DEV_IOC_BACKING_OPEN, &map);
 		b = id > 0 ? calloc(1, sizeof *b) : NULL;
 		if (!b) {
@@ -102,8 +98,8 @@ struct chfuse_backing *chfuse_backing_get(int session_fd, const char *path, int 
 			close(fd);
 			return NULL;
 		}
-		*b = (struct chfuse_backing){ .next = entries, .dev = st.st_dev, .ino = st.st_ino,
-		                              .fd = fd, .id = id, .refs = 1 };
+		*b = (struct chfuse_backing){
+		        .next = entries, .dev = st.st_dev, .ino = st.st_ino, .fd = fd, .id = id, .refs = 1};
 		entries = b;
 	}
 	*backing_id = b->id;
@@ -111,10 +107,7 @@ struct chfuse_backing *chfuse_backing_get(int session_fd, const char *path, int 
 	return b;
 }
 
-int chfuse_backing_fd(const struct chfuse_backing *b)
-{
-	return b->fd;
-}
+int chfuse_backing_fd(const struct chfuse_backing *b) { return b->fd; }
 
 void chfuse_backing_put(int session_fd, struct chfuse_backing *b)
 {

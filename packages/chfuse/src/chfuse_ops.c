@@ -35,34 +35,28 @@ struct chfuse_file {
 	atomic_bool written;       /* written through the daemon since the last flush */
 };
 
-static inline int neg_errno(void)
-{
-	return errno ? -errno : -EIO;
-}
+static inline int neg_errno(void) { return errno ? -errno : -EIO; }
 
 static inline struct chfuse_file *file_of(struct fuse_file_info *fi)
 {
 	return (struct chfuse_file *)(uintptr_t)fi->fh;
 }
 
-static int session_fd(void)
-{
-	return fuse_session_fd(fuse_get_session(fuse_get_context()->fuse));
-}
+static int session_fd(void) { return fuse_session_fd(fuse_get_session(fuse_get_context()->fuse)); }
 
 static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
-	cfg->hard_remove = 1;     /* unlink really unlinks; no .fuse_hidden renames */
+	cfg->hard_remove = 1; /* unlink really unlinks; no .fuse_hidden renames */
 	cfg->nullpath_ok = 0;
 	cfg->use_ino = 0;
-	cfg->attr_timeout = 1.0;  /* other nodes change files: keep kernel caches short */
+	cfg->attr_timeout = 1.0; /* other nodes change files: keep kernel caches short */
 	cfg->entry_timeout = 1.0;
 	cfg->negative_timeout = 0.0;
 	if (chfuse_cfg.passthrough) {
 		if (conn->capable & FUSE_CAP_PASSTHROUGH) {
 			conn->want |= FUSE_CAP_PASSTHROUGH;
 			conn->want &= ~FUSE_CAP_WRITEBACK_CACHE; /* the kernel refuses both together */
-			conn->max_backing_stack_depth = 1;      /* backing dir may sit on overlayfs */
+			conn->max_backing_stack_depth = 1;       /* backing dir may sit on overlayfs */
 			atomic_store(&chfuse_passthrough_active, true);
 		} else {
 			fprintf(stderr, "chfuse: the kernel offers no FUSE passthrough (needs Linux >= 6.9 "
@@ -72,10 +66,7 @@ static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	return NULL;
 }
 
-static void op_destroy(void *private_data)
-{
-	chfuse_stats_dump();
-}
+static void op_destroy(void *private_data) { chfuse_stats_dump(); }
 
 static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
@@ -83,10 +74,7 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	return rc < 0 ? neg_errno() : 0;
 }
 
-static int op_access(const char *path, int mask)
-{
-	return chfs_access(path, mask) < 0 ? neg_errno() : 0;
-}
+static int op_access(const char *path, int mask) { return chfs_access(path, mask) < 0 ? neg_errno() : 0; }
 
 static int op_readlink(const char *path, char *buf, size_t size)
 {
@@ -99,20 +87,11 @@ static int op_readlink(const char *path, char *buf, size_t size)
 	return 0;
 }
 
-static int op_mkdir(const char *path, mode_t mode)
-{
-	return chfs_mkdir(path, mode) < 0 ? neg_errno() : 0;
-}
+static int op_mkdir(const char *path, mode_t mode) { return chfs_mkdir(path, mode) < 0 ? neg_errno() : 0; }
 
-static int op_unlink(const char *path)
-{
-	return chfs_unlink(path) < 0 ? neg_errno() : 0;
-}
+static int op_unlink(const char *path) { return chfs_unlink(path) < 0 ? neg_errno() : 0; }
 
-static int op_rmdir(const char *path)
-{
-	return chfs_rmdir(path) < 0 ? neg_errno() : 0;
-}
+static int op_rmdir(const char *path) { return chfs_rmdir(path) < 0 ? neg_errno() : 0; }
 
 static int op_symlink(const char *target, const char *path)
 {
@@ -150,8 +129,8 @@ static int op_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_inf
 
 /* Runs fn on the node-local backing file of `path` (fi's, if open with passthrough), if it
  * has one; returns fn's result, or 0 if the file is not node-local. */
-static int on_backing(const char *path, struct fuse_file_info *fi,
-                      int (*fn)(int fd, const void *arg), const void *arg)
+static int on_backing(const char *path, struct fuse_file_info *fi, int (*fn)(int fd, const void *arg),
+                      const void *arg)
 {
 	if (fi && file_of(fi)->bk)
 		return fn(chfuse_backing_fd(file_of(fi)->bk), arg);
@@ -176,10 +155,7 @@ static int truncate_fd(int fd, const void *arg)
 	return ftruncate(fd, *(const off_t *)arg) < 0 ? neg_errno() : 0;
 }
 
-static int utimens_fd(int fd, const void *arg)
-{
-	return futimens(fd, arg) < 0 ? neg_errno() : 0;
-}
+static int utimens_fd(int fd, const void *arg) { return futimens(fd, arg) < 0 ? neg_errno() : 0; }
 
 static int op_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 {
@@ -219,8 +195,10 @@ static int finish_open(const char *path, int fd, struct fuse_file_info *fi)
 				fi->backing_id = id;
 				chfuse_count(CHFUSE_PASSTHROUGH, 1);
 			} else {
-				fprintf(stderr, "chfuse: %s: passthrough to %s refused (%s); serving it "
-				                "through the daemon\n", path, backing, strerror(-err));
+				fprintf(stderr,
+				        "chfuse: %s: passthrough to %s refused (%s); serving it "
+				        "through the daemon\n",
+				        path, backing, strerror(-err));
 				fi->direct_io = 1; /* never mix cached I/O with another open's passthrough */
 				chfuse_count(CHFUSE_LOCAL_NOPT, 1);
 			}
@@ -253,8 +231,7 @@ static int op_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	return finish_open(path, fd, fi);
 }
 
-static int op_read(const char *path, char *buf, size_t size, off_t off,
-                   struct fuse_file_info *fi)
+static int op_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	chfuse_count(CHFUSE_READ, 1);
 	ssize_t n = chfs_pread(file_of(fi)->fd, buf, size, off);
@@ -264,8 +241,7 @@ static int op_read(const char *path, char *buf, size_t size, off_t off,
 	return (int)n;
 }
 
-static int op_write(const char *path, const char *buf, size_t size, off_t off,
-                    struct fuse_file_info *fi)
+static int op_write(const char *path, const char *buf, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	chfuse_count(CHFUSE_WRITE, 1);
 	struct chfuse_file *f = file_of(fi);
@@ -327,8 +303,7 @@ static int op_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
 	struct chfuse_file *f = file_of(fi);
 	/* FUSE passthrough forwards reads, writes and mmap, not fsync: sync the backing file. */
-	if (f->bk && (datasync ? fdatasync(chfuse_backing_fd(f->bk))
-	                       : fsync(chfuse_backing_fd(f->bk))) < 0)
+	if (f->bk && (datasync ? fdatasync(chfuse_backing_fd(f->bk)) : fsync(chfuse_backing_fd(f->bk))) < 0)
 		return neg_errno();
 	return chfs_fsync(f->fd) < 0 ? neg_errno() : 0;
 }
@@ -347,32 +322,32 @@ static int dir_fill_one(void *arg, const char *name, const struct stat *st, off_
 static int op_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t off,
                       struct fuse_file_info *fi, enum fuse_readdir_flags flags)
 {
-	struct dir_fill d = { buf, filler };
+	struct dir_fill d = {buf, filler};
 	return chfs_readdir(path, &d, dir_fill_one) < 0 ? neg_errno() : 0;
 }
 
 const struct fuse_operations chfuse_ops = {
-	.init = op_init,
-	.destroy = op_destroy,
-	.getattr = op_getattr,
-	.access = op_access,
-	.readlink = op_readlink,
-	.mkdir = op_mkdir,
-	.unlink = op_unlink,
-	.rmdir = op_rmdir,
-	.symlink = op_symlink,
-	.rename = op_rename,
-	.chmod = op_chmod,
-	.chown = op_chown,
-	.truncate = op_truncate,
-	.utimens = op_utimens,
-	.open = op_open,
-	.create = op_create,
-	.read = op_read,
-	.write = op_write,
-	.statfs = op_statfs,
-	.flush = op_flush,
-	.release = op_release,
-	.fsync = op_fsync,
-	.readdir = op_readdir,
+        .init = op_init,
+        .destroy = op_destroy,
+        .getattr = op_getattr,
+        .access = op_access,
+        .readlink = op_readlink,
+        .mkdir = op_mkdir,
+        .unlink = op_unlink,
+        .rmdir = op_rmdir,
+        .symlink = op_symlink,
+        .rename = op_rename,
+        .chmod = op_chmod,
+        .chown = op_chown,
+        .truncate = op_truncate,
+        .utimens = op_utimens,
+        .open = op_open,
+        .create = op_create,
+        .read = op_read,
+        .write = op_write,
+        .statfs = op_statfs,
+        .flush = op_flush,
+        .release = op_release,
+        .fsync = op_fsync,
+        .readdir = op_readdir,
 };

@@ -15,13 +15,13 @@
 
 static atomic_long counters[CHFUSE_NCOUNTERS];
 static const char *const counter_names[CHFUSE_NCOUNTERS] = {
-	[CHFUSE_READ] = "read_requests",
-	[CHFUSE_WRITE] = "write_requests",
-	[CHFUSE_OPEN] = "open_requests",
-	[CHFUSE_PASSTHROUGH] = "passthrough_opens",
-	[CHFUSE_LOCAL_NOPT] = "local_opens_without_passthrough",
-	[CHFUSE_READ_BYTES] = "read_bytes",
-	[CHFUSE_WRITE_BYTES] = "write_bytes",
+        [CHFUSE_READ] = "read_requests",
+        [CHFUSE_WRITE] = "write_requests",
+        [CHFUSE_OPEN] = "open_requests",
+        [CHFUSE_PASSTHROUGH] = "passthrough_opens",
+        [CHFUSE_LOCAL_NOPT] = "local_opens_without_passthrough",
+        [CHFUSE_READ_BYTES] = "read_bytes",
+        [CHFUSE_WRITE_BYTES] = "write_bytes",
 };
 static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
 

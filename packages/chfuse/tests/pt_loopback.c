@@ -75,7 +75,7 @@ static int stat_ino(fuse_ino_t ino, struct stat *st)
 
 static void reply_entry(fuse_req_t req, const char *name)
 {
-	struct fuse_entry_param e = { .attr_timeout = 1.0, .entry_timeout = 1.0 };
+	struct fuse_entry_param e = {.attr_timeout = 1.0, .entry_timeout = 1.0};
 	e.ino = ino_of(name);
 	int rc = e.ino ? stat_ino(e.ino, &e.attr) : -ENOSPC;
 	if (rc < 0)
@@ -104,8 +104,8 @@ static void pt_destroy(void *userdata)
 	if (!f)
 		return;
 	fprintf(f, "read_requests %ld\nwrite_requests %ld\nopen_requests %ld\npassthrough_opens %ld\n",
-	        atomic_load(&n_read),
-	        atomic_load(&n_write), atomic_load(&n_open), atomic_load(&n_passthrough));
+	        atomic_load(&n_read), atomic_load(&n_write), atomic_load(&n_open),
+	        atomic_load(&n_passthrough));
 	fclose(f);
 }
 
@@ -195,7 +195,7 @@ static void pt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		fuse_reply_err(req, errno);
 		return;
 	}
-	struct fuse_entry_param e = { .attr_timeout = 1.0, .entry_timeout = 1.0 };
+	struct fuse_entry_param e = {.attr_timeout = 1.0, .entry_timeout = 1.0};
 	e.ino = ino_of(name);
 	int rc = stat_ino(e.ino, &e.attr);
 	if (rc == 0)
@@ -216,8 +216,7 @@ static void pt_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-static void pt_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                    struct fuse_file_info *fi)
+static void pt_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	atomic_fetch_add(&n_read, 1);
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
@@ -239,16 +238,16 @@ static void pt_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t si
 }
 
 static const struct fuse_lowlevel_ops pt_ops = {
-	.init = pt_init,
-	.destroy = pt_destroy,
-	.lookup = pt_lookup,
-	.getattr = pt_getattr,
-	.setattr = pt_setattr,
-	.open = pt_open,
-	.create = pt_create,
-	.release = pt_release,
-	.read = pt_read,
-	.write = pt_write,
+        .init = pt_init,
+        .destroy = pt_destroy,
+        .lookup = pt_lookup,
+        .getattr = pt_getattr,
+        .setattr = pt_setattr,
+        .open = pt_open,
+        .create = pt_create,
+        .release = pt_release,
+        .read = pt_read,
+        .write = pt_write,
 };
 
 int main(int argc, char **argv)
@@ -263,7 +262,8 @@ int main(int argc, char **argv)
 			break;
 	}
 	if (argc - i != 3) {
-		fprintf(stderr, "usage: pt_loopback [--nopassthrough] [--debug] SRCDIR MOUNTPOINT STATSFILE\n");
+		fprintf(stderr,
+		        "usage: pt_loopback [--nopassthrough] [--debug] SRCDIR MOUNTPOINT STATSFILE\n");
 		return 2;
 	}
 	src_fd = open(argv[i], O_DIRECTORY | O_RDONLY);
@@ -272,7 +272,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	stats_path = argv[i + 2];
-	char *fargv[] = { argv[0], "-d", NULL };
+	char *fargv[] = {argv[0], "-d", NULL};
 	struct fuse_args args = FUSE_ARGS_INIT(debug ? 2 : 1, fargv);
 	struct fuse_session *se = fuse_session_new(&args, &pt_ops, sizeof(pt_ops), NULL);
 	if (!se) {

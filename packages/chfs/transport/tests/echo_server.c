@@ -51,9 +51,7 @@ static void handle(xprt_req_t *r, void *arg)
 	}
 	struct echo_rma_req q;
 	switch (b[0]) {
-	case 'E':
-		xprt_reply(r, b + 1, len - 1);
-		return;
+	case 'E': xprt_reply(r, b + 1, len - 1); return;
 	case 'T': {
 		struct xprt_stats st;
 		xprt_get_stats(arg, &st);
@@ -117,8 +115,7 @@ static void handle(xprt_req_t *r, void *arg)
 	xprt_reply(r, "?", 1);
 }
 
-pid_t echo_server_start(const char *proto, const char *host, unsigned nworkers, char *addr,
-                        size_t size)
+pid_t echo_server_start(const char *proto, const char *host, unsigned nworkers, char *addr, size_t size)
 {
 	int fds[2];
 	if (pipe(fds) != 0)
@@ -152,7 +149,7 @@ pid_t echo_server_start(const char *proto, const char *host, unsigned nworkers, 
 				struct xprt_stats st;
 				xprt_get_stats(x, &st);
 				fprintf(stderr, "echo server: %llu requests, %llu wakeups\n",
-					(unsigned long long)st.requests, (unsigned long long)st.wakeups);
+				        (unsigned long long)st.requests, (unsigned long long)st.wakeups);
 			}
 		}
 	}

@@ -31,8 +31,7 @@ struct echo_rma_req { /* body of 'R' and 'W' after the op byte */
 
 /* Start the server (listening on `host`, NULL = default); addr gets its address. Returns the
  * child's pid or -errno. */
-pid_t echo_server_start(const char *proto, const char *host, unsigned nworkers, char *addr,
-                        size_t size);
+pid_t echo_server_start(const char *proto, const char *host, unsigned nworkers, char *addr, size_t size);
 void echo_server_kill(pid_t pid);
 /* Remove what a SIGKILLed shm server named `name` left in /dev/shm. */
 void echo_server_remove_shm(const char *name);

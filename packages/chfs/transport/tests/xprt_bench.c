@@ -48,7 +48,7 @@ static void *run(void *arg)
 	struct echo_rma_req q = {.len = j->len, .seed = 0};
 	if (j->op == 'R' || j->op == 'W') {
 		if (xprt_mem_register(cx, buf, j->len, XPRT_MEM_REMOTE_READ | XPRT_MEM_REMOTE_WRITE, &mr,
-				      &q.desc) < 0) {
+		                      &q.desc) < 0) {
 			j->err = 1;
 			return NULL;
 		}
@@ -64,8 +64,8 @@ static void *run(void *arg)
 	while (now_s() < end) {
 		size_t got;
 		double t0 = now_s();
-		int rc = xprt_call(cx, srv, j->op == 'E' ? buf : (char *)req, reqlen, rep,
-				   j->len + 64, &got, 10000);
+		int rc = xprt_call(cx, srv, j->op == 'E' ? buf : (char *)req, reqlen, rep, j->len + 64, &got,
+		                   10000);
 		if (rc < 0) {
 			j->err = 1;
 			break;
@@ -113,8 +113,8 @@ static void measure(const char *what, char op, size_t len, int window)
 	qsort(all, (size_t)n, sizeof(float), cmp_float);
 	double med = n ? all[n / 2] : 0, p90 = n ? all[n * 9 / 10] : 0;
 	free(all);
-	printf("%-24s window %2d: median %8.1f us, p90 %8.1f us, %8.0f calls/s", what, window, med,
-	       p90, total / dt);
+	printf("%-24s window %2d: median %8.1f us, p90 %8.1f us, %8.0f calls/s", what, window, med, p90,
+	       total / dt);
 	if (len > 64)
 		printf(", %7.1f MiB/s", total * (double)len / dt / 1048576.0);
 	printf("%s\n", err ? " (errors)" : "");

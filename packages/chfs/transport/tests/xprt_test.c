@@ -27,14 +27,14 @@
 #include "xprt_internal.h" /* dblife: the peer's doorbell mapping */
 
 static int failures;
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                       \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fputc('\n', stderr);                                                       \
-			failures++;                                                                \
-		}                                                                                  \
+#define CHECK(cond, ...)                                                     \
+	do {                                                                 \
+		if (!(cond)) {                                               \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                        \
+			fputc('\n', stderr);                                 \
+			failures++;                                          \
+		}                                                            \
 	} while (0)
 
 static const char *proto;
@@ -77,8 +77,7 @@ static int echo(size_t n)
 	size_t got = 0;
 	int rc = xprt_call(cx, srv, req, n + 1, rep, n + 1, &got, 5000);
 	CHECK(rc == 0, "echo %zu: %s", n, strerror(-rc));
-	CHECK(rc != 0 || (got == n && memcmp(rep, req + 1, n) == 0), "echo %zu: wrong reply (%zu B)",
-	      n, got);
+	CHECK(rc != 0 || (got == n && memcmp(rep, req + 1, n) == 0), "echo %zu: wrong reply (%zu B)", n, got);
 	free(req);
 	free(rep);
 	return rc;
@@ -118,9 +117,8 @@ static int rma_one(char op, size_t len, uint32_t seed)
 		memset(buf, 0, len);
 	xprt_mem_t *mr;
 	struct echo_rma_req q = {.len = len, .seed = seed};
-	int rc = xprt_mem_register(cx, buf, len,
-				   op == 'R' ? XPRT_MEM_REMOTE_READ : XPRT_MEM_REMOTE_WRITE, &mr,
-				   &q.desc);
+	int rc = xprt_mem_register(cx, buf, len, op == 'R' ? XPRT_MEM_REMOTE_READ : XPRT_MEM_REMOTE_WRITE,
+	                           &mr, &q.desc);
 	CHECK(rc == 0, "register %zu: %s", len, strerror(-rc));
 	unsigned char req[1 + sizeof q];
 	req[0] = (unsigned char)op;
@@ -200,8 +198,7 @@ static void case_concurrent(void)
 	}
 	double dt = now_s() - t0;
 	CHECK(bad == 0, "%ld of %d concurrent calls failed", bad, NTHREADS * NCALLS);
-	printf("%s %d threads x %d calls: %.0f calls/s\n", proto, NTHREADS, NCALLS,
-	       NTHREADS * NCALLS / dt);
+	printf("%s %d threads x %d calls: %.0f calls/s\n", proto, NTHREADS, NCALLS, NTHREADS * NCALLS / dt);
 	/* many calls in flight from one thread */
 	enum { N = 300 };
 	xprt_call_t *c[N];
@@ -217,8 +214,8 @@ static void case_concurrent(void)
 		int rc = xprt_call_wait(c[i], &got);
 		char want[16];
 		int n = snprintf(want, sizeof want, "%d", i);
-		CHECK(rc == 0 && got == (size_t)n && memcmp(rep[i], want, got) == 0,
-		      "async %d: rc %d", i, rc);
+		CHECK(rc == 0 && got == (size_t)n && memcmp(rep[i], want, got) == 0, "async %d: rc %d", i,
+		      rc);
 	}
 }
 
@@ -276,10 +273,20 @@ static void case_late(void)
 
 static void case_badaddr(void)
 {
-	const char *bad[] = {"",           "tcp",          "tcp://",        "tcp://1.2.3.4",
-			     "tcp://1.2.3.4:0", "tcp://1.2.3.4:99999", "tcp://:80", "bogus://x",
-			     "shm://",     "shm://../x",   "shm://a/b",     "shm://a b",
-			     "://x",       "tcp://1.2.3.4:12x"};
+	const char *bad[] = {"",
+	                     "tcp",
+	                     "tcp://",
+	                     "tcp://1.2.3.4",
+	                     "tcp://1.2.3.4:0",
+	                     "tcp://1.2.3.4:99999",
+	                     "tcp://:80",
+	                     "bogus://x",
+	                     "shm://",
+	                     "shm://../x",
+	                     "shm://a/b",
+	                     "shm://a b",
+	                     "://x",
+	                     "tcp://1.2.3.4:12x"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		xprt_peer_t *p = NULL;
 		int rc = xprt_connect(cx, bad[i], &p);
@@ -287,16 +294,15 @@ static void case_badaddr(void)
 	}
 	/* a well-formed address nobody listens on fails in time, without crashing */
 	xprt_peer_t *nobody;
-	const char *none = strcmp(xprt_proto(cx), "shm") == 0 ? "shm://chfs-nobody-here"
-							      : "tcp://127.0.0.1:9";
+	const char *none =
+	        strcmp(xprt_proto(cx), "shm") == 0 ? "shm://chfs-nobody-here" : "tcp://127.0.0.1:9";
 	int rc = xprt_connect(cx, none, &nobody);
 	if (rc == 0) {
 		char rep[4];
 		size_t got;
 		double t0 = now_s();
 		rc = xprt_call(cx, nobody, "E", 1, rep, sizeof rep, &got, 500);
-		CHECK(rc < 0 && now_s() - t0 < 1.5, "call to %s: rc %d after %.2f s", none, rc,
-		      now_s() - t0);
+		CHECK(rc < 0 && now_s() - t0 < 1.5, "call to %s: rc %d after %.2f s", none, rc, now_s() - t0);
 	}
 	printf("%s call to %s: %s\n", proto, none, strerror(-rc));
 	/* the other protocol's address is refused too */
@@ -387,8 +393,7 @@ static void case_fork(void)
 		echo(100 + (size_t)i);
 	int status = -1;
 	waitpid(c, &status, 0);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "forked child failed (status %#x)",
-	      status);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "forked child failed (status %#x)", status);
 	echo(10);
 	echo(70000);
 }
@@ -451,9 +456,9 @@ static int plant_doorbell(const char *bell, pid_t pid, const char *epname)
 	db.owner_pid = (int32_t)pid;
 	snprintf(db.epname, sizeof db.epname, "%s", epname);
 	int rc = ftruncate(fd, 4096) == 0 && pwrite(fd, &db, sizeof db, 0) == (ssize_t)sizeof db &&
-	                 fchmod(fd, 0666) == 0
-	             ? 0
-	             : -errno;
+	                         fchmod(fd, 0666) == 0
+	                 ? 0
+	                 : -errno;
 	close(fd);
 	return rc;
 }
@@ -482,17 +487,16 @@ static void case_sweep_attack(void)
 		 * its own (a dead pid, so the old sweep removed both). */
 		pid_t c = fork();
 		if (c == 0) {
-			if (setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 ||
-			    setuid(pw->pw_uid) != 0)
+			if (setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0)
 				_exit(3);
 			int rfd = open(region, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 			if (rfd < 0)
 				_exit(4);
 			close(rfd);
 			_exit(plant_doorbell(bell, dead, victim_ep) == 0 &&
-			              plant_doorbell(bell2, dead, region + strlen("/dev/shm/")) == 0
-			          ? 0
-			          : 5);
+			                      plant_doorbell(bell2, dead, region + strlen("/dev/shm/")) == 0
+			              ? 0
+			              : 5);
 		}
 		int st = -1;
 		waitpid(c, &st, 0);
@@ -521,13 +525,12 @@ static void case_sweep_attack(void)
 }
 
 /* One 'R'/'W'/'P' call of `len` bytes of `buf` to peer `to`; returns the server's {rc, hash}. */
-static int rma_call(xprt_t *x, xprt_peer_t *to, char op, void *buf, size_t len, uint32_t seed,
-                    int timeout_ms, int64_t out[2])
+static int rma_call(xprt_t *x, xprt_peer_t *to, char op, void *buf, size_t len, uint32_t seed, int timeout_ms,
+                    int64_t out[2])
 {
 	xprt_mem_t *mr;
 	struct echo_rma_req q = {.len = len, .seed = seed};
-	int rc = xprt_mem_register(x, buf, len, XPRT_MEM_REMOTE_READ | XPRT_MEM_REMOTE_WRITE, &mr,
-	                           &q.desc);
+	int rc = xprt_mem_register(x, buf, len, XPRT_MEM_REMOTE_READ | XPRT_MEM_REMOTE_WRITE, &mr, &q.desc);
 	if (rc < 0)
 		return rc;
 	unsigned char req[1 + sizeof q];
@@ -644,8 +647,7 @@ static void case_admit(void)
 		struct xprt_opts o = {.proto = proto};
 		xprt_peer_t *p;
 		calls[i] = NULL;
-		if (xprt_open(&o, &xs[i]) < 0 ||
-		    xprt_connect(xs[i], xprt_peer_addr(srv), &p) < 0 ||
+		if (xprt_open(&o, &xs[i]) < 0 || xprt_connect(xs[i], xprt_peer_addr(srv), &p) < 0 ||
 		    xprt_call_start(xs[i], p, "Xhello", 6, rep[i], sizeof rep[i], 800, &calls[i]) < 0)
 			CHECK(0, "client %d could not send", i);
 	}
@@ -658,8 +660,8 @@ static void case_admit(void)
 	CHECK(replies == 0, "%d refused requests got a reply", replies);
 	CHECK(xprt_call(cx, srv, &t, 1, after, sizeof after, &got, 5000) == 0, "stats");
 	printf("%s admission: peers %llu -> %llu, refused %llu -> %llu\n", proto,
-	       (unsigned long long)before[0], (unsigned long long)after[0],
-	       (unsigned long long)before[1], (unsigned long long)after[1]);
+	       (unsigned long long)before[0], (unsigned long long)after[0], (unsigned long long)before[1],
+	       (unsigned long long)after[1]);
 	CHECK(after[0] == before[0], "refused senders became peers (%llu -> %llu)",
 	      (unsigned long long)before[0], (unsigned long long)after[0]);
 	CHECK(after[1] - before[1] == ADMIT_CLIENTS, "refused %llu of %d",
@@ -717,8 +719,7 @@ static void case_stall(void)
 			_exit(5);
 		raise(SIGSTOP); /* every thread stops: the server's read of buf stalls */
 		int rc = xprt_call_wait(c, &got);
-		printf("stalled client: call %s, server status %s\n", strerror(-rc),
-		       strerror((int)-res[0]));
+		printf("stalled client: call %s, server status %s\n", strerror(-rc), strerror((int)-res[0]));
 		_exit(rc == 0 && res[0] == -ETIMEDOUT ? 0 : 6);
 	}
 	close(ready[1]);
@@ -732,8 +733,8 @@ static void case_stall(void)
 	double t0 = now_s();
 	int rc = rma_call(cx, one, 'R', mine, STALL_LEN, 202, 120000, out);
 	printf("%s read queued behind a stalled transfer: %.1f s\n", proto, now_s() - t0);
-	CHECK(rc == 0 && out[0] == 0 && (uint64_t)out[1] == want, "read after the stall: rc %d %d",
-	      rc, (int)out[0]);
+	CHECK(rc == 0 && out[0] == 0 && (uint64_t)out[1] == want, "read after the stall: rc %d %d", rc,
+	      (int)out[0]);
 	kill(a, SIGCONT); /* the late transfer now completes into whatever buffer it targeted */
 	st = -1;
 	waitpid(a, &st, 0);
@@ -757,8 +758,8 @@ static void case_slow(void)
 	double t0 = now_s();
 	int rc = rma_call(cx, srv, 'R', buf, len, 303, 0, out);
 	double dt = now_s() - t0;
-	printf("%s slow read of %zu MiB: %.1f s (%.2f MB/s), rc %d server %d\n", proto, len >> 20,
-	       dt, len / dt / 1e6, rc, (int)out[0]);
+	printf("%s slow read of %zu MiB: %.1f s (%.2f MB/s), rc %d server %d\n", proto, len >> 20, dt,
+	       len / dt / 1e6, rc, (int)out[0]);
 	CHECK(rc == 0 && out[0] == 0 && (uint64_t)out[1] == fnv1a(buf, len),
 	      "slow but progressing transfer failed: rc %d server %s", rc, strerror((int)-out[0]));
 	free(buf);
@@ -808,8 +809,9 @@ static void case_idle(void)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|admit|bufs|sweep|sweep_attack|dblife(shm)|stall|slow(tcp)\n",
-			argv[0]);
+		fprintf(stderr,
+		        "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|admit|bufs|sweep|sweep_attack|dblife(shm)|stall|slow(tcp)\n",
+		        argv[0]);
 		return 2;
 	}
 	proto = argv[1];

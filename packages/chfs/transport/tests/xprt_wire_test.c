@@ -14,14 +14,14 @@
 #include "xprt_internal.h"
 
 static int failures;
-#define CHECK(c, ...)                                                                              \
-	do {                                                                                       \
-		if (!(c)) {                                                                        \
-			fprintf(stderr, "FAIL line %d: ", __LINE__);                               \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fputc('\n', stderr);                                                       \
-			failures++;                                                                \
-		}                                                                                  \
+#define CHECK(c, ...)                                                \
+	do {                                                         \
+		if (!(c)) {                                          \
+			fprintf(stderr, "FAIL line %d: ", __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                \
+			fputc('\n', stderr);                         \
+			failures++;                                  \
+		}                                                    \
 	} while (0)
 
 static unsigned char msg[XPRT_HDR_SIZE + XPRT_ADDR_MAX + 256];
@@ -50,7 +50,7 @@ int main(void)
 	/* well-formed */
 	size_t n = make(XPRT_MSG_REQUEST, 16, 100, 0x1122334455667788ULL);
 	CHECK(xprt_get_hdr(msg, n, &h) == 0 && h.kind == XPRT_MSG_REQUEST && h.addrlen == 16 &&
-	          h.bodylen == 100 && h.id == 0x1122334455667788ULL,
+	              h.bodylen == 100 && h.id == 0x1122334455667788ULL,
 	      "valid request rejected or misdecoded");
 	n = make(XPRT_MSG_REPLY, 0, 0, 1);
 	CHECK(xprt_get_hdr(msg, n, &h) == 0 && h.bodylen == 0, "valid empty reply rejected");
@@ -89,20 +89,20 @@ int main(void)
 		int flips = (int)(next() % 4);
 		for (int f = 0; f < flips; f++)
 			msg[(next() & 1) ? next() % XPRT_HDR_SIZE
-					 : next() % (len + 8 < sizeof msg ? len + 8 : sizeof msg)] ^=
-				(unsigned char)(1u << (next() % 8));
+			                 : next() % (len + 8 < sizeof msg ? len + 8 : sizeof msg)] ^=
+			        (unsigned char)(1u << (next() % 8));
 		size_t rlen = (next() % 8 == 0) ? (size_t)(next() % sizeof msg) : len;
 		if (xprt_get_hdr(msg, rlen, &h) == 0) {
 			accepted++;
 			CHECK((size_t)XPRT_HDR_SIZE + h.addrlen + h.bodylen == rlen &&
-			          h.addrlen <= XPRT_ADDR_MAX && h.bodylen <= XPRT_MAX_BODY &&
-			          (h.kind == XPRT_MSG_REQUEST) == (h.addrlen > 0),
+			              h.addrlen <= XPRT_ADDR_MAX && h.bodylen <= XPRT_MAX_BODY &&
+			              (h.kind == XPRT_MSG_REQUEST) == (h.addrlen > 0),
 			      "inconsistent header accepted at iteration %d", it);
 			if (failures > 10)
 				break;
 		}
 	}
-	printf("xprt wire: %ld of 200000 mutated messages well-formed and consistent; %s\n",
-	       accepted, failures ? "FAILED" : "ok");
+	printf("xprt wire: %ld of 200000 mutated messages well-formed and consistent; %s\n", accepted,
+	       failures ? "FAILED" : "ok");
 	return failures ? 1 : 0;
 }
