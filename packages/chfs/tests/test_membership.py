@@ -257,15 +257,22 @@ def test_long_lived_client_sees_a_server_down_then_back(chfs_pool):
     although CHFS_NODE_LIST_CACHE_TIMEOUT is 120 s."""
     name = next(f"/x{i}" for i in range(100) if owner(chfs_pool, f"/x{i}") == chfs_pool.addrs[1])
     put(chfs_pool, name, b"data")
-    p = subprocess.Popen(["python3", "-c", PROBE, name, "22"], env=chfs_pool.env,
+    p = subprocess.Popen(["python3", "-c", PROBE, name, "40"], env=chfs_pool.env,
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    time.sleep(3)
+    # Hang the server only once the probe has joined the pool and succeeded (its start-up
+    # takes seconds under a sanitizer build on a loaded machine).
+    first = []
+    while not first or first[-1].split()[2] != "0":
+        line = p.stdout.readline()
+        assert line, "the probe exited before its first successful stat"
+        first.append(line)
     os.kill(chfs_pool.pids[1], signal.SIGSTOP)
     time.sleep(6)
     back = time.time()
     os.kill(chfs_pool.pids[1], signal.SIGCONT)
     out, _ = p.communicate(timeout=60)
-    rows = [(float(t), float(d), int(e)) for t, d, e in (l.split() for l in out.splitlines())]
+    lines = first + out.splitlines()
+    rows = [(float(t), float(d), int(e)) for t, d, e in (l.split() for l in lines)]
     assert any(e == 0 for t, d, e in rows if t < back - 6), "no success before the hang"
     failed = [(t, d, e) for t, d, e in rows if e]
     assert failed and all(e == 5 for _, _, e in failed), rows  # EIO
