@@ -29,8 +29,10 @@ def _cflags():
 
 
 def _san():
-    # Against the sanitizer build (ci/test --asan) the program must carry the runtime too.
-    return ["-fsanitize=address,undefined"] if "asan" in os.environ["CHFS_STACK_PREFIX"] else []
+    # Against a sanitizer build (ci/test --asan/--tsan) the program must carry the runtime too.
+    prefix = os.environ["CHFS_STACK_PREFIX"]
+    return (["-fsanitize=address,undefined"] if "asan" in prefix else
+            ["-fsanitize=thread"] if "tsan" in prefix else [])
 
 
 @pytest.fixture(scope="module")
