@@ -309,7 +309,8 @@ static int list_stale(const struct srvlist *s)
 	if (timeout == 0)
 		return 0;
 	time_t now = time(NULL);
-	return now - s->fetched >= timeout && now >= (time_t)atomic_load(&chfs_client.list_retry_at);
+	return (atomic_load(&chfs_client.list_due) || now - s->fetched >= timeout) &&
+	       now >= (time_t)atomic_load(&chfs_client.list_retry_at);
 }
 
 /* Replace the list s by a fresh one. One thread refreshes, without the global lock: the others
@@ -334,6 +335,7 @@ static struct srvlist *refresh_list(struct srvlist *s)
 		if (rc == 0) {
 			ns->older = s;
 			atomic_store(&chfs_client.srv, ns);
+			atomic_store(&chfs_client.list_due, 0);
 			cur = ns;
 		} else {
 			/* Keep the old list; retry after another time to live. */
@@ -366,7 +368,8 @@ int client_begin(struct srvlist **out)
 	return rc;
 }
 
-void client_list_stale(struct srvlist *s) { s->fetched = 0; }
+/* A flag, not a write into the snapshot: other threads read the snapshot without a lock. */
+void client_list_stale(void) { atomic_store(&chfs_client.list_due, 1); }
 
 int client_local_server(const struct srvlist *s)
 {

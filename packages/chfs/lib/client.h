@@ -64,6 +64,7 @@ struct client {
 	atomic_int forked;          /* set in a child by chfs_after_fork() */
 	atomic_int list_refreshing; /* one thread refreshes the server list at a time */
 	atomic_llong list_retry_at; /* after a failed refresh: no new attempt before this time */
+	atomic_int list_due;        /* a request timed out: refresh on the next call */
 };
 extern struct client chfs_client;
 
@@ -78,7 +79,7 @@ int client_server_index(const struct srvlist *s, const char *a);
  * reports -EHOSTDOWN as such). */
 static inline int client_server_down(const struct srvlist *s, unsigned idx) { return s->down[idx]; }
 /* A request timed out: fetch a fresh list (and its down members) on the next call. */
-void client_list_stale(struct srvlist *s);
+void client_list_stale(void);
 
 /* ---- rpc.c ---- */
 /* Size of the request buffer and of the default reply buffer of a struct rpc. */
@@ -112,7 +113,7 @@ struct chfs_file {
 	pthread_mutex_t lock; /* position and size tracking */
 	char path[CHFS_PATH_MAX];
 	struct chfs_md md; /* as of open/create (fileid, chunk size, placement) */
-	int accmode, append, isdir;
+	int append, isdir;
 	off_t pos;
 	uint64_t written_end; /* highest offset this descriptor wrote */
 	int dirty;            /* written_end or mtime not yet reported to the owner */

@@ -506,8 +506,6 @@ ssize_t chfs_pwrite(int fd, const void *buf, size_t size, off_t offset)
 		rc = -EINVAL;
 	else if (f->isdir)
 		rc = -EISDIR;
-	else if (f->accmode == O_RDONLY)
-		rc = -EBADF;
 	else
 		rc = do_write(f, buf, size, (uint64_t)offset);
 	fd_put(f);
@@ -524,8 +522,6 @@ ssize_t chfs_pread(int fd, void *buf, size_t size, off_t offset)
 		rc = -EINVAL;
 	else if (f->isdir)
 		rc = -EISDIR;
-	else if (f->accmode == O_WRONLY)
-		rc = -EBADF;
 	else
 		rc = do_read(f, buf, size, (uint64_t)offset);
 	fd_put(f);
@@ -570,8 +566,6 @@ static ssize_t rw_at_pos(int fd, int is_write, void *buf, size_t size)
 	uint64_t pos;
 	if (f->isdir)
 		rc = -EISDIR;
-	else if (is_write ? f->accmode == O_RDONLY : f->accmode == O_WRONLY)
-		rc = -EBADF;
 	if (rc == 0 && is_write && f->append) {
 		rc = file_size(f, &pos, NULL);
 		pthread_mutex_lock(&f->lock);
@@ -672,7 +666,7 @@ int chfs_ftruncate(int fd, off_t len)
 	if (!f)
 		return -1;
 	struct srvlist *s;
-	int rc = f->accmode == O_RDONLY ? -EINVAL : io_flush(f);
+	int rc = io_flush(f);
 	if (rc == 0)
 		rc = client_begin(&s);
 	if (rc == 0)

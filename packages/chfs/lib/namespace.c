@@ -382,9 +382,9 @@ static int new_file(const char *cpath, const struct chfs_md *md, int accmode, in
 	snprintf(f->path, sizeof f->path, "%s", cpath);
 	f->md = *md;
 	/* As upstream's: a chfs.h descriptor reads and writes whatever access mode it was opened
-	 * with (IOR passes its own flag words). Access paths that see real O_ flags (hook, FUSE
-	 * kernel, ROMIO) enforce the POSIX mode themselves; accmode only sizes the write buffer. */
-	f->accmode = O_RDWR;
+	 * with (IOR passes its own flag words), so it keeps no access mode. Access paths that see
+	 * real O_ flags (hook, FUSE kernel, ROMIO) enforce the POSIX mode themselves; accmode
+	 * only sizes the write buffer. */
 	f->append = append;
 	f->isdir = S_ISDIR(md->mode);
 	int fd = fd_alloc(f);

@@ -65,7 +65,7 @@ int rpc_status(struct srvlist *s, unsigned idx, int xrc, const uint8_t *rep, siz
 		return -EIO;
 	}
 	if (xrc == -ETIMEDOUT)
-		client_list_stale(s);
+		client_list_stale();
 	if (xrc < 0) {
 		if (xrc == -ETIMEDOUT)
 			log_err("server %s: no reply within %d ms (down, or the pool secret differs: "
