@@ -162,6 +162,10 @@ int ns_lookup(struct srvlist *s, const char *cpath, struct chfs_md *md);
 int ns_resolve(struct srvlist *s, const char *cpath, char *out, struct chfs_md *md);
 void md_to_stat(const struct chfs_md *md, const char *cpath, struct stat *st);
 int ns_report_size(struct chfs_file *f);
+/* The metadata of file `fileid` under whatever name another process renamed it to (asked of
+ * the servers' rename notes, server/moved.c); its descriptors follow that name (copied to
+ * found, CHFS_PATH_MAX). -ENOENT if the file was removed. */
+int ns_lookup_fileid(struct srvlist *s, uint64_t fileid, struct chfs_md *md, char *found);
 /* Merge size/mtime of a local-placement file's backing file (if its home is not the owner). */
 void ns_merge_home(struct srvlist *s, struct chfs_md *md);
 int data_truncate_all(struct srvlist *s, const struct chfs_md *md, uint64_t len);

@@ -628,7 +628,12 @@ static int file_size(struct chfs_file *f, uint64_t *size, struct chfs_md *out)
 		rc = ns_lookup(s, f->path, &md);
 	if (rc == 0 && md.fileid != f->md.fileid)
 		rc = -ESTALE;
-	if (rc == -ESTALE || rc == -ENOENT) { /* unlinked or replaced: what we know */
+	if (rc == -ESTALE || rc == -ENOENT) { /* renamed by another process? follow the file */
+		char *found = malloc(CHFS_PATH_MAX);
+		rc = found ? ns_lookup_fileid(s, f->md.fileid, &md, found) : -ENOMEM;
+		free(found);
+	}
+	if (rc == -ESTALE || rc == -ENOENT) { /* unlinked: what we know */
 		md = f->md;
 		md.size = 0;
 		rc = 0;

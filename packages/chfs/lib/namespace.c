@@ -145,12 +145,14 @@ static int setattr_size(struct srvlist *s, const char *path, uint64_t fileid, ui
 	return rpc_call_path(s, path, &r);
 }
 
-/* A size change found no entry of file `fileid` under its name: another process renamed or
- * removed it. Ask every server where the file id went (server/moved.c) and apply the change
- * there, newest name first, still checked by file id; the name that took it is copied to
- * `found` (CHFS_PATH_MAX) and the descriptors of the file follow it. -ENOENT if no name holds
- * the file id any more (it was removed: the name is not brought back). */
-static int setattr_size_moved(struct srvlist *s, uint64_t fileid, uint32_t which, uint64_t size, char *found)
+/* File `fileid` has no entry under the name we knew: another process renamed (or removed) it.
+ * Ask every server where the file id went (server/moved.c) and call fn on the names heard of,
+ * newest first, until it returns something else than -ENOENT/-ESTALE (fn checks the file id);
+ * the name that took it is copied to `found` (CHFS_PATH_MAX) and the descriptors of the file
+ * follow it. -ENOENT if no name holds the file id any more (it was removed: the name is not
+ * brought back). */
+static int try_moved(struct srvlist *s, uint64_t fileid, int (*fn)(struct srvlist *, const char *, void *),
+                     void *arg, char *found)
 {
 	size_t cap = WIRE_HDR_LEN + 16 + CHFS_PATH_MAX;
 	unsigned *idx = malloc(s->n * sizeof *idx);
@@ -190,7 +192,7 @@ static int setattr_size_moved(struct srvlist *s, uint64_t fileid, uint32_t which
 			rcs[best] = -ENOENT; /* tried */
 			if (wdec_finish(&d))
 				continue;
-			rc = setattr_size(s, found, fileid, which, size);
+			rc = fn(s, found, arg);
 			if (rc != -ENOENT && rc != -ESTALE)
 				break;
 			rc = -ENOENT;
@@ -203,6 +205,42 @@ static int setattr_size_moved(struct srvlist *s, uint64_t fileid, uint32_t which
 	free(rl);
 	free(rcs);
 	return rc;
+}
+
+struct size_change {
+	uint64_t fileid, size;
+	uint32_t which;
+};
+
+static int size_at(struct srvlist *s, const char *path, void *arg)
+{
+	const struct size_change *c = arg;
+	return setattr_size(s, path, c->fileid, c->which, c->size);
+}
+
+/* A size change (report or truncate) for a file another process renamed: see try_moved. */
+static int setattr_size_moved(struct srvlist *s, uint64_t fileid, uint32_t which, uint64_t size, char *found)
+{
+	struct size_change c = {fileid, size, which};
+	return try_moved(s, fileid, size_at, &c, found);
+}
+
+struct lookup_id {
+	uint64_t fileid;
+	struct chfs_md *md;
+};
+
+static int lookup_at(struct srvlist *s, const char *path, void *arg)
+{
+	struct lookup_id *l = arg;
+	int rc = ns_lookup(s, path, l->md);
+	return rc == 0 && l->md->fileid != l->fileid ? -ESTALE : rc;
+}
+
+int ns_lookup_fileid(struct srvlist *s, uint64_t fileid, struct chfs_md *md, char *found)
+{
+	struct lookup_id l = {fileid, md};
+	return try_moved(s, fileid, lookup_at, &l, found);
 }
 
 int ns_report_size(struct chfs_file *f)

@@ -213,6 +213,33 @@ static int ftruncate_after_rename(const char *dir)
 	return 0;
 }
 
+/* fstat of an open file another process renamed and grew: the size of the file under its new
+ * name (it was 0: fstat looked the old name up and, finding nothing, said what it knew). */
+static int fstat_after_rename(const char *dir)
+{
+	char from[4096], to[4096], cmd[9000];
+	snprintf(from, sizeof from, "%s/s", dir);
+	int fd = chfs_create(from, O_RDWR | O_TRUNC, 0644);
+	CHECK(fd >= 0 && chfs_close(fd) == 0, "create failed");
+	fd = chfs_open(from, O_RDONLY);
+	CHECK(fd >= 0, "open failed");
+	for (int k = 0; k < 6; k++) { /* same-owner and cross-owner renames */
+		snprintf(to, sizeof to, "%s/s%d", dir, k);
+		snprintf(cmd, sizeof cmd, "chfs-io rename %s %s && chfs-io truncate %s %d", from, to, to,
+		         1000 * (k + 1));
+		CHECK(system(cmd) == 0, "%s failed", cmd);
+		struct stat st;
+		CHECK(chfs_fstat(fd, &st) == 0, "fstat after renaming to %s failed", to);
+		CHECK(st.st_size == 1000 * (k + 1),
+		      "fstat after renaming to %s and growing it to %d bytes: size %lld", to, 1000 * (k + 1),
+		      (long long)st.st_size);
+		snprintf(from, sizeof from, "%s", to);
+	}
+	CHECK(chfs_close(fd) == 0, "close failed");
+	printf("ok\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -236,7 +263,8 @@ int main(int argc, char **argv)
 	             {"missing-parents", missing_parents},
 	             {"posix-create", posix_create},
 	             {"rename-while-writing", rename_while_writing},
-	             {"ftruncate-after-rename", ftruncate_after_rename}};
+	             {"ftruncate-after-rename", ftruncate_after_rename},
+	             {"fstat-after-rename", fstat_after_rename}};
 	int rc = 2;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		if (strcmp(argv[1], cases[i].name) == 0)

@@ -89,7 +89,7 @@ def api_cases(tmp_path_factory):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("case", ["recreate-dirty", "create-keeps", "open-any-mode",
                                   "missing-parents", "posix-create", "rename-while-writing",
-                                  "ftruncate-after-rename"])
+                                  "ftruncate-after-rename", "fstat-after-rename"])
 def test_open_and_create_semantics(chfs_pool, api_cases, case):
     """recreate-dirty: an O_TRUNC create over a file this process still has dirty is empty
     (was 1 MiB of zeros). create-keeps: create without O_TRUNC keeps the bytes. open-any-mode:
@@ -98,7 +98,8 @@ def test_open_and_create_semantics(chfs_pool, api_cases, case):
     rename-while-writing: another process renames a file being written; after close the new
     name has the full size and bytes (was size 0), an unlinked one does not come back.
     ftruncate-after-rename: ftruncate of an open file renamed by another process reaches it
-    by file id (was ENOENT)."""
+    by file id (was ENOENT). fstat-after-rename: fstat of an open file another process renamed
+    and grew gives the grown size (was 0: the old name was looked up)."""
     r = subprocess.run([str(api_cases), case, f"/{case}"], env=chfs_pool.env,
                        capture_output=True, text=True, timeout=50)
     assert r.returncode == 0 and r.stdout == "ok\n", f"{case}: {r.stdout}{r.stderr}"
