@@ -13,12 +13,16 @@ pool's membership changes. The pool comes from the environment (CHFS_SERVER, CHF
       name]], "wrong": [[path, why]]}; wrong means readable but not the recorded bytes
       (short, long or other content: stale or lost data).
   chfsload.py worker --manifest M --top /w0 --seed S --out RESULT [--rate-log FILE] [--ops R]
-      prints "ready" once it has joined the pool, then until SIGTERM writes a new file, then
-      reads and verifies a random file of M or of its own, alternately; every error is recorded
-      with its time. At exit RESULT holds {"ops", "bytes_read", "bytes_written", "errors",
-      "files": {path: [size, sha256]}} (the files it wrote).
+      prints "ready" once it has joined the pool, then until SIGTERM writes a new file (or a
+      new version of one of its own), then reads and verifies a random file of M or of its
+      own, alternately; every error is recorded with its time. At exit RESULT holds {"ops",
+      "bytes_read", "bytes_written", "errors", "files": {path: [size, sha256]}} (the files it
+      wrote, latest versions).
       --rate-log appends "time bytes_read bytes_written ops errors" every 0.25 s (cumulative);
-      --ops paces it to at most R operations a second.
+      --ops paces it to at most R operations a second; --rewrite F sets the fraction of
+      writes that make a new version of an own file (default 0.25).
+
+As a module: write(), verify() and Workers run those commands against a pool's environment.
 """
 import argparse
 import ctypes
@@ -27,7 +31,9 @@ import hashlib
 import json
 import os
 import random
+import select
 import signal
+import subprocess
 import sys
 import time
 
@@ -191,9 +197,12 @@ def cmd_worker(a):
             time.sleep(min(0.05, i / a.ops - (t - t0)))
             continue
         if i % 2 == 0:
-            path = f"{a.top}/f{i // 2}"
+            # A new file, or (one write in four) a new version of one of its own: a read of
+            # the old bytes afterwards would be stale data.
+            rewrite = own and rng.random() < a.rewrite
+            path = rng.choice(list(own)) if rewrite else f"{a.top}/f{i // 2}"
             size = a.size if a.size is not None else SMALL_SIZES[rng.randrange(len(SMALL_SIZES))]
-            data = content(a.seed, path, size)
+            data = content(f"{a.seed}.{i}", path, size)
             try:
                 c.put(path, data)
                 own[path] = (size, sha(data))
@@ -222,6 +231,81 @@ def cmd_worker(a):
     os.replace(a.out + ".tmp", a.out)
 
 
+def _run(env, *args, timeout=300):
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), *map(str, args)], env=env,
+                       capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise AssertionError(f"chfsload {args[0]} failed: {r.stderr.strip()[-2000:]}")
+    return r
+
+
+def write(env, out, files, seed, top="/t", size=None, big_every=20, timeout=300):
+    """Write files into the pool of env (see `write` above); returns the manifest dict."""
+    extra = (["--size", size] if size is not None else []) + ["--big-every", big_every]
+    _run(env, "write", "--out", out, "--files", files, "--seed", seed, "--top", top, *extra,
+         timeout=timeout)
+    with open(out) as f:
+        return json.load(f)
+
+
+def verify(env, *manifests, timeout=300):
+    """{"ok": n, "failed": [[path, errno name]], "wrong": [[path, why]]} for the manifests."""
+    return json.loads(_run(env, "verify", *manifests, timeout=timeout).stdout)
+
+
+class Workers:
+    """k `worker` processes (tops /w0.. under workdir's names) loading the pool of env while a
+    test changes the membership. Started ready (joined); stop() ends them (SIGTERM) and returns
+    their results; leaving the with-block kills any still running."""
+
+    def __init__(self, env, manifest, workdir, k=2, ops=None, size=None, rate_logs=False,
+                 rewrite=None):
+        self.outs = [os.path.join(workdir, f"worker{i}.json") for i in range(k)]
+        self.rate_logs = [os.path.join(workdir, f"worker{i}.rate") for i in range(k)] if rate_logs else []
+        self.procs = []
+        try:
+            for i in range(k):
+                argv = [sys.executable, os.path.abspath(__file__), "worker", "--manifest", manifest,
+                        "--top", f"/w{i}", "--seed", str(1000 + i), "--out", self.outs[i]]
+                argv += ["--ops", str(ops)] if ops else []
+                argv += ["--size", str(size)] if size is not None else []
+                argv += ["--rate-log", self.rate_logs[i]] if rate_logs else []
+                argv += ["--rewrite", str(rewrite)] if rewrite is not None else []
+                self.procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True))
+            end = time.time() + 60
+            for p in self.procs:
+                ready, _, _ = select.select([p.stdout], [], [], max(0.0, end - time.time()))
+                if not ready or p.stdout.readline().strip() != "ready":
+                    raise AssertionError("a load worker did not start (joining the pool)")
+        except BaseException:
+            self.kill()
+            raise
+
+    def stop(self, timeout=60):
+        for p in self.procs:
+            p.send_signal(signal.SIGTERM)
+        res = []
+        for p, out in zip(self.procs, self.outs):
+            rc = p.wait(timeout)
+            if rc != 0 or not os.path.exists(out):
+                raise AssertionError(f"load worker exited with status {rc} and no result")
+            with open(out) as f:
+                res.append(json.load(f))
+        return res
+
+    def kill(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.kill()
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="chfsload.py", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -243,6 +327,8 @@ def main(argv=None):
     k.add_argument("--out", required=True)
     k.add_argument("--rate-log")
     k.add_argument("--ops", type=float, help="at most this many operations a second")
+    k.add_argument("--rewrite", type=float, default=0.25,
+                   help="fraction of writes that rewrite one of its files (default 0.25)")
     a = p.parse_args(argv)
     {"write": cmd_write, "verify": cmd_verify, "worker": cmd_worker}[a.cmd](a)
 

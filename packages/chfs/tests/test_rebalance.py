@@ -1,0 +1,197 @@
+"""Elastic membership (issue 19): servers join and leave a pool holding data while two clients
+keep writing, rewriting and verifying files; afterwards every byte of every file is checked
+(0 lost, 0 stale) and the clients must have seen no error. Also: keys really move (the new
+server received bytes, the old servers' storage shrank), a server restarted on a new port
+keeps serving, and a server killed during a rebalance gives clear EIO (never wrong data) until
+it is back, when the rebalance completes.
+
+Each test writes 500 files (0 bytes to a few 64 KiB chunks, every 20th over 1 MiB: ~73 MB)
+with one chfsload.py process and verifies with another; the clients are chfsload.py workers."""
+import json
+import os
+import signal
+import socket
+import time
+
+import pytest
+
+import chfsload
+import poolstatus
+from chfsutil import owner
+
+FILES = 500
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def allocated(d):
+    """Bytes of storage allocated under directory d (the backing files are sparse)."""
+    total = 0
+    for root, _, names in os.walk(d):
+        for n in names:
+            try:
+                total += os.lstat(os.path.join(root, n)).st_blocks * 512
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def assert_all_bytes(pool, manifests, expect):
+    r = chfsload.verify(pool.env, *manifests)
+    assert not r["failed"] and not r["wrong"], (
+        f"{len(r['failed'])} unreadable {r['failed'][:5]}, {len(r['wrong'])} wrong {r['wrong'][:5]}")
+    assert r["ok"] == expect
+    return r
+
+
+def worker_manifests(pool, results):
+    """Manifests of the files the workers wrote (latest version of each), for verify."""
+    paths = []
+    for i, res in enumerate(results):
+        p = os.path.join(pool.tmp, f"worker{i}-files.json")
+        with open(p, "w") as f:
+            json.dump(res["files"], f)
+        paths.append(p)
+    return paths, sum(len(r["files"]) for r in results)
+
+
+def members(pool):
+    return sum(1 for p in pool.pids if p)
+
+
+@pytest.fixture
+def loaded_pool(chfs_pool):
+    """The pool with 500 files written; .manifest is their manifest."""
+    chfs_pool.manifest = os.path.join(chfs_pool.tmp, "files.json")
+    chfsload.write(chfs_pool.env, chfs_pool.manifest, FILES, seed=19)
+    return chfs_pool
+
+
+def clients(pool):
+    return chfsload.Workers(pool.env, pool.manifest, pool.tmp, k=2, ops=40)
+
+
+def assert_clients_clean(results):
+    errors = [e for r in results for e in r["errors"]]
+    assert not errors, f"{len(errors)} client errors, first {errors[:5]}"
+    assert all(r["ops"] > 0 for r in results)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
+def test_third_and_fourth_server_join_under_load_nothing_lost(loaded_pool):
+    pool = loaded_pool
+    before = [allocated(os.path.join(d, "data")) for d in pool.dirs]
+    e0 = poolstatus.epoch(pool.env)
+    with clients(pool) as w:
+        pool.add()
+        st, _ = poolstatus.wait_settled(pool.env, 3, after_epoch=e0)
+        e1 = next(iter(st.values()))["epoch"]
+        assert st[pool.addrs[2]]["bytes_in"] > 0 and st[pool.addrs[2]]["entries_in"] > 0, st
+        pool.add()
+        st, _ = poolstatus.wait_settled(pool.env, 4, after_epoch=e1)
+        results = w.stop()
+    assert_clients_clean(results)
+    wm, nw = worker_manifests(pool, results)
+    assert_all_bytes(pool, [pool.manifest] + wm, FILES + nw)
+    # The keys moved with their data: the newcomers received bytes the old servers sent, and
+    # the old servers hold less than before, although the clients kept writing.
+    assert st[pool.addrs[3]]["bytes_in"] > 0, st
+    sent = sum(st[a]["bytes_out"] for a in pool.addrs[:2])
+    got = sum(st[a]["bytes_in"] for a in pool.addrs[2:])
+    assert sent > 0 and got > 0, st
+    after = [allocated(os.path.join(d, "data")) for d in pool.dirs[:2]]
+    assert all(a < b for a, b in zip(after, before)), f"old servers' data: {before} -> {after}"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 3}], indirect=True)
+def test_graceful_leave_under_load_nothing_lost(loaded_pool):
+    pool = loaded_pool
+    leaving = pool.addrs[1]
+    e0 = poolstatus.epoch(pool.env)
+    with clients(pool) as w:
+        r = pool.run(["chfsctl", "-c", pool.tmp, "-w", "40", "remove", leaving], check=False,
+                     timeout=50)
+        assert r.returncode == 0, r.stderr
+        assert "leaving" in r.stderr and f"left the pool: {leaving}" in r.stderr, r.stderr
+        assert leaving not in r.stdout and r.stdout.startswith("CHFS_SERVER="), r.stdout
+        assert "left the pool" in pool.log(1)
+        pool.pids[1] = None
+        pool.addrs[1] = None
+        pool.env["CHFS_SERVER"] = ",".join(a for a in pool.addrs if a)
+        st, _ = poolstatus.wait_settled(pool.env, 2, after_epoch=e0)
+        results = w.stop()
+    assert_clients_clean(results)
+    assert sum(s["bytes_in"] for s in st.values()) > 0, st
+    wm, nw = worker_manifests(pool, results)
+    assert_all_bytes(pool, [pool.manifest] + wm, FILES + nw)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
+def test_server_restarted_on_a_new_port_after_a_join_serves_every_byte(loaded_pool):
+    pool = loaded_pool
+    e0 = poolstatus.epoch(pool.env)
+    with clients(pool) as w:
+        pool.add()
+        st, _ = poolstatus.wait_settled(pool.env, 3, after_epoch=e0)
+        e1 = next(iter(st.values()))["epoch"]
+        old = pool.addrs[2]
+        pool.restart(2, host=f"127.0.0.1:{free_port()}")  # same storage dir, same identity
+        assert pool.addrs[2] != old
+        poolstatus.wait_settled(pool.env, 3, after_epoch=e1)
+        results = w.stop()
+    assert_clients_clean(results)
+    wm, nw = worker_manifests(pool, results)
+    assert_all_bytes(pool, [pool.manifest] + wm, FILES + nw)
+
+
+def wait_active(pool, timeout=20):
+    """Poll until some member reports rebalance=active; the state then."""
+    end = time.time() + timeout
+    while time.time() < end:
+        st = poolstatus.status(pool.env, via=pool.addrs[0], timeout_ms=1000)
+        if any(s.get("rebalance") == "active" for s in st.values()):
+            return st
+    raise AssertionError("never saw the rebalance in progress")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("victim", ["joiner", "sender"])
+@pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
+def test_server_killed_during_rebalance_gives_eio_then_recovers(loaded_pool, victim):
+    """SIGKILL the joining server (or one of the senders) while keys move to it: every file
+    then reads correctly or fails with EIO (files whose entry it holds: EIO), never ENOENT or
+    other bytes; restarted on its storage directory, it finishes the rebalance and every byte
+    verifies."""
+    pool = loaded_pool
+    e0 = poolstatus.epoch(pool.env)
+    new = pool.add()
+    wait_active(pool)
+    i = new if victim == "joiner" else 0
+    dead = pool.addrs[i]
+    os.kill(pool.pids[i], signal.SIGKILL)
+    pool.pids[i] = None
+    via = pool.addrs[1]
+    # The failure detector marks it down within about a second.
+    end = time.time() + 10
+    while not poolstatus.status(pool.env, via=via).get(dead, {}).get("down"):
+        assert time.time() < end, "the killed server is not reported down"
+        time.sleep(0.2)
+    r = chfsload.verify(pool.env, pool.manifest)
+    assert not r["wrong"], f"readable but wrong while {dead} is dead: {r['wrong'][:5]}"
+    assert all(e == "EIO" for _, e in r["failed"]), r["failed"][:5]
+    assert r["failed"], f"no file needed the dead server {dead}"
+    failed = {p for p, _ in r["failed"]}
+    on_dead = [p for p in list(json.load(open(pool.manifest)))[:20] if owner(pool, p) == dead]
+    assert on_dead and all(p in failed for p in on_dead), (on_dead, sorted(failed)[:10])
+    # Back on the same storage directory and address: the rebalance completes.
+    pool._start(i)
+    pool.env["CHFS_SERVER"] = ",".join(a for a in pool.addrs if a)
+    poolstatus.wait_settled(pool.env, 3, after_epoch=e0)
+    assert_all_bytes(pool, [pool.manifest], FILES)
