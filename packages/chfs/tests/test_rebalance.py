@@ -151,47 +151,55 @@ def test_server_restarted_on_a_new_port_after_a_join_serves_every_byte(loaded_po
     assert_all_bytes(pool, [pool.manifest] + wm, FILES + nw)
 
 
-def wait_active(pool, timeout=20):
-    """Poll until some member reports rebalance=active; the state then."""
+def wait_for(cond, what, timeout=15):
     end = time.time() + timeout
-    while time.time() < end:
-        st = poolstatus.status(pool.env, via=pool.addrs[0], timeout_ms=1000)
-        if any(s.get("rebalance") == "active" for s in st.values()):
-            return st
-    raise AssertionError("never saw the rebalance in progress")
+    while not cond():
+        assert time.time() < end, what
+        time.sleep(0.2)
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("victim", ["joiner", "sender"])
 @pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
 def test_server_killed_during_rebalance_gives_eio_then_recovers(loaded_pool, victim):
-    """SIGKILL the joining server (or one of the senders) while keys move to it: every file
-    then reads correctly or fails with EIO (files whose entry it holds: EIO), never ENOENT or
-    other bytes; restarted on its storage directory, it finishes the rebalance and every byte
-    verifies."""
+    """SIGKILL the joining server, or a server whose keys it is taking over, in the middle of
+    the rebalance: every file then reads correctly or fails with EIO (the files whose entry
+    the dead server holds: EIO), never ENOENT or other bytes; restarted on its storage
+    directory, the rebalance finishes and every byte verifies. To be sure the rebalance is in
+    progress, server 1 is stopped (SIGSTOP) before the join: the joiner can take over server
+    0's keys but not server 1's until it continues."""
     pool = loaded_pool
     e0 = poolstatus.epoch(pool.env)
-    new = pool.add()
-    wait_active(pool)
-    i = new if victim == "joiner" else 0
-    dead = pool.addrs[i]
-    os.kill(pool.pids[i], signal.SIGKILL)
+    os.kill(pool.pids[1], signal.SIGSTOP)
+    try:
+        new = pool.add()
+        wait_for(lambda: poolstatus.status(pool.env, via=pool.addrs[new]).get(pool.addrs[new], {})
+                 .get("rebalance") == "active", "the joiner never reported rebalance=active")
+        i = new if victim == "joiner" else 1
+        dead = pool.addrs[i]
+        os.kill(pool.pids[i], signal.SIGKILL)
+    finally:
+        try:
+            os.kill(pool.pids[1], signal.SIGCONT)
+        except ProcessLookupError:
+            pass
     pool.pids[i] = None
-    via = pool.addrs[1]
-    # The failure detector marks it down within about a second.
-    end = time.time() + 10
-    while not poolstatus.status(pool.env, via=via).get(dead, {}).get("down"):
-        assert time.time() < end, "the killed server is not reported down"
-        time.sleep(0.2)
+    via = pool.addrs[0]
+    wait_for(lambda: poolstatus.status(pool.env, via=via).get(dead, {}).get("down"),
+             "the killed server is not reported down")
+    live = next(a for j, a in enumerate(pool.addrs) if j != i and a != via)
+    wait_for(lambda: not poolstatus.status(pool.env, via=via).get(live, {"down": True})["down"],
+             f"{live} is not up again after SIGCONT")
+    t0 = time.time()
     r = chfsload.verify(pool.env, pool.manifest)
     assert not r["wrong"], f"readable but wrong while {dead} is dead: {r['wrong'][:5]}"
     assert all(e == "EIO" for _, e in r["failed"]), r["failed"][:5]
     assert r["failed"], f"no file needed the dead server {dead}"
+    assert time.time() - t0 < 20, "failing reads took an RPC timeout each"
     failed = {p for p, _ in r["failed"]}
     on_dead = [p for p in list(json.load(open(pool.manifest)))[:20] if owner(pool, p) == dead]
     assert on_dead and all(p in failed for p in on_dead), (on_dead, sorted(failed)[:10])
     # Back on the same storage directory and address: the rebalance completes.
     pool._start(i)
-    pool.env["CHFS_SERVER"] = ",".join(a for a in pool.addrs if a)
     poolstatus.wait_settled(pool.env, 3, after_epoch=e0)
     assert_all_bytes(pool, [pool.manifest], FILES)
