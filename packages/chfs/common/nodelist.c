@@ -44,16 +44,22 @@ int nodelist_fetch(xprt_t *x, const char *addr, const uint8_t secret[CHFS_SECRET
 	} else if (h.status) {
 		rc = h.status;
 	} else {
-		const char *l, *dn;
-		rc = wire_list_get(rep + WIRE_HDR_LEN, rl - WIRE_HDR_LEN, &out->epoch, &out->vnodes, &l,
-		                   &out->len, &dn, &out->ndown)
-		             ? -EIO
-		             : 0;
-		out->list = out->down = NULL;
-		if (rc == 0 &&
-		    (!(out->list = strndup(l, out->len)) || !(out->down = strndup(dn, out->ndown)))) {
-			nodelist_free(out);
-			rc = -ENOMEM;
+		struct wire_listinfo li;
+		rc = wire_list_get(rep + WIRE_HDR_LEN, rl - WIRE_HDR_LEN, &li) ? -EIO : 0;
+		out->list = out->down = out->prev = NULL;
+		if (rc == 0) {
+			out->epoch = li.epoch;
+			out->vnodes = li.vnodes;
+			out->ring_epoch = li.ring_epoch;
+			out->len = li.nlist;
+			out->ndown = li.ndown;
+			out->nprev = li.nprev;
+			if (!(out->list = strndup(li.list, li.nlist)) ||
+			    !(out->down = strndup(li.down, li.ndown)) ||
+			    !(out->prev = strndup(li.prev, li.nprev))) {
+				nodelist_free(out);
+				rc = -ENOMEM;
+			}
 		}
 	}
 	free(rep);
@@ -64,5 +70,6 @@ void nodelist_free(struct nodelist *l)
 {
 	free(l->list);
 	free(l->down);
-	l->list = l->down = NULL;
+	free(l->prev);
+	l->list = l->down = l->prev = NULL;
 }

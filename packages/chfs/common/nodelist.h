@@ -19,6 +19,9 @@ struct nodelist {
 	size_t len;
 	char *down; /* ids the answering server considers down: "id,id" (malloc'ed, may be "") */
 	size_t ndown;
+	uint64_t ring_epoch; /* epoch of the last change of the member set */
+	char *prev;          /* the member list before it (malloc'ed, may be "") */
+	size_t nprev;
 };
 
 /* Ask server addr for the list; with join_id/join_addr (both or neither) send JOIN(id, addr)

@@ -8,6 +8,7 @@
 #include "placement.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -34,6 +35,13 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_LOCAL_PATH] = "local_path",
         [WOP_SYNC] = "sync",
         [WOP_MOVED] = "moved",
+        [WOP_STATUS] = "status",
+        [WOP_MIG_GET_ENTRY] = "mig_get_entry",
+        [WOP_MIG_DROP_ENTRY] = "mig_drop_entry",
+        [WOP_MIG_GET_DATA] = "mig_get_data",
+        [WOP_MIG_DROP_DATA] = "mig_drop_data",
+        [WOP_MIG_HINT] = "mig_hint",
+        [WOP_MIG_DONE] = "mig_done",
 };
 
 const char *wire_op_name(unsigned op)
@@ -223,6 +231,7 @@ void wire_hdr_put(void *buf, const struct wire_hdr *h)
 	memcpy(p + 16, h->secret, CHFS_SECRET_LEN);
 	put_le(p + 48, h->body_len, 4);
 	put_le(p + 52, (uint32_t)h->status, 4);
+	put_le(p + 56, h->epoch, 8);
 }
 
 int wire_hdr_get(const void *buf, size_t len, struct wire_hdr *h)
@@ -237,6 +246,7 @@ int wire_hdr_get(const void *buf, size_t len, struct wire_hdr *h)
 	memcpy(h->secret, p + 16, CHFS_SECRET_LEN);
 	h->body_len = (uint32_t)get_le(p + 48, 4);
 	h->status = (int32_t)(uint32_t)get_le(p + 52, 4);
+	h->epoch = get_le(p + 56, 8);
 	if (h->magic != WIRE_MAGIC)
 		return -EBADMSG;
 	if (h->version != WIRE_VERSION)
@@ -301,12 +311,14 @@ int wire_list_parse(const char *l, size_t len, struct wire_member *m, unsigned m
 	return (int)n;
 }
 
-void wire_list_put(struct wenc *e, uint64_t epoch, uint32_t vnodes, const char *list, const char *down)
+void wire_list_put(struct wenc *e, const struct wire_listinfo *li)
 {
-	wenc_u64(e, epoch);
-	wenc_u32(e, vnodes);
-	wenc_str(e, list);
-	wenc_str(e, down);
+	wenc_u64(e, li->epoch);
+	wenc_u32(e, li->vnodes);
+	wenc_bytes(e, li->list, li->nlist);
+	wenc_bytes(e, li->down, li->ndown);
+	wenc_u64(e, li->ring_epoch);
+	wenc_bytes(e, li->prev, li->nprev);
 }
 
 static int ids_ok(const char *l, size_t len)
@@ -329,29 +341,74 @@ int wire_id_in(const char *id, const char *down, size_t n)
 }
 
 /* Decode a member-list body from d (no finish). */
-static int list_dec(struct wdec *d, uint64_t *epoch, uint32_t *vnodes, const char **list, size_t *n,
-                    const char **down, size_t *ndown)
+static int list_dec(struct wdec *d, struct wire_listinfo *li)
 {
-	*epoch = wdec_u64(d);
-	*vnodes = wdec_u32(d);
-	*list = wdec_bytes(d, WIRE_LIST_MAX, n);
-	*down = wdec_bytes(d, WIRE_LIST_MAX, ndown);
+	li->epoch = wdec_u64(d);
+	li->vnodes = wdec_u32(d);
+	li->list = wdec_bytes(d, WIRE_LIST_MAX, &li->nlist);
+	li->down = wdec_bytes(d, WIRE_LIST_MAX, &li->ndown);
+	li->ring_epoch = wdec_u64(d);
+	li->prev = wdec_bytes(d, WIRE_LIST_MAX, &li->nprev);
 	if (d->err)
 		return d->err;
-	if (*vnodes == 0 || *vnodes > RING_VNODES_MAX ||
-	    wire_list_parse(*list, *n, NULL, WIRE_LIST_MAX) < 0 || !ids_ok(*down, *ndown))
+	if (li->vnodes == 0 || li->vnodes > RING_VNODES_MAX ||
+	    wire_list_parse(li->list, li->nlist, NULL, WIRE_LIST_MAX) < 0 || !ids_ok(li->down, li->ndown) ||
+	    (li->nprev && wire_list_parse(li->prev, li->nprev, NULL, WIRE_LIST_MAX) < 0) ||
+	    li->ring_epoch > li->epoch)
 		return -EINVAL;
 	return 0;
 }
 
-int wire_list_get(const void *body, size_t len, uint64_t *epoch, uint32_t *vnodes, const char **list,
-                  size_t *n, const char **down, size_t *ndown)
+int wire_list_get(const void *body, size_t len, struct wire_listinfo *li)
 {
 	struct wdec d;
 	wdec_init(&d, body, len);
-	if (list_dec(&d, epoch, vnodes, list, n, down, ndown) || wdec_finish(&d))
+	if (list_dec(&d, li) || wdec_finish(&d))
 		return -EBADMSG;
 	return 0;
+}
+
+static void dec_tag(struct wdec *d, struct wire_tag *t, int *bad)
+{
+	t->pkey = wdec_u32(d);
+	t->chunk_size = wdec_u32(d);
+	t->flags = wdec_u32(d);
+	if (!d->err && (t->chunk_size == 0 || t->chunk_size > (1u << 30) || (t->flags & ~(uint32_t)MD_LOCAL)))
+		*bad = -EINVAL;
+}
+
+void wire_mig_item_put(struct wenc *e, const struct wire_mig_item *it)
+{
+	wenc_u32(e, it->kind);
+	if (it->kind == WIRE_MIG_ENTRY) {
+		wenc_str(e, it->path);
+		return;
+	}
+	wenc_u64(e, it->fileid);
+	wenc_u32(e, it->tag.pkey);
+	wenc_u32(e, it->tag.chunk_size);
+	wenc_u32(e, it->tag.flags);
+	wenc_u64(e, it->index);
+}
+
+static void dec_path(struct wdec *d, char *out, int allow_root, int *bad);
+
+int wire_mig_item_get(struct wdec *d, struct wire_mig_item *it)
+{
+	int bad = 0;
+	it->kind = wdec_u32(d);
+	if (it->kind == WIRE_MIG_ENTRY) {
+		dec_path(d, it->path, 0, &bad);
+	} else if (it->kind == WIRE_MIG_CHUNK) {
+		it->fileid = wdec_u64(d);
+		dec_tag(d, &it->tag, &bad);
+		it->index = wdec_u64(d);
+		if (!d->err && !bad && it->index > WIRE_MAX_OFFSET / it->tag.chunk_size)
+			bad = -EINVAL;
+	} else if (!d->err) {
+		bad = -EINVAL;
+	}
+	return d->err ? d->err : bad;
 }
 
 static void dec_path(struct wdec *d, char *out, int allow_root, int *bad)
@@ -447,7 +504,47 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 
 	switch (r->h.op) {
 	case WOP_NODE_LIST:
+	case WOP_STATUS:
 	case WOP_SYNC: break;
+	case WOP_MIG_GET_ENTRY: dec_path(&d, r->path, 0, &bad); break;
+	case WOP_MIG_DROP_ENTRY:
+		dec_path(&d, r->path, 0, &bad);
+		r->fileid = wdec_u64(&d);
+		break;
+	case WOP_MIG_GET_DATA:
+	case WOP_MIG_DROP_DATA:
+		r->fileid = wdec_u64(&d);
+		r->seg[0].off = wdec_u64(&d);
+		r->seg[0].len = wdec_u64(&d);
+		if (!d.err && (r->seg[0].off > WIRE_MAX_OFFSET ||
+		               r->seg[0].len > WIRE_MAX_OFFSET - r->seg[0].off || r->seg[0].len == 0))
+			bad = -EINVAL;
+		break;
+	case WOP_MIG_HINT: {
+		r->nitems = wdec_u32(&d);
+		if (d.err)
+			break;
+		if (r->nitems == 0 || r->nitems > WIRE_MIG_HINT_MAX) {
+			bad = -EINVAL;
+			break;
+		}
+		r->items = d.p + d.pos;
+		size_t start = d.pos;
+		struct wire_mig_item *it = malloc(sizeof *it);
+		if (!it)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < r->nitems && !d.err && !bad; i++)
+			bad = wire_mig_item_get(&d, it);
+		free(it);
+		r->items_len = d.pos - start;
+		break;
+	}
+	case WOP_MIG_DONE:
+		r->ring_epoch = wdec_u64(&d);
+		wdec_str(&d, r->id, sizeof r->id);
+		if (!d.err && !wire_id_ok(r->id, strlen(r->id)))
+			bad = -EINVAL;
+		break;
 	case WOP_JOIN:
 		wdec_str(&d, r->id, sizeof r->id);
 		wdec_str(&d, r->addr, sizeof r->addr);
@@ -455,10 +552,15 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 			bad = -EINVAL;
 		break;
 	case WOP_SET_LIST: {
-		const char *down;
-		size_t ndown;
-		rc = list_dec(&d, &r->epoch, &r->vnodes, &r->list, &n, &down, &ndown);
-		r->list_len = (uint32_t)n;
+		struct wire_listinfo li;
+		rc = list_dec(&d, &li);
+		r->epoch = li.epoch;
+		r->vnodes = li.vnodes;
+		r->ring_epoch = li.ring_epoch;
+		r->list = li.list;
+		r->list_len = (uint32_t)li.nlist;
+		r->prev = li.prev;
+		r->prev_len = (uint32_t)li.nprev;
 		if (rc == -EINVAL)
 			bad = -EINVAL;
 		break;
@@ -514,6 +616,7 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 	case WOP_WRITE:
 	case WOP_READ:
 		r->fileid = wdec_u64(&d);
+		dec_tag(&d, &r->tag, &bad);
 		dec_segs(&d, r, &bad);
 		if (r->h.op == WOP_WRITE && !d.err && !bad) {
 			r->data = wdec_bytes(&d, UINT32_MAX, &n);

@@ -1,10 +1,13 @@
 /*
- * wire.h — the CHFS RPC wire format (version 2: member lists with server ids, ring virtual nodes
- * and down members), shared by libchfs and chfsd.
+ * wire.h — the CHFS RPC wire format (version 3: membership epoch in every header, placement tag
+ * in data requests, rebalance ops), shared by libchfs and chfsd.
  *
- * Every message = a fixed 56-byte header + a body. Header (little endian):
+ * Every message = a fixed 64-byte header + a body. Header (little endian):
  *   u32 magic 'CHFS' | u16 version | u16 op | u64 request id | u8 secret[32] | u32 body length |
- *   i32 status (replies: 0 or -errno; requests: 0)
+ *   i32 status (replies: 0 or -errno; requests: 0) | u64 epoch (requests: the member-list epoch
+ *   the sender placed the request with, 0 = none; replies: the server's epoch)
+ * A server whose epoch is newer than a request's answers WIRE_ERETRY without doing anything: the
+ * client fetches the list from that server and places the request again.
  * Replies carry op | WIRE_REPLY and a zero secret. The body is a sequence of fields written by
  * the encoder below: u32/u64/i64 little endian, strings and byte strings as u32 length + bytes
  * (strings never contain NUL and are length-checked against the field's limit).
@@ -28,8 +31,8 @@
 #include "secret.h"
 
 #define WIRE_MAGIC 0x53464843u /* "CHFS" */
-#define WIRE_VERSION 2
-#define WIRE_HDR_LEN 56
+#define WIRE_VERSION 3
+#define WIRE_HDR_LEN 64
 #define WIRE_REPLY 0x8000
 #define WIRE_ADDR_MAX 256
 #define WIRE_LIST_MAX 65536 /* comma-joined server list */
@@ -62,9 +65,26 @@ enum wire_op {
 	WOP_LOCAL_PATH,    /* u64 fileid -> str absolute backing path */
 	WOP_SYNC,          /* -> (flushes the server's storage) */
 	WOP_MOVED,         /* u64 fileid -> i64 when, str path (last rename of it this server took) */
+	WOP_STATUS,        /* -> str one "key=value ..." line (chlist -s) */
+	/* Rebalance (server to server, see server/rebalance.c): the new owner of a key takes it
+	 * from the previous owner (GET, store, DROP); the previous owner HINTs what it still holds
+	 * and says DONE when it holds nothing another server owns. */
+	WOP_MIG_GET_ENTRY,  /* str path -> u32 found, md */
+	WOP_MIG_DROP_ENTRY, /* str path, u64 fileid */
+	WOP_MIG_GET_DATA,   /* u64 fileid, u64 off, u64 len -> u32 found, bytes data (<= WIRE_MIG_PIECE) */
+	WOP_MIG_DROP_DATA,  /* u64 fileid, u64 off, u64 len (punch; the file goes when empty) */
+	WOP_MIG_HINT,       /* u32 n, n x (u32 kind, str path | u64 fileid, tag, u64 chunk index) */
+	WOP_MIG_DONE,       /* u64 ring epoch, str id */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);
+
+/* Reply status (negative, outside the errno range): the request's epoch is older than the
+ * server's member list; nothing was done, refresh the list from this server and retry. */
+#define WIRE_ERETRY (-10001)
+#define WIRE_MIG_PIECE (96u << 10) /* data bytes per MIG_GET_DATA reply */
+#define WIRE_MIG_HINT_MAX 128      /* items per MIG_HINT */
+enum { WIRE_MIG_ENTRY = 1, WIRE_MIG_CHUNK = 2 };
 
 #define WIRE_CREATE_EXCL 1
 #define WIRE_INSERT_NOREPLACE 1
@@ -96,6 +116,20 @@ struct wire_hdr {
 	uint8_t secret[CHFS_SECRET_LEN];
 	uint32_t body_len;
 	int32_t status;
+	uint64_t epoch;
+};
+
+/* Where a file's chunks live (READ/WRITE carry it, data files keep it for the rebalance):
+ * placement key, chunk size and md.flags (MD_LOCAL files stay on their home). */
+struct wire_tag {
+	uint32_t pkey, chunk_size, flags;
+};
+/* One rebalance item of a MIG_HINT. */
+struct wire_mig_item {
+	uint32_t kind; /* WIRE_MIG_ENTRY or WIRE_MIG_CHUNK */
+	char path[CHFS_PATH_MAX];
+	uint64_t fileid, index;
+	struct wire_tag tag;
 };
 
 struct wire_seg {
@@ -119,7 +153,11 @@ struct wire_req {
 	char addr[WIRE_ADDR_MAX];
 	char id[WIRE_ID_LEN + 1]; /* JOIN */
 	struct chfs_md md;
-	uint64_t fileid, size, epoch;
+	uint64_t fileid, size, epoch, ring_epoch; /* epoch/ring_epoch: SET_LIST, MIG_DONE */
+	struct wire_tag tag;                      /* READ, WRITE */
+	uint32_t nitems;                          /* MIG_HINT: items validated, read them with */
+	const uint8_t *items;                     /* wire_mig_items_next() from here */
+	size_t items_len;
 	uint32_t flags, which, mode, vnodes;
 	int64_t atime_ns, mtime_ns;
 	uint32_t nseg;
@@ -131,6 +169,8 @@ struct wire_req {
 	uint64_t data_len;
 	const char *list; /* SET_LIST: member list (see wire_list_parse), not NUL-terminated */
 	uint32_t list_len;
+	const char *prev; /* SET_LIST: the list before the last ring change */
+	uint32_t prev_len;
 };
 
 /* ---- encoder / decoder -------------------------------------------------------------- */
@@ -170,6 +210,11 @@ void wdec_md(struct wdec *d, struct chfs_md *m);
 /* 0 if everything decoded and nothing is left over, else -EBADMSG. */
 int wdec_finish(struct wdec *d);
 
+/* MIG_HINT items: put one; read them back one by one from a validated request (d initialised
+ * over r->items/r->items_len). 0 or -EBADMSG/-EINVAL. */
+void wire_mig_item_put(struct wenc *e, const struct wire_mig_item *it);
+int wire_mig_item_get(struct wdec *d, struct wire_mig_item *it);
+
 /* Header: encode into the first WIRE_HDR_LEN bytes of a message; decode checks magic, version,
  * op range and that body_len matches the message length. */
 void wire_hdr_put(void *buf, const struct wire_hdr *h);
@@ -194,11 +239,17 @@ struct wire_member {
 int wire_list_parse(const char *list, size_t len, struct wire_member *m, unsigned max);
 /* Member-list body of a NODE_LIST/JOIN reply and of a SET_LIST request: u64 epoch, u32 virtual
  * nodes per server (the pool's ring parameter), str member list, str ids of the members the
- * sender's failure detector considers down (comma-joined, may be empty). get: list and down
- * point into the message. */
-void wire_list_put(struct wenc *e, uint64_t epoch, uint32_t vnodes, const char *list, const char *down);
-int wire_list_get(const void *body, size_t len, uint64_t *epoch, uint32_t *vnodes, const char **list,
-                  size_t *n, const char **down, size_t *ndown);
+ * sender's failure detector considers down (comma-joined, may be empty). get: the strings
+ * point into the message. Then the ring history the rebalance needs: u64 ring epoch (the epoch at which the member set
+ * last changed), str the member list before that change ("" if none). */
+struct wire_listinfo {
+	uint64_t epoch, ring_epoch;
+	uint32_t vnodes;
+	const char *list, *down, *prev;
+	size_t nlist, ndown, nprev;
+};
+void wire_list_put(struct wenc *e, const struct wire_listinfo *li);
+int wire_list_get(const void *body, size_t len, struct wire_listinfo *li);
 /* 1 if id is one of the comma-joined ids in down[0..n). */
 int wire_id_in(const char *id, const char *down, size_t n);
 

@@ -279,7 +279,8 @@ static int reopen_after_fork(void)
 		return -EIO;
 	struct nodelist l = old->members;
 	l.down = strndup(old->members.down, old->members.ndown);
-	if (!(l.list = strndup(old->members.list, old->members.len)) || !l.down) {
+	l.prev = strndup(old->members.prev, old->members.nprev);
+	if (!(l.list = strndup(old->members.list, old->members.len)) || !l.down || !l.prev) {
 		nodelist_free(&l);
 		return -ENOMEM;
 	}
@@ -313,6 +314,40 @@ static int list_stale(const struct srvlist *s)
 	       now >= (time_t)atomic_load(&chfs_client.list_retry_at);
 }
 
+/* Make ns the current list unless a newer one is there already (a thread refreshing after
+ * WIRE_ERETRY and the periodic refresh may race); returns the current list. */
+static struct srvlist *install_list(struct srvlist *ns)
+{
+	struct srvlist *cur = atomic_load(&chfs_client.srv);
+	for (;;) {
+		if (cur && cur->epoch > ns->epoch) {
+			srvlist_free(ns); /* never published */
+			return cur;
+		}
+		ns->older = cur;
+		if (atomic_compare_exchange_weak(&chfs_client.srv, &cur, ns))
+			return ns;
+	}
+}
+
+struct srvlist *client_list_retry(struct srvlist *s, unsigned idx, int attempt)
+{
+	struct srvlist *cur = atomic_load(&chfs_client.srv);
+	if (cur->epoch > s->epoch)
+		return cur; /* another thread has the newer list already */
+	struct srvlist *ns;
+	if (fetch_list(s->addrs[idx], rpc_timeout(), &ns) == 0) {
+		if (ns->epoch > cur->epoch)
+			return install_list(ns);
+		srvlist_free(ns);
+	}
+	/* The server that refused has not got a newer list to give (it is catching up): wait a
+	 * little, longer each time. */
+	struct timespec t = {0, (attempt < 10 ? attempt + 1 : 10) * 20 * 1000000L};
+	nanosleep(&t, NULL);
+	return atomic_load(&chfs_client.srv);
+}
+
 /* Replace the list s by a fresh one. One thread refreshes, without the global lock: the others
  * go on with the snapshot they have (it stays valid until chfs_term). Members are asked starting
  * at a random one (down ones skipped, a short timeout first), so a dead member costs one thread
@@ -333,10 +368,8 @@ static struct srvlist *refresh_list(struct srvlist *s)
 					rc = fetch_list(s->addrs[i], pass ? full : quick, &ns);
 			}
 		if (rc == 0) {
-			ns->older = s;
-			atomic_store(&chfs_client.srv, ns);
+			cur = install_list(ns);
 			atomic_store(&chfs_client.list_due, 0);
-			cur = ns;
 		} else {
 			/* Keep the old list; retry after another time to live. */
 			atomic_store(&chfs_client.list_retry_at, (long long)time(NULL) + list_ttl(s));

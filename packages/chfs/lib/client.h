@@ -80,6 +80,11 @@ int client_server_index(const struct srvlist *s, const char *a);
 static inline int client_server_down(const struct srvlist *s, unsigned idx) { return s->down[idx]; }
 /* A request timed out: fetch a fresh list (and its down members) on the next call. */
 void client_list_stale(void);
+/* Server idx of s answered WIRE_ERETRY (rpc: -ERESTART): its member list is newer than s.
+ * Returns the newer list (fetched from that server) to place the request again; after a short
+ * wait the current one if there is none yet. Callers retry up to CLIENT_RETRIES times. */
+struct srvlist *client_list_retry(struct srvlist *s, unsigned idx, int attempt);
+#define CLIENT_RETRIES 50
 
 /* ---- rpc.c ---- */
 /* Size of the request buffer and of the default reply buffer of a struct rpc. */
@@ -100,25 +105,39 @@ struct rpc {
 void rpc_begin(struct rpc *r, unsigned op);
 /* Free r's buffers (the RPC_DECL cleanup). */
 void rpc_end(struct rpc *r);
-/* Send to server idx and wait; on 0, r->d decodes the reply body. */
+/* Send to server idx and wait; on 0, r->d decodes the reply body. -ERESTART: the server's
+ * member list is newer than s (nothing was done; see client_list_retry). */
 int rpc_call(struct srvlist *s, unsigned idx, struct rpc *r);
-/* Same, with caller-provided buffers (large messages). */
-void rpc_fill_hdr(uint8_t *msg, size_t len, unsigned op);
+/* rpc_call to the owner of canonical path p, placed again with the newer list as long as the
+ * server says the list changed (the request body does not depend on the list). */
+int rpc_call_path(struct srvlist *s, const char *p, struct rpc *r);
+/* Same, with caller-provided buffers (large messages); epoch: the list the request is placed with. */
+void rpc_fill_hdr(uint8_t *msg, size_t len, unsigned op, uint64_t epoch);
 int rpc_status(struct srvlist *s, unsigned idx, int xrc, const uint8_t *rep, size_t replen,
                struct wdec *body);
 int rpc_timeout(void);
+/* -ERESTART left after CLIENT_RETRIES attempts becomes EIO (with a log line). */
+int rpc_restart_failed(int rc);
 
 /* ---- fdtable.c ---- */
+/* A local server's backing file of a descriptor's file (io.c): fd -2 if not usable; guard: the
+ * server's fast-path page (lib/localguard.h), NULL if none. Kept until the descriptor closes
+ * (other threads may be using the fd), found by address (indices change with the list). */
+struct fastpath_page;
+struct direct {
+	char addr[WIRE_ADDR_MAX];
+	int fd;
+	struct fastpath_page *guard;
+};
 struct chfs_file {
 	pthread_mutex_t lock; /* position and size tracking */
 	char path[CHFS_PATH_MAX];
 	struct chfs_md md; /* as of open/create (fileid, chunk size, placement) */
 	int append, isdir;
 	off_t pos;
-	uint64_t written_end; /* highest offset this descriptor wrote */
-	int dirty;            /* written_end or mtime not yet reported to the owner */
-	int *direct;          /* per server: backing-file fd for the local fast path, -1 unknown,
-	                       * -2 not usable (NULL until first I/O) */
+	uint64_t written_end;  /* highest offset this descriptor wrote */
+	int dirty;             /* written_end or mtime not yet reported to the owner */
+	struct direct *direct; /* local fast path: backing files of this node's servers, by address */
 	unsigned ndirect;
 	/* CHFS_BUF_SIZE write-back buffer: one run of sequential small writes, flushed when a
 	 * write does not extend it, and before reads, fsync, close, stat and size reports. */
@@ -168,5 +187,7 @@ static inline int set_err(int r)
  * rc[i] is each server's status. Returns the first error (0 if none). */
 int rpc_multi(struct srvlist *s, const unsigned *idx, unsigned n, uint8_t *msg, size_t len, unsigned op,
               uint8_t *reps, size_t cap, size_t *replen, int *rc);
+/* The server of an rpc_multi that answered -ERESTART (to fetch the newer list from). */
+unsigned rpc_multi_refused(const unsigned *idx, unsigned n, const int *rc);
 int ns_truncate(struct srvlist *s, const char *cp, const struct chfs_md *md, off_t len);
 #endif

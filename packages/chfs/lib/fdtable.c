@@ -59,8 +59,8 @@ void fd_put(struct chfs_file *f)
 {
 	if (f && atomic_fetch_sub(&f->refs, 1) == 1) {
 		for (unsigned i = 0; f->direct && i < f->ndirect; i++)
-			if (f->direct[i] >= 0)
-				close(f->direct[i]);
+			if (f->direct[i].fd >= 0)
+				close(f->direct[i].fd);
 		free(f->direct);
 		free(f->wbuf);
 		pthread_mutex_destroy(&f->wlock);

@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "client.h"
+#include "localguard.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -100,10 +101,10 @@ static int make_pieces(struct srvlist *s, const struct chfs_md *md, size_t size,
 	return 0;
 }
 
-static int build_msg(struct ioreq *q, uint64_t fileid, int is_write, const uint8_t *buf,
-                     const struct xprt_rma_desc *desc)
+static int build_msg(struct ioreq *q, const struct chfs_md *md, int is_write, const uint8_t *buf,
+                     const struct xprt_rma_desc *desc, uint64_t epoch)
 {
-	size_t len = WIRE_HDR_LEN + 8 + 4 + 24 * (size_t)q->nseg + 4 + 24 + 4 +
+	size_t len = WIRE_HDR_LEN + 8 + 12 + 4 + 24 * (size_t)q->nseg + 4 + 24 + 4 +
 	             (is_write && !q->rma ? q->total : 0);
 	q->repcap = WIRE_HDR_LEN + 16 + 8 * (size_t)q->nseg + (!is_write && !q->rma ? q->total : 0);
 	q->msg = malloc(len);
@@ -113,7 +114,10 @@ static int build_msg(struct ioreq *q, uint64_t fileid, int is_write, const uint8
 	struct wenc e;
 	wenc_init(&e, q->msg, len);
 	wenc_reserve(&e, WIRE_HDR_LEN);
-	wenc_u64(&e, fileid);
+	wenc_u64(&e, md->fileid);
+	wenc_u32(&e, md->pkey); /* the placement tag: lets the servers move chunks on a rebalance */
+	wenc_u32(&e, md->chunk_size);
+	wenc_u32(&e, md->flags);
 	wenc_u32(&e, q->nseg);
 	for (uint32_t i = 0; i < q->nseg; i++) {
 		wenc_u64(&e, q->segs[i].off);
@@ -138,7 +142,7 @@ static int build_msg(struct ioreq *q, uint64_t fileid, int is_write, const uint8
 	if (e.err)
 		return -EIO;
 	q->msglen = e.len;
-	rpc_fill_hdr(q->msg, q->msglen, is_write ? WOP_WRITE : WOP_READ);
+	rpc_fill_hdr(q->msg, q->msglen, is_write ? WOP_WRITE : WOP_READ, epoch);
 	return 0;
 }
 
@@ -181,41 +185,61 @@ static int finish_read(struct ioreq *q, uint8_t *buf, int *shortread, uint64_t *
 }
 
 /* The local fast path: the backing file of f on server sv, if sv runs on this node and its file
- * can be opened by this process (else -2: use RPCs). Resolved once per descriptor and server. */
-static int direct_fd(struct srvlist *s, struct chfs_file *f, unsigned sv)
+ * can be opened by this process (else -2: use RPCs), and its fast-path page (*guard, NULL for
+ * none: then striped files go by RPC). Resolved once per descriptor and server address. */
+static int direct_fd(struct srvlist *s, struct chfs_file *f, unsigned sv, struct fastpath_page **guard)
 {
 	if (!chfs_client.cfg.local_fastpath || !s->local[sv] || !f->md.fileid)
 		return -2;
+	int fd = -1;
 	pthread_mutex_lock(&f->lock);
-	if (!f->direct && (f->direct = malloc(s->n * sizeof *f->direct)) != NULL) {
-		f->ndirect = s->n;
-		for (unsigned i = 0; i < s->n; i++)
-			f->direct[i] = -1;
-	}
-	int fd = f->direct && sv < f->ndirect ? f->direct[sv] : -2;
+	for (unsigned i = 0; i < f->ndirect; i++)
+		if (strcmp(f->direct[i].addr, s->addrs[sv]) == 0) {
+			fd = f->direct[i].fd;
+			*guard = f->direct[i].guard;
+		}
 	pthread_mutex_unlock(&f->lock);
 	if (fd != -1)
 		return fd;
 	RPC_DECL(r);
 	char p[CHFS_PATH_MAX];
 	int nfd = -2;
+	struct fastpath_page *g = NULL;
 	rpc_begin(&r, WOP_LOCAL_PATH);
 	wenc_u64(&r.e, f->md.fileid);
 	if (rpc_call(s, sv, &r) == 0) {
 		wdec_str(&r.d, p, sizeof p);
-		if (wdec_finish(&r.d) == 0 && p[0] == '/')
+		if (wdec_finish(&r.d) == 0 && p[0] == '/') {
 			nfd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+			g = lguard_get(p);
+		}
 		if (nfd < 0)
 			nfd = -2;
 	}
 	pthread_mutex_lock(&f->lock);
-	if (f->direct[sv] == -1)
-		f->direct[sv] = nfd;
-	else if (nfd >= 0)
+	for (unsigned i = 0; i < f->ndirect; i++)
+		if (strcmp(f->direct[i].addr, s->addrs[sv]) == 0) { /* another thread was faster */
+			if (nfd >= 0)
+				close(nfd);
+			nfd = f->direct[i].fd;
+			g = f->direct[i].guard;
+			goto out;
+		}
+	struct direct *nd = realloc(f->direct, (f->ndirect + 1) * sizeof *nd);
+	if (nd) {
+		f->direct = nd;
+		snprintf(nd[f->ndirect].addr, sizeof nd[f->ndirect].addr, "%s", s->addrs[sv]);
+		nd[f->ndirect].fd = nfd;
+		nd[f->ndirect].guard = g;
+		f->ndirect++;
+	} else if (nfd >= 0) {
 		close(nfd);
-	fd = f->direct[sv];
+		nfd = -2;
+	}
+out:
 	pthread_mutex_unlock(&f->lock);
-	return fd;
+	*guard = g;
+	return nfd;
 }
 
 static int direct_io(int fd, int is_write, uint8_t *buf, const struct wire_seg *sg, int *shortread,
@@ -275,34 +299,67 @@ static uint64_t read_limit(struct srvlist *s, struct chfs_file *f, uint64_t end)
 	return limit;
 }
 
-ssize_t io_transfer(struct chfs_file *f, int is_write, void *vbuf, size_t size, uint64_t off)
+/* Guards of the local servers a transfer accesses directly (lib/localguard.h), per server of
+ * the list: entered ones are left when the transfer's direct accesses are over. */
+struct guards {
+	struct fastpath_page **entered;
+	unsigned char *refused;
+};
+
+/* May piece i (server sv) of a striped file go directly to the backing file? Enters the
+ * server's guard once per transfer. */
+static int guard_ok(struct guards *gs, struct srvlist *s, unsigned sv, struct fastpath_page *g)
 {
-	struct srvlist *s;
-	uint8_t *buf = vbuf;
-	if (size == 0)
+	if (gs->entered[sv])
+		return 1;
+	if (gs->refused[sv] || !g || lguard_enter(g, s->members.ring_epoch) != 0) {
+		gs->refused[sv] = 1;
 		return 0;
-	if (off > WIRE_MAX_OFFSET || size > WIRE_MAX_OFFSET - off)
-		return -EFBIG;
-	int rc = client_begin(&s), shortread = 0, concurrent = 0;
+	}
+	gs->entered[sv] = g;
+	return 1;
+}
+
+static void guards_leave(struct guards *gs, unsigned n)
+{
+	for (unsigned i = 0; gs->entered && i < n; i++)
+		if (gs->entered[i]) {
+			lguard_leave(gs->entered[i]);
+			gs->entered[i] = NULL;
+		}
+}
+
+/* One attempt with list s. -ERESTART: server *refused has a newer list (nothing of this
+ * attempt needs undoing: writes are idempotent). */
+static ssize_t transfer_once(struct srvlist *s, struct chfs_file *f, int is_write, void *vbuf, size_t size,
+                             uint64_t off, unsigned *refused)
+{
+	uint8_t *buf = vbuf;
+	int rc = 0, shortread = 0, concurrent = 0;
 	uint64_t present_end = 0;
 	ssize_t ret = 0;
 	xprt_mem_t *mr = NULL;
 	struct xprt_rma_desc desc = {0};
-	if (rc)
-		return rc;
+	struct guards gs = {calloc(s->n, sizeof *gs.entered), calloc(s->n, 1)};
+	if (!gs.entered || !gs.refused) {
+		free(gs.entered);
+		free(gs.refused);
+		return -ENOMEM;
+	}
 	if (!is_write) {
 		/* Clamp reads to the file size (refreshed only when the read goes beyond what we knew),
 		 * so reading a small file with a big buffer does not touch every server. */
 		uint64_t limit = read_limit(s, f, off + size);
-		if (limit <= off)
-			return 0;
-		if (off + size > limit)
-			size = (size_t)(limit - off);
+		if (limit <= off || off + size > limit)
+			size = limit <= off ? 0 : (size_t)(limit - off);
 	}
 	struct piece *p = NULL;
 	size_t np = 0;
-	if ((rc = make_pieces(s, &f->md, size, off, &p, &np)) < 0)
+	if (size == 0 || (rc = make_pieces(s, &f->md, size, off, &p, &np)) < 0) {
+		free(gs.entered);
+		free(gs.refused);
 		return rc;
+	}
 
 	/* Pieces on this node's servers go straight to their backing files (local fast path). */
 	int *dfd = malloc(np * sizeof *dfd);
@@ -318,7 +375,12 @@ ssize_t io_transfer(struct chfs_file *f, int is_write, void *vbuf, size_t size, 
 		goto out;
 	}
 	for (size_t i = 0; i < np; i++) {
-		dfd[i] = direct_fd(s, f, p[i].server);
+		struct fastpath_page *g = NULL;
+		dfd[i] = direct_fd(s, f, p[i].server, &g);
+		/* A striped file's chunk goes directly only while the server places chunks with our
+		 * ring and moves none (common/fastpath_page.h); a local-placement file never moves. */
+		if (dfd[i] >= 0 && !(f->md.flags & MD_LOCAL) && !guard_ok(&gs, s, p[i].server, g))
+			dfd[i] = -2;
 		ndirect += dfd[i] >= 0;
 	}
 	for (size_t i = 0; i < np; i++) {
@@ -348,7 +410,7 @@ ssize_t io_transfer(struct chfs_file *f, int is_write, void *vbuf, size_t size, 
 		}
 	}
 	for (size_t i = 0; i < nrq && rc == 0; i++)
-		rc = build_msg(&rq[i], f->md.fileid, is_write, buf, &desc);
+		rc = build_msg(&rq[i], &f->md, is_write, buf, &desc, s->epoch);
 	if (rc)
 		goto out_mr;
 
@@ -367,12 +429,14 @@ ssize_t io_transfer(struct chfs_file *f, int is_write, void *vbuf, size_t size, 
 		}
 		if (ndirect)
 			rc = run_direct(p, dfd, np, is_write, buf, &shortread, &present_end);
+		guards_leave(&gs, s->n);
 		for (size_t i = 0; i < nrq; i++)
 			if (rq[i].call)
 				rq[i].rc = xprt_call_wait(rq[i].call, &rq[i].replen);
 	} else {
 		if (ndirect)
 			rc = run_direct(p, dfd, np, is_write, buf, &shortread, &present_end);
+		guards_leave(&gs, s->n);
 		for (size_t i = 0; i < nrq; i++) {
 			struct ioreq *q = &rq[i];
 			q->rc = client_server_down(s, q->server)
@@ -386,6 +450,8 @@ ssize_t io_transfer(struct chfs_file *f, int is_write, void *vbuf, size_t size, 
 	for (size_t i = 0; i < nrq; i++) {
 		struct ioreq *q = &rq[i];
 		int r = q->msg ? rpc_status(s, q->server, q->rc, q->rep, q->rc ? 0 : q->replen, NULL) : -EIO;
+		if (r == -ERESTART)
+			*refused = q->server;
 		if (r == 0 && !is_write)
 			r = finish_read(q, buf, &shortread, &present_end);
 		if (r && !rc)
@@ -420,6 +486,9 @@ out_mr:
 		ret = fsize <= off ? 0 : (ssize_t)((fsize - off) < size ? fsize - off : size);
 	}
 out:
+	guards_leave(&gs, s->n);
+	free(gs.entered);
+	free(gs.refused);
 	for (size_t i = 0; rq && i < nrq; i++) {
 		free(rq[i].msg);
 		free(rq[i].rep);
@@ -429,6 +498,25 @@ out:
 	free(dfd);
 	free(p);
 	return rc ? rc : ret;
+}
+
+ssize_t io_transfer(struct chfs_file *f, int is_write, void *buf, size_t size, uint64_t off)
+{
+	struct srvlist *s;
+	if (size == 0)
+		return 0;
+	if (off > WIRE_MAX_OFFSET || size > WIRE_MAX_OFFSET - off)
+		return -EFBIG;
+	int rc = client_begin(&s);
+	if (rc)
+		return rc;
+	ssize_t r = -ERESTART;
+	for (int attempt = 0; attempt < CLIENT_RETRIES && r == -ERESTART; attempt++) {
+		unsigned refused = 0;
+		if ((r = transfer_once(s, f, is_write, buf, size, off, &refused)) == -ERESTART)
+			s = client_list_retry(s, refused, attempt);
+	}
+	return r == -ERESTART ? rpc_restart_failed((int)r) : r;
 }
 
 /* ---- CHFS_BUF_SIZE write-back buffer ---- */

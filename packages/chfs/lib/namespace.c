@@ -44,7 +44,7 @@ int ns_lookup(struct srvlist *s, const char *cpath, struct chfs_md *md)
 	RPC_DECL(r);
 	rpc_begin(&r, WOP_STAT);
 	wenc_str(&r.e, cpath);
-	int rc = rpc_call(s, placement_owner(s->ring, cpath), &r);
+	int rc = rpc_call_path(s, cpath, &r);
 	if (rc == 0) {
 		wdec_md(&r.d, md);
 		if (wdec_finish(&r.d))
@@ -142,7 +142,7 @@ static int setattr_size(struct srvlist *s, const char *path, uint64_t fileid, ui
 	wenc_i64(&r.e, 0);
 	wenc_i64(&r.e, 0);
 	wenc_u64(&r.e, size);
-	return rpc_call(s, placement_owner(s->ring, path), &r);
+	return rpc_call_path(s, path, &r);
 }
 
 /* A size change found no entry of file `fileid` under its name: another process renamed or
@@ -259,7 +259,8 @@ static unsigned data_servers(struct srvlist *s, const struct chfs_md *md, unsign
 	return s->n;
 }
 
-static int data_bcast(struct srvlist *s, const struct chfs_md *md, unsigned op, uint64_t len)
+static int data_bcast_once(struct srvlist *s, const struct chfs_md *md, unsigned op, uint64_t len,
+                           unsigned *refused)
 {
 	unsigned *idx = malloc(s->n * sizeof *idx);
 	size_t cap = WIRE_HDR_LEN + 64;
@@ -277,12 +278,25 @@ static int data_bcast(struct srvlist *s, const struct chfs_md *md, unsigned op, 
 			wenc_u64(&e, len);
 		unsigned n = data_servers(s, md, idx);
 		rc = n ? rpc_multi(s, idx, n, msg, e.len, op, reps, cap, rl, rcs) : -EIO;
+		*refused = rpc_multi_refused(idx, n, rcs);
 	}
 	free(idx);
 	free(reps);
 	free(rl);
 	free(rcs);
 	return rc;
+}
+
+/* Placed again with the newer list while a server says the list changed (idempotent). */
+static int data_bcast(struct srvlist *s, const struct chfs_md *md, unsigned op, uint64_t len)
+{
+	int rc = -ERESTART;
+	for (int attempt = 0; attempt < CLIENT_RETRIES && rc == -ERESTART; attempt++) {
+		unsigned refused = 0;
+		if ((rc = data_bcast_once(s, md, op, len, &refused)) == -ERESTART)
+			s = client_list_retry(s, refused, attempt);
+	}
+	return rpc_restart_failed(rc);
 }
 
 int data_truncate_all(struct srvlist *s, const struct chfs_md *md, uint64_t len)
@@ -415,7 +429,7 @@ static int make_parents(struct srvlist *s, const char *cpath)
 		rpc_begin(&r, WOP_MKDIR);
 		wenc_str(&r.e, dir);
 		wenc_md(&r.e, &md);
-		int rc = rpc_call(s, placement_owner(s->ring, dir), &r);
+		int rc = rpc_call_path(s, dir, &r);
 		if (rc == -EEXIST) {
 			rc = ns_resolve(s, dir, NULL, &md);
 			if (rc == 0 && !S_ISDIR(md.mode))
@@ -436,7 +450,6 @@ static int create_excl(struct srvlist *s, const char *cp, int32_t flags, mode_t 
 	md_new(&md, S_IFREG | (mode & 07777));
 	if (chunk_size > 0 && (unsigned)chunk_size <= CHFS_MAX_CHUNK_SIZE)
 		md.chunk_size = (uint32_t)chunk_size;
-	unsigned owner = placement_owner(s->ring, cp);
 	md.pkey = placement_new_key(cp);
 	if ((flags & CHFS_O_LOCAL) || chfs_client.cfg.placement == CHFS_PLACE_LOCAL) {
 		int h = client_local_server(s);
@@ -454,7 +467,7 @@ static int create_excl(struct srvlist *s, const char *cp, int32_t flags, mode_t 
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, &md);
 	wenc_u32(&r.e, WIRE_CREATE_EXCL);
-	int rc = rpc_call(s, owner, &r);
+	int rc = rpc_call_path(s, cp, &r);
 	if (rc == 0) {
 		wdec_u32(&r.d);
 		wdec_md(&r.d, got);
@@ -603,11 +616,10 @@ int chfs_mkdir(const char *path, mode_t mode)
 	rpc_begin(&r, WOP_MKDIR);
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, md);
-	return set_err(rpc_call(s, placement_owner(s->ring, cp), &r));
+	return set_err(rpc_call_path(s, cp, &r));
 }
 
-/* 1 if any server holds entries below cpath. */
-static int dir_nonempty(struct srvlist *s, const char *cp)
+static int dir_nonempty_once(struct srvlist *s, const char *cp, unsigned *refused)
 {
 	unsigned *idx = malloc(s->n * sizeof *idx);
 	size_t cap = WIRE_HDR_LEN + 16;
@@ -622,6 +634,7 @@ static int dir_nonempty(struct srvlist *s, const char *cp)
 		for (unsigned i = 0; i < s->n; i++)
 			idx[i] = i;
 		rc = rpc_multi(s, idx, s->n, msg, e.len, WOP_DIR_EMPTY, reps, cap, rl, rcs);
+		*refused = rpc_multi_refused(idx, s->n, rcs);
 		for (unsigned i = 0; rc == 0 && i < s->n; i++) {
 			struct wdec d;
 			wdec_init(&d, reps + i * cap + WIRE_HDR_LEN, rl[i] - WIRE_HDR_LEN);
@@ -637,6 +650,18 @@ static int dir_nonempty(struct srvlist *s, const char *cp)
 	free(rl);
 	free(rcs);
 	return rc;
+}
+
+/* 1 if any server holds entries below cpath. */
+static int dir_nonempty(struct srvlist *s, const char *cp)
+{
+	int rc = -ERESTART;
+	for (int attempt = 0; attempt < CLIENT_RETRIES && rc == -ERESTART; attempt++) {
+		unsigned refused = 0;
+		if ((rc = dir_nonempty_once(s, cp, &refused)) == -ERESTART)
+			s = client_list_retry(s, refused, attempt);
+	}
+	return rpc_restart_failed(rc);
 }
 
 int chfs_rmdir(const char *path)
@@ -660,7 +685,7 @@ int chfs_rmdir(const char *path)
 		RPC_DECL(r);
 		rpc_begin(&r, WOP_RMDIR);
 		wenc_str(&r.e, cp);
-		rc = rpc_call(s, placement_owner(s->ring, cp), &r);
+		rc = rpc_call_path(s, cp, &r);
 		forget_parent();
 	}
 	return set_err(rc);
@@ -682,7 +707,7 @@ int chfs_unlink(const char *path)
 	RPC_DECL(r);
 	rpc_begin(&r, WOP_UNLINK);
 	wenc_str(&r.e, cp);
-	rc = rpc_call(s, placement_owner(s->ring, cp), &r);
+	rc = rpc_call_path(s, cp, &r);
 	if (rc == 0) {
 		wdec_md(&r.d, &md);
 		if (wdec_finish(&r.d))
@@ -728,34 +753,42 @@ int chfs_rename(const char *from, const char *to)
 		if (rc)
 			return set_err(rc > 0 ? -EXDEV : rc);
 	}
-	unsigned of = placement_owner(s->ring, cf), ot = placement_owner(s->ring, ct);
 	if (!(old = malloc(sizeof *old)))
 		return set_err(-ENOMEM);
-	RPC_DECL(r);
-	if (of == ot) {
-		rpc_begin(&r, WOP_RENAME);
-		wenc_str(&r.e, cf);
-		wenc_str(&r.e, ct);
-		rc = rpc_call(s, of, &r);
-	} else {
-		rpc_begin(&r, WOP_INSERT);
-		wenc_str(&r.e, ct);
-		wenc_md(&r.e, md);
-		wenc_u32(&r.e, 0);
-		rc = rpc_call(s, ot, &r);
-	}
-	if (rc == 0) {
-		replaced = wdec_u32(&r.d);
-		wdec_md(&r.d, old);
-		if (wdec_finish(&r.d))
-			rc = -EIO;
-	}
-	if (rc == 0 && of != ot) {
-		RPC_DECL(r2);
-		rpc_begin(&r2, WOP_REMOVE_IF);
-		wenc_str(&r2.e, cf);
-		wenc_u64(&r2.e, md->fileid);
-		rc = rpc_call(s, of, &r2);
+	for (int attempt = 0;; attempt++) {
+		unsigned of = placement_owner(s->ring, cf), ot = placement_owner(s->ring, ct);
+		RPC_DECL(r);
+		if (of == ot) {
+			rpc_begin(&r, WOP_RENAME);
+			wenc_str(&r.e, cf);
+			wenc_str(&r.e, ct);
+			rc = rpc_call(s, of, &r);
+		} else {
+			rpc_begin(&r, WOP_INSERT);
+			wenc_str(&r.e, ct);
+			wenc_md(&r.e, md);
+			wenc_u32(&r.e, 0);
+			rc = rpc_call(s, ot, &r);
+		}
+		if (rc == -ERESTART && attempt < CLIENT_RETRIES) { /* nothing done: place it again */
+			s = client_list_retry(s, of == ot ? of : ot, attempt);
+			continue;
+		}
+		rc = rpc_restart_failed(rc);
+		if (rc == 0) {
+			replaced = wdec_u32(&r.d);
+			wdec_md(&r.d, old);
+			if (wdec_finish(&r.d))
+				rc = -EIO;
+		}
+		if (rc == 0 && of != ot) {
+			RPC_DECL(r2);
+			rpc_begin(&r2, WOP_REMOVE_IF);
+			wenc_str(&r2.e, cf);
+			wenc_u64(&r2.e, md->fileid);
+			rc = rpc_call_path(s, cf, &r2);
+		}
+		break;
 	}
 	if (rc == 0 && replaced && S_ISREG(old->mode) && old->fileid != md->fileid)
 		data_remove_all(s, old);
@@ -783,13 +816,12 @@ int chfs_symlink(const char *target, const char *path)
 	md_new(md, S_IFLNK | 0777);
 	snprintf(md->link, sizeof md->link, "%s", target);
 	md->size = strlen(target);
-	unsigned owner = placement_owner(s->ring, cp);
 	RPC_DECL(r);
 	rpc_begin(&r, WOP_CREATE);
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, md);
 	wenc_u32(&r.e, WIRE_CREATE_EXCL);
-	rc = rpc_call(s, owner, &r);
+	rc = rpc_call_path(s, cp, &r);
 	if (rc == 0) {
 		wdec_u32(&r.d);
 		wdec_md(&r.d, &got);
@@ -895,7 +927,7 @@ static int setattr_path(const char *path, uint32_t which, uint32_t mode, int64_t
 	wenc_i64(&r.e, at);
 	wenc_i64(&r.e, mt);
 	wenc_u64(&r.e, 0);
-	return rpc_call(s, placement_owner(s->ring, real), &r);
+	return rpc_call_path(s, real, &r);
 }
 
 int chfs_chmod(const char *path, mode_t mode)

@@ -80,16 +80,56 @@ static int readdir_common(const char *path, int index, void *buf, filler_t fille
 	md_to_stat(&md, cp, &st);
 	if (filler(buf, ".", &st, 0) || filler(buf, "..", &st, 0))
 		return 0;
-	if (index >= 0)
-		rc = list_server(s, (unsigned)index, cp, buf, filler);
-	else
+	if (index >= 0) {
+		for (int attempt = 0;; attempt++) {
+			rc = list_server(s, (unsigned)index, cp, buf, filler);
+			if (rc != -ERESTART || attempt >= CLIENT_RETRIES || (unsigned)index >= s->n)
+				break;
+			s = client_list_retry(s, (unsigned)index, attempt);
+		}
+		return rc < 0 ? set_err(rpc_restart_failed(rc)) : 0;
+	}
+	/* A server whose member list is newer than ours refuses (-ERESTART) before listing
+	 * anything: go on with the newer list, skipping the servers already listed. */
+	char **listed = calloc(s->n + 1, sizeof *listed);
+	unsigned nlisted = 0;
+	if (!listed)
+		return set_err(-ENOMEM);
+	for (int attempt = 0; rc == 0 || (rc == -ERESTART && attempt < CLIENT_RETRIES); attempt++) {
+		unsigned refused = 0;
+		rc = 0;
 		for (unsigned i = 0; i < s->n && rc == 0; i++) {
+			int seen = 0;
+			for (unsigned k = 0; k < nlisted && !seen; k++)
+				seen = strcmp(listed[k], s->addrs[i]) == 0;
+			if (seen)
+				continue;
 			if (client_server_down(s, i)) { /* list what the others hold, and say what is not */
 				log_warn("listing /%s without server %s: it is down", cp, s->addrs[i]);
 				continue;
 			}
 			rc = list_server(s, i, cp, buf, filler);
+			if (rc == -ERESTART) {
+				refused = i;
+			} else if (rc == 0) {
+				char **nl = realloc(listed, (nlisted + 2) * sizeof *listed);
+				if (!nl || !(nl[nlisted] = strdup(s->addrs[i]))) {
+					listed = nl ? nl : listed;
+					rc = -ENOMEM;
+					break;
+				}
+				listed = nl;
+				nlisted++;
+			}
 		}
+		if (rc != -ERESTART)
+			break;
+		s = client_list_retry(s, refused, attempt);
+	}
+	for (unsigned k = 0; k < nlisted; k++)
+		free(listed[k]);
+	free(listed);
+	rc = rpc_restart_failed(rc);
 	return rc < 0 ? set_err(rc) : 0;
 }
 

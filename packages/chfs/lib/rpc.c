@@ -16,6 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+int rpc_restart_failed(int rc)
+{
+	if (rc == -ERESTART) {
+		log_err("the pool's member list keeps changing: giving up after %d attempts", CLIENT_RETRIES);
+		return -EIO;
+	}
+	return rc;
+}
+
 int rpc_timeout(void)
 {
 	int t = chfs_client.cfg.rpc_timeout_msec;
@@ -44,9 +53,10 @@ void rpc_end(struct rpc *r)
 	r->mem = NULL;
 }
 
-void rpc_fill_hdr(uint8_t *msg, size_t len, unsigned op)
+void rpc_fill_hdr(uint8_t *msg, size_t len, unsigned op, uint64_t epoch)
 {
-	struct wire_hdr h = {.magic = WIRE_MAGIC,
+	struct wire_hdr h = {.epoch = epoch,
+	                     .magic = WIRE_MAGIC,
 	                     .version = WIRE_VERSION,
 	                     .op = (uint16_t)op,
 	                     .reqid = atomic_fetch_add(&chfs_client.reqid, 1),
@@ -80,6 +90,10 @@ int rpc_status(struct srvlist *s, unsigned idx, int xrc, const uint8_t *rep, siz
 		log_err("server %s: malformed reply", addr);
 		return -EIO;
 	}
+	if (h.status == WIRE_ERETRY)
+		return -ERESTART;
+	if (h.epoch > s->epoch)
+		client_list_stale(); /* the pool changed: fetch the list on the next call */
 	if (h.status == -EACCES)
 		log_err("server %s refused the request: wrong or missing pool secret (CHFS_SECRET_FILE=%s)",
 		        addr, chfs_client.cfg.secret_file);
@@ -99,11 +113,30 @@ int rpc_call(struct srvlist *s, unsigned idx, struct rpc *r)
 	if (r->e.err)
 		return r->e.err == -EMSGSIZE ? -ENAMETOOLONG : r->e.err;
 	unsigned op = (unsigned)r->buf[6] | (unsigned)r->buf[7] << 8;
-	rpc_fill_hdr(r->buf, r->e.len, op);
+	rpc_fill_hdr(r->buf, r->e.len, op, s->epoch);
 	int xrc = client_server_down(s, idx) ? -EHOSTDOWN
 	                                     : xprt_call(chfs_client.x, s->peers[idx], r->buf, r->e.len,
 	                                                 r->rep, r->repcap, &r->replen, rpc_timeout());
 	return rpc_status(s, idx, xrc, r->rep, r->replen, &r->d);
+}
+
+int rpc_call_path(struct srvlist *s, const char *p, struct rpc *r)
+{
+	int rc = -ERESTART;
+	for (int attempt = 0; attempt < CLIENT_RETRIES && rc == -ERESTART; attempt++) {
+		unsigned idx = placement_owner(s->ring, p);
+		if ((rc = rpc_call(s, idx, r)) == -ERESTART)
+			s = client_list_retry(s, idx, attempt);
+	}
+	return rpc_restart_failed(rc);
+}
+
+unsigned rpc_multi_refused(const unsigned *idx, unsigned n, const int *rc)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (rc[i] == -ERESTART)
+			return idx[i];
+	return n ? idx[0] : 0;
 }
 
 int rpc_multi(struct srvlist *s, const unsigned *idx, unsigned n, uint8_t *msg, size_t len, unsigned op,
@@ -112,7 +145,7 @@ int rpc_multi(struct srvlist *s, const unsigned *idx, unsigned n, uint8_t *msg, 
 	xprt_call_t **calls = calloc(n ? n : 1, sizeof *calls);
 	if (!calls)
 		return -ENOMEM;
-	rpc_fill_hdr(msg, len, op);
+	rpc_fill_hdr(msg, len, op, s->epoch);
 	for (unsigned i = 0; i < n; i++) {
 		rc[i] = client_server_down(s, idx[i])
 		                ? -EHOSTDOWN

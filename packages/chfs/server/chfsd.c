@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 /* Until the server answers, SIGTERM/SIGINT/SIGHUP end it at once; afterwards the main thread
- * takes them with sigwait. */
+ * takes them (and SIGUSR1: leave the pool gracefully) with sigwait. */
 static void on_signal(int sig) { _exit(1); }
 
 /* p made absolute against the current directory (NULL stays NULL; leaks: lives for the
@@ -61,6 +61,9 @@ static void usage(FILE *f)
 	           "  -l FILE     log to FILE instead of stderr\n"
 	           "  -L LEVEL    log priority: err, warning, notice (default), info, debug\n"
 	           "  -f          stay in the foreground\n"
+	           "Signals: SIGTERM/SIGINT stop the server (it stays a member: restart it on the same\n"
+	           "  directory to serve its data again); SIGUSR1 makes it leave the pool: it hands every\n"
+	           "  key it holds to the new owner, then exits (status 0 once everything moved).\n"
 	           "  --help      this text\n");
 }
 
@@ -257,6 +260,7 @@ int main(int argc, char **argv)
 	sigaddset(&term, SIGTERM);
 	sigaddset(&term, SIGINT);
 	sigaddset(&term, SIGHUP);
+	sigaddset(&term, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &term, NULL);
 	rc = xprt_open(&xo, &d.x);
 	if (rc && reuse) {
@@ -284,8 +288,9 @@ int main(int argc, char **argv)
 		log_err("member list: %s", strerror(-rc));
 		return 1;
 	}
-	if ((rc = members_start_broadcaster(&d)) < 0 || (rc = heartbeat_start(&d)) < 0 ||
-	    (rc = xprt_serve_admit(d.x, handle_admit, &d)) < 0 ||
+	if ((rc = rebalance_init(&d)) < 0 || (rc = fastpath_open(&d)) < 0 ||
+	    (rc = members_start_broadcaster(&d)) < 0 || (rc = heartbeat_start(&d)) < 0 ||
+	    (rc = handover_start(&d)) < 0 || (rc = xprt_serve_admit(d.x, handle_admit, &d)) < 0 ||
 	    (rc = xprt_serve(d.x, handle_request, &d)) < 0) {
 		log_err("cannot serve: %s", strerror(-rc));
 		return 1;
@@ -296,6 +301,7 @@ int main(int argc, char **argv)
 		        rc == -EACCES ? "the pool secret differs" : strerror(-rc));
 		return 1;
 	}
+	rebalance_publish(&d); /* direct access may start (unless a rebalance runs) */
 	if (pidfile) {
 		char pid[32];
 		snprintf(pid, sizeof pid, "%d", (int)getpid());
@@ -316,13 +322,29 @@ int main(int argc, char **argv)
 			return 1;
 		close(ready[1]);
 	}
-	int sig = 0;
+	int sig = 0, status = 0;
 	while (sigwait(&term, &sig) != 0)
 		;
-	log_notice("signal %d: shutting down", sig);
+	if (sig == SIGUSR1) {
+		log_notice("SIGUSR1: leaving the pool (handing every key to its new owner)");
+		if ((rc = handover_leave(&d)) < 0) {
+			log_err("leave: %s; shutting down without leaving",
+			        rc == -EBUSY ? "the last server of a pool cannot leave it" : strerror(-rc));
+			status = 1;
+		} else {
+			log_notice("left the pool: every key is at its new owner");
+		}
+	} else {
+		log_notice("signal %d: shutting down", sig);
+	}
+	/* Background threads end before the transport they call through goes away. */
+	atomic_store(&d.stopping, 1);
+	handover_stop(&d);
+	heartbeat_stop(&d);
+	members_stop_broadcaster(&d);
 	xprt_close(d.x);
 	st_close(d.st);
 	if (pidfile)
 		unlink(pidfile);
-	return 0;
+	return status;
 }

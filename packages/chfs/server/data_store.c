@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,11 +101,130 @@ int ds_truncate(struct data_store *ds, uint64_t fileid, uint64_t len)
 
 int ds_remove(struct data_store *ds, uint64_t fileid)
 {
-	char name[17];
+	char name[17], side[20];
 	data_name(fileid, name);
+	snprintf(side, sizeof side, "%s.t", name);
+	unlinkat(ds->datafd, side, 0);
 	if (unlinkat(ds->datafd, name, 0) < 0 && errno != ENOENT)
 		return -errno;
 	return 0;
+}
+
+/* ---- the placement tag: 12 bytes (pkey, chunk size, flags, little endian) in the xattr
+ * user.chfs.tag, or in a side file "<name>.t" where the file system has no user xattrs ---- */
+#define TAG_XATTR "user.chfs.tag"
+
+static void tag_put(uint8_t *b, const struct wire_tag *t)
+{
+	const uint32_t v[3] = {t->pkey, t->chunk_size, t->flags};
+	for (int i = 0; i < 12; i++)
+		b[i] = (uint8_t)(v[i / 4] >> (8 * (i % 4)));
+}
+
+static void tag_get(const uint8_t *b, struct wire_tag *t)
+{
+	uint32_t v[3] = {0, 0, 0};
+	for (int i = 0; i < 12; i++)
+		v[i / 4] |= (uint32_t)b[i] << (8 * (i % 4));
+	*t = (struct wire_tag){.pkey = v[0], .chunk_size = v[1], .flags = v[2]};
+}
+
+static int tag_set(struct data_store *ds, int fd, uint64_t fileid, const struct wire_tag *t)
+{
+	uint8_t b[12];
+	tag_put(b, t);
+	if (fsetxattr(fd, TAG_XATTR, b, sizeof b, 0) == 0)
+		return 0;
+	if (errno != ENOTSUP && errno != EOPNOTSUPP)
+		return -errno;
+	char side[20];
+	data_name(fileid, side);
+	strcat(side, ".t");
+	int sfd = openat(ds->datafd, side, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (sfd < 0)
+		return -errno;
+	int rc = write(sfd, b, sizeof b) == (ssize_t)sizeof b ? 0 : -EIO;
+	close(sfd);
+	return rc;
+}
+
+int ds_open_tagged(struct data_store *ds, uint64_t fileid, const struct wire_tag *tag)
+{
+	int fd = ds_open(ds, fileid, 0);
+	if (fd != -ENOENT)
+		return fd;
+	char name[17];
+	data_name(fileid, name);
+	fd = openat(ds->datafd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return errno == EEXIST ? ds_open(ds, fileid, 0) : -errno;
+	int rc = tag_set(ds, fd, fileid, tag);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+int ds_get_tag(struct data_store *ds, uint64_t fileid, struct wire_tag *tag)
+{
+	uint8_t b[12];
+	int fd = ds_open(ds, fileid, 0);
+	if (fd < 0)
+		return fd;
+	ssize_t n = fgetxattr(fd, TAG_XATTR, b, sizeof b);
+	close(fd);
+	if (n < 0 && (errno == ENOTSUP || errno == EOPNOTSUPP)) {
+		char side[20];
+		data_name(fileid, side);
+		strcat(side, ".t");
+		int sfd = openat(ds->datafd, side, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (sfd < 0)
+			return errno == ENOENT ? -ENODATA : -errno;
+		n = read(sfd, b, sizeof b);
+		close(sfd);
+	}
+	if (n != (ssize_t)sizeof b)
+		return -ENODATA;
+	tag_get(b, tag);
+	return 0;
+}
+
+int ds_walk(struct data_store *ds, int (*fn)(void *arg, uint64_t fileid), void *arg)
+{
+	int fd = openat(ds->datafd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	DIR *dp = fdopendir(fd);
+	if (!dp) {
+		close(fd);
+		return -errno;
+	}
+	int rc = 0;
+	struct dirent *de;
+	while (rc == 0 && (de = readdir(dp)) != NULL) {
+		if (strlen(de->d_name) != 16 || strspn(de->d_name, "0123456789abcdef") != 16)
+			continue;
+		uint64_t id = strtoull(de->d_name, NULL, 16);
+		if (id)
+			rc = fn(arg, id);
+	}
+	closedir(dp);
+	return rc;
+}
+
+int ds_punch(struct data_store *ds, uint64_t fileid, uint64_t off, uint64_t len)
+{
+	int fd = ds_open(ds, fileid, 0);
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	int rc = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) < 0
+	                 ? -errno
+	                 : 0;
+	close(fd);
+	return rc;
 }
 
 int ds_stat(struct data_store *ds, uint64_t fileid, uint64_t *size, int64_t *mtime_ns)

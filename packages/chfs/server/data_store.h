@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wire.h" /* struct wire_tag */
+
 struct data_store;
 
 /* Open (creating it if needed) ROOT/data; root is ROOT's absolute path, rootfd an fd of it. */
@@ -29,6 +31,16 @@ int ds_remove(struct data_store *ds, uint64_t fileid);
 int ds_stat(struct data_store *ds, uint64_t fileid, uint64_t *size, int64_t *mtime_ns);
 /* Absolute path of the backing file (created if absent), for direct node-local access. */
 int ds_path(struct data_store *ds, uint64_t fileid, char *buf, size_t size);
+
+/* Rebalance support. A data file created by ds_open_tagged keeps its placement tag (an xattr,
+ * or a side file "<id>.t"), so a server can tell which of its chunks another server owns after
+ * the ring changed. ds_get_tag: -ENODATA for an untagged file (node-local ones made by ds_path).
+ * ds_walk calls fn for each data file until it returns non-zero. ds_punch frees a byte range
+ * (reads as zeros; the size stays). */
+int ds_open_tagged(struct data_store *ds, uint64_t fileid, const struct wire_tag *tag);
+int ds_get_tag(struct data_store *ds, uint64_t fileid, struct wire_tag *tag);
+int ds_walk(struct data_store *ds, int (*fn)(void *arg, uint64_t fileid), void *arg);
+int ds_punch(struct data_store *ds, uint64_t fileid, uint64_t off, uint64_t len);
 
 /* A new random, non-zero file id. */
 uint64_t ds_new_fileid(void);

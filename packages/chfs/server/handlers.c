@@ -108,10 +108,12 @@ static ssize_t full_pread(int fd, uint8_t *p, size_t n, uint64_t off)
 
 static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
 {
-	int fd = st_data_open(d->st, q->fileid, 1);
+	int rc = rebalance_take_chunks(d, q->fileid, &q->tag, q->seg, q->nseg);
+	if (rc)
+		return rc;
+	int fd = st_data_open_tagged(d->st, q->fileid, &q->tag);
 	if (fd < 0)
 		return fd;
-	int rc = 0;
 	const uint8_t *src = q->data;
 	const struct xprt_rma_desc rd = rma_desc(q);
 	for (uint32_t i = 0; i < q->nseg && rc == 0; i++) {
@@ -139,7 +141,9 @@ static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 
 static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
 {
-	int fd = st_data_open(d->st, q->fileid, 0);
+	int fd = rebalance_take_chunks(d, q->fileid, &q->tag, q->seg, q->nseg);
+	if (fd == 0)
+		fd = st_data_open(d->st, q->fileid, 0);
 	if (fd < 0 && fd != -ENOENT)
 		return fd;
 	uint8_t *gotp = wenc_reserve(e, 4 + 8 * (size_t)q->nseg);
@@ -246,14 +250,12 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 {
 	struct chfs_md md, old;
 	int rc = 0, flag = 0;
-	static char list[WIRE_LIST_MAX], down[WIRE_LIST_MAX];
-	static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 
 	switch (q->h.op) {
 	case WOP_NODE_LIST:
 	case WOP_JOIN: {
 		if (q->h.op == WOP_JOIN) {
-			int changed = members_add(&d->mem, q->id, q->addr);
+			int changed = members_add(d, q->id, q->addr);
 			if (changed < 0)
 				return changed;
 			if (changed) {
@@ -261,17 +263,25 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 				members_changed(d);
 			}
 		}
-		pthread_mutex_lock(&list_lock);
-		unsigned vnodes;
-		uint64_t epoch = members_get(&d->mem, list, sizeof list, &vnodes);
-		members_get_down(&d->mem, down, sizeof down);
-		wire_list_put(e, epoch, vnodes, list, down);
-		pthread_mutex_unlock(&list_lock);
+		members_put_list(&d->mem, e);
 		return 0;
 	}
 	case WOP_SET_LIST:
-		rc = members_set(&d->mem, q->epoch, q->vnodes, q->list, q->list_len);
+		rc = members_set(d, q->epoch, q->vnodes, q->list, q->list_len, q->ring_epoch, q->prev,
+		                 q->prev_len);
 		return rc < 0 ? rc : 0;
+	case WOP_STATUS: {
+		char line[512];
+		rebalance_status(d, line, sizeof line);
+		wenc_str(e, line);
+		return 0;
+	}
+	case WOP_MIG_GET_ENTRY:
+	case WOP_MIG_DROP_ENTRY:
+	case WOP_MIG_GET_DATA:
+	case WOP_MIG_DROP_DATA:
+	case WOP_MIG_HINT:
+	case WOP_MIG_DONE: return rebalance_handle(d, q, e);
 	case WOP_CREATE:
 		md = q->md;
 		rc = st_create(d->st, q->path, &md, q->flags & WIRE_CREATE_EXCL, &old, &flag);
@@ -343,8 +353,13 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return rc;
 	case WOP_WRITE: return do_write(d, r, q, w, e);
 	case WOP_READ: return do_read(d, r, q, w, e);
-	case WOP_DATA_TRUNCATE: return st_data_truncate(d->st, q->fileid, q->size);
-	case WOP_DATA_REMOVE: return st_data_remove(d->st, q->fileid);
+	case WOP_DATA_TRUNCATE:
+	case WOP_DATA_REMOVE:
+		rebalance_data_op_begin(d, q->fileid, q->size, q->h.op == WOP_DATA_REMOVE);
+		rc = q->h.op == WOP_DATA_REMOVE ? st_data_remove(d->st, q->fileid)
+		                                : st_data_truncate(d->st, q->fileid, q->size);
+		rebalance_data_op_end(d, q->fileid);
+		return rc;
 	case WOP_DATA_STAT:
 		md = q->md;
 		md.fileid = q->fileid;
@@ -372,9 +387,12 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	return -ENOSYS;
 }
 
+static __thread uint64_t reply_epoch;
+
 static void reply_status(xprt_req_t *r, uint8_t *buf, const struct wire_hdr *rq, int status, size_t len)
 {
-	struct wire_hdr h = {.magic = WIRE_MAGIC,
+	struct wire_hdr h = {.epoch = reply_epoch,
+	                     .magic = WIRE_MAGIC,
 	                     .version = WIRE_VERSION,
 	                     .op = (uint16_t)(rq->op | WIRE_REPLY),
 	                     .reqid = rq->reqid,
@@ -382,6 +400,62 @@ static void reply_status(xprt_req_t *r, uint8_t *buf, const struct wire_hdr *rq,
 	                     .status = status};
 	wire_hdr_put(buf, &h);
 	xprt_reply(r, buf, len);
+}
+
+/* Requests that depend on the member list: placed by the sender with its ring (refused when
+ * that is not this server's: WIRE_ERETRY), and their keys taken from a previous owner first
+ * while a rebalance runs. Membership, status and node-local requests do not. */
+static int placed(unsigned op)
+{
+	switch (op) {
+	case WOP_NODE_LIST:
+	case WOP_JOIN:
+	case WOP_SET_LIST:
+	case WOP_STATUS:
+	case WOP_SYNC:
+	case WOP_MOVED:
+	case WOP_LOCAL_PATH:
+	case WOP_DATA_STAT: return 0;
+	default: return 1;
+	}
+}
+
+static int is_mig(unsigned op) { return op >= WOP_MIG_GET_ENTRY && op <= WOP_MIG_DONE; }
+
+static int take_keys(struct chfsd *d, const struct wire_req *q)
+{
+	switch (q->h.op) {
+	case WOP_CREATE:
+	case WOP_STAT:
+	case WOP_MKDIR:
+	case WOP_RMDIR:
+	case WOP_UNLINK:
+	case WOP_INSERT:
+	case WOP_REMOVE_IF:
+	case WOP_SETATTR: return rebalance_take_entry(d, q->path);
+	case WOP_RENAME: {
+		int rc = rebalance_take_entry(d, q->path);
+		return rc ? rc : rebalance_take_entry(d, q->path2);
+	}
+	}
+	return 0; /* READ and WRITE take their chunks in do_read/do_write */
+}
+
+static int gated(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
+{
+	if (!placed(q->h.op))
+		return dispatch(d, r, q, w, e);
+	if (q->h.epoch > members_epoch(&d->mem))
+		members_catch_up(d, q->h.epoch);
+	pthread_rwlock_rdlock(&d->mem.gate);
+	uint64_t epoch = members_epoch(&d->mem);
+	int rc;
+	if (!is_mig(q->h.op) && q->h.epoch != epoch)
+		rc = WIRE_ERETRY;
+	else if ((rc = take_keys(d, q)) == 0)
+		rc = dispatch(d, r, q, w, e);
+	pthread_rwlock_unlock(&d->mem.gate);
+	return rc;
 }
 
 int handle_admit(const void *msg, size_t len, void *arg)
@@ -403,6 +477,7 @@ void handle_request(xprt_req_t *r, void *arg)
 	struct chfsd *d = arg;
 	struct worker *w = worker_get(d);
 	uint8_t small[WIRE_HDR_LEN];
+	reply_epoch = members_epoch(&d->mem);
 	size_t len;
 	const void *msg = xprt_req_data(r, &len);
 	if (!w) {
@@ -429,7 +504,7 @@ void handle_request(xprt_req_t *r, void *arg)
 	struct wenc e;
 	wenc_init(&e, w->rep, w->repcap);
 	wenc_reserve(&e, WIRE_HDR_LEN);
-	rc = dispatch(d, r, q, w, &e);
+	rc = gated(d, r, q, w, &e);
 	if (rc == 0 && e.err)
 		rc = e.err;
 	log_debug("%s %s -> %d", wire_op_name(q->h.op), q->path, rc);

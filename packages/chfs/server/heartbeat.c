@@ -50,9 +50,11 @@ static void *heartbeat(void *arg)
 	unsigned ntab = 0;
 	if (!list || !down)
 		return NULL;
-	for (;;) {
+	while (!atomic_load(&d->stopping)) {
 		struct timespec ts = {0, HB_INTERVAL_MS * 1000000L};
 		nanosleep(&ts, NULL);
+		if (atomic_load(&d->stopping))
+			break;
 		unsigned vnodes;
 		members_get(&d->mem, list, WIRE_LIST_MAX, &vnodes);
 		int n = wire_list_parse(list, strlen(list), NULL, WIRE_LIST_MAX);
@@ -91,15 +93,29 @@ static void *heartbeat(void *arg)
 		tab = nt;
 		ntab = (unsigned)n;
 	}
+	free(tab);
+	free(list);
+	free(down);
 	return NULL;
 }
 
+static pthread_t hb_thread;
+static int hb_running;
+
 int heartbeat_start(struct chfsd *d)
 {
-	pthread_t t;
-	int rc = pthread_create(&t, NULL, heartbeat, d);
+	int rc = pthread_create(&hb_thread, NULL, heartbeat, d);
 	if (rc)
 		return -rc;
-	pthread_detach(t);
+	hb_running = 1;
 	return 0;
+}
+
+/* d->stopping is set: the thread ends within one round (its calls are bounded). */
+void heartbeat_stop(struct chfsd *d)
+{
+	(void)d;
+	if (hb_running)
+		pthread_join(hb_thread, NULL);
+	hb_running = 0;
 }

@@ -104,7 +104,15 @@ static void save(struct members *m)
 
 int members_init(struct members *m, int rootfd, const char *id, const char *addr, unsigned vnodes)
 {
+	pthread_rwlockattr_t ga;
+	pthread_rwlockattr_init(&ga);
+	pthread_rwlockattr_setkind_np(&ga, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&m->gate, &ga);
+	pthread_rwlockattr_destroy(&ga);
 	pthread_mutex_init(&m->lock, NULL);
+	m->prev = strdup("");
+	if (!m->prev)
+		return -ENOMEM;
 	pthread_cond_init(&m->cond, NULL);
 	m->epoch = 0;
 	m->vnodes = vnodes;
@@ -125,14 +133,66 @@ int members_init(struct members *m, int rootfd, const char *id, const char *addr
 			m->epoch = strtoull(line, NULL, 10);
 	}
 	m->epoch++;
+	m->ring_epoch = m->epoch; /* a new pool: nothing to rebalance */
 	save(m);
 	return 0;
 }
 
-int members_add(struct members *m, const char *id, const char *addr)
+/* The list as "id=addr,..." (caller holds m->lock); NULL on allocation failure. */
+static char *list_string(const struct members *m)
 {
+	char *b = malloc(WIRE_LIST_MAX);
+	size_t o = 0;
+	if (!b)
+		return NULL;
+	b[0] = '\0';
+	for (unsigned i = 0; i < m->n; i++) {
+		int k = snprintf(b + o, WIRE_LIST_MAX - o, "%s%s=%s", i ? "," : "", m->m[i].id, m->m[i].addr);
+		if (k < 0 || (size_t)k >= WIRE_LIST_MAX - o)
+			break;
+		o += (size_t)k;
+	}
+	return b;
+}
+
+/* The member set changed (not just an address): remember the list before it for the
+ * rebalance (caller holds m->lock; old is the list before the change, consumed). */
+static void ring_change(struct members *m, char *old)
+{
+	if (!old)
+		return;
+	free(m->prev);
+	m->prev = old;
+	m->ring_epoch = m->epoch;
+}
+
+static int has_id(const struct members *m, const char *id)
+{
+	for (unsigned i = 0; i < m->n; i++)
+		if (strcmp(m->m[i].id, id) == 0)
+			return 1;
+	return 0;
+}
+
+int members_add(struct chfsd *d, const char *id, const char *addr)
+{
+	struct members *m = &d->mem;
+	pthread_rwlock_wrlock(&m->gate);
 	pthread_mutex_lock(&m->lock);
-	int rc = 0;
+	int rc = 0, newid = !has_id(m, id);
+	char *old = newid ? list_string(m) : NULL;
+	if (newid && !old) {
+		pthread_mutex_unlock(&m->lock);
+		pthread_rwlock_unlock(&m->gate);
+		return -ENOMEM;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (newid && rebalance_active(d)) { /* one change at a time: the joiner retries */
+		free(old);
+		pthread_rwlock_unlock(&m->gate);
+		return -EAGAIN;
+	}
+	pthread_mutex_lock(&m->lock);
 	unsigned i, same_addr = m->n;
 	for (i = 0; i < m->n && strcmp(m->m[i].id, id) != 0; i++)
 		if (strcmp(m->m[i].addr, addr) == 0)
@@ -169,40 +229,167 @@ int members_add(struct members *m, const char *id, const char *addr)
 	if (rc == 1) {
 		qsort(m->m, m->n, sizeof *m->m, member_cmp);
 		m->epoch++;
+		if (newid) {
+			ring_change(m, old);
+			old = NULL;
+		}
 		save(m);
 	}
 	pthread_mutex_unlock(&m->lock);
+	free(old);
+	if (rc == 1 && newid)
+		rebalance_ring_changed(d);
+	pthread_rwlock_unlock(&m->gate);
 	return rc;
 }
 
-int members_set(struct members *m, uint64_t epoch, unsigned vnodes, const char *list, size_t len)
+int members_set(struct chfsd *d, uint64_t epoch, unsigned vnodes, const char *list, size_t len,
+                uint64_t ring_epoch, const char *prev, size_t plen)
 {
+	struct members *m = &d->mem;
 	int n = wire_list_parse(list, len, NULL, WIRE_LIST_MAX);
 	if (n <= 0)
 		return -EINVAL;
 	struct wire_member *nm = calloc((size_t)n, sizeof *nm);
-	if (!nm)
+	char *np = strndup(prev, plen);
+	if (!nm || !np) {
+		free(nm);
+		free(np);
 		return -ENOMEM;
+	}
 	if (wire_list_parse(list, len, nm, (unsigned)n) != n) {
 		free(nm);
+		free(np);
 		return -EINVAL;
 	}
 	qsort(nm, (size_t)n, sizeof *nm, member_cmp);
+	pthread_rwlock_wrlock(&m->gate);
 	pthread_mutex_lock(&m->lock);
-	int rc = 0;
+	int rc = 0, ringchg = 0;
 	if (epoch > m->epoch) {
 		free(m->m);
 		m->m = nm;
 		m->n = (unsigned)n;
 		m->epoch = epoch;
 		m->vnodes = vnodes;
+		ringchg = ring_epoch != m->ring_epoch;
+		m->ring_epoch = ring_epoch;
+		free(m->prev);
+		m->prev = np;
 		save(m);
 		nm = NULL;
+		np = NULL;
 		rc = 1;
 	}
 	pthread_mutex_unlock(&m->lock);
+	if (ringchg)
+		rebalance_ring_changed(d);
+	pthread_rwlock_unlock(&m->gate);
 	free(nm);
+	free(np);
 	return rc;
+}
+
+int members_leave(struct chfsd *d)
+{
+	struct members *m = &d->mem;
+	pthread_rwlock_wrlock(&m->gate);
+	pthread_mutex_lock(&m->lock);
+	unsigned i;
+	for (i = 0; i < m->n && strcmp(m->m[i].id, d->id) != 0; i++)
+		;
+	int rc = 0;
+	char *old = list_string(m);
+	if (!old)
+		rc = -ENOMEM;
+	else if (i == m->n)
+		rc = -ENOENT;
+	else if (m->n == 1)
+		rc = -EBUSY; /* the last member has nobody to hand its keys to */
+	if (rc == 0) {
+		memmove(&m->m[i], &m->m[i + 1], (m->n - i - 1) * sizeof *m->m);
+		m->n--;
+		m->epoch++;
+		ring_change(m, old);
+		old = NULL;
+		save(m);
+	}
+	pthread_mutex_unlock(&m->lock);
+	free(old);
+	if (rc == 0)
+		rebalance_ring_changed(d);
+	pthread_rwlock_unlock(&m->gate);
+	return rc;
+}
+
+uint64_t members_epoch(struct members *m)
+{
+	pthread_mutex_lock(&m->lock);
+	uint64_t e = m->epoch;
+	pthread_mutex_unlock(&m->lock);
+	return e;
+}
+
+uint64_t members_ring_epoch(struct members *m)
+{
+	pthread_mutex_lock(&m->lock);
+	uint64_t e = m->ring_epoch;
+	pthread_mutex_unlock(&m->lock);
+	return e;
+}
+
+void members_get_ring(struct members *m, uint64_t *ring_epoch, char *buf, size_t size, unsigned *vnodes)
+{
+	pthread_mutex_lock(&m->lock);
+	*ring_epoch = m->ring_epoch;
+	*vnodes = m->vnodes;
+	snprintf(buf, size, "%s", m->prev ? m->prev : "");
+	pthread_mutex_unlock(&m->lock);
+}
+
+void members_put_list(struct members *m, struct wenc *e)
+{
+	pthread_mutex_lock(&m->lock);
+	char *list = list_string(m);
+	struct wire_listinfo li = {.epoch = m->epoch,
+	                           .ring_epoch = m->ring_epoch,
+	                           .vnodes = m->vnodes,
+	                           .list = list ? list : "",
+	                           .down = m->down ? m->down : "",
+	                           .prev = m->prev ? m->prev : ""};
+	li.nlist = strlen(li.list);
+	li.ndown = strlen(li.down);
+	li.nprev = strlen(li.prev);
+	wire_list_put(e, &li);
+	if (!list)
+		e->err = -ENOMEM;
+	pthread_mutex_unlock(&m->lock);
+	free(list);
+}
+
+void members_catch_up(struct chfsd *d, uint64_t epoch)
+{
+	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&one);
+	char *list = members_epoch(&d->mem) < epoch ? malloc(WIRE_LIST_MAX) : NULL;
+	unsigned vnodes;
+	if (list) {
+		members_get(&d->mem, list, WIRE_LIST_MAX, &vnodes);
+		for (char *sv = NULL, *ent = strtok_r(list, ",", &sv); ent && members_epoch(&d->mem) < epoch;
+		     ent = strtok_r(NULL, ",", &sv)) {
+			const char *a = ent + WIRE_ID_LEN + 1;
+			struct nodelist l;
+			if (strcmp(a, d->self) == 0 ||
+			    nodelist_fetch(d->x, a, d->secret, 1000, NULL, NULL, &l) != 0)
+				continue;
+			if (l.epoch > members_epoch(&d->mem))
+				members_set(d, l.epoch, l.vnodes, l.list, l.len, l.ring_epoch, l.prev,
+				            l.nprev);
+			nodelist_free(&l);
+		}
+		free(list);
+	}
+	pthread_mutex_unlock(&one);
 }
 
 uint64_t members_get(struct members *m, char *buf, size_t size, unsigned *vnodes)
@@ -224,43 +411,22 @@ uint64_t members_get(struct members *m, char *buf, size_t size, unsigned *vnodes
 	return e;
 }
 
-void chfsd_req_hdr(struct chfsd *d, struct wenc *e, unsigned op)
-{
-	struct wire_hdr h = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .op = (uint16_t)op};
-	memcpy(h.secret, d->secret, CHFS_SECRET_LEN);
-	wenc_reserve(e, WIRE_HDR_LEN);
-	wire_hdr_put(e->p, &h);
-}
-
-static void finish_hdr(struct wenc *e)
-{
-	uint8_t *p = e->p;
-	uint32_t n = (uint32_t)(e->len - WIRE_HDR_LEN);
-	for (int i = 0; i < 4; i++)
-		p[48 + i] = (uint8_t)(n >> (8 * i));
-}
-
 /* One push of the current list to every other member; returns how many did not take it. */
 static unsigned broadcast_once(struct chfsd *d, char *list, uint8_t *msg, size_t cap)
 {
 	unsigned failed = 0;
 	unsigned vnodes;
-	uint64_t epoch = members_get(&d->mem, list, WIRE_LIST_MAX, &vnodes);
+	members_get(&d->mem, list, WIRE_LIST_MAX, &vnodes);
 	struct wenc e;
 	wenc_init(&e, msg, cap);
 	chfsd_req_hdr(d, &e, WOP_SET_LIST);
-	wire_list_put(&e, epoch, vnodes, list, "");
-	finish_hdr(&e);
+	members_put_list(&d->mem, &e);
 	for (char *sv = NULL, *ent = strtok_r(list, ",", &sv); ent; ent = strtok_r(NULL, ",", &sv)) {
 		const char *a = ent + WIRE_ID_LEN + 1;
 		if (strcmp(a, d->self) == 0)
 			continue;
-		xprt_peer_t *p;
 		uint8_t rep[WIRE_HDR_LEN + 64];
-		size_t rl;
-		int rc = xprt_connect(d->x, a, &p);
-		if (rc == 0)
-			rc = xprt_call(d->x, p, msg, e.len, rep, sizeof rep, &rl, d->timeout_ms);
+		int rc = chfsd_call(d, a, &e, rep, sizeof rep, NULL, d->timeout_ms);
 		if (rc) {
 			log_warn("membership: could not send the server list to %s: %s", a, strerror(-rc));
 			failed++;
@@ -269,12 +435,16 @@ static unsigned broadcast_once(struct chfsd *d, char *list, uint8_t *msg, size_t
 	return failed;
 }
 
+#define LIST_MSG_CAP (WIRE_HDR_LEN + 64 + 3 * (size_t)WIRE_LIST_MAX)
+
+static pthread_t bc_thread;
+static int bc_running;
+
 static void *broadcaster(void *arg)
 {
 	struct chfsd *d = arg;
 	char *list = malloc(WIRE_LIST_MAX);
-	size_t cap = WIRE_HDR_LEN + 32 + WIRE_LIST_MAX;
-	uint8_t *msg = malloc(cap);
+	uint8_t *msg = malloc(LIST_MSG_CAP);
 	int retry_s = 0; /* a member missed the last push: push again after this long */
 	for (;;) {
 		pthread_mutex_lock(&d->mem.lock);
@@ -282,20 +452,35 @@ static void *broadcaster(void *arg)
 			struct timespec t;
 			clock_gettime(CLOCK_REALTIME, &t);
 			t.tv_sec += retry_s;
-			while (!d->mem.pending && pthread_cond_timedwait(&d->mem.cond, &d->mem.lock, &t) == 0)
+			while (!d->mem.pending && !atomic_load(&d->stopping) &&
+			       pthread_cond_timedwait(&d->mem.cond, &d->mem.lock, &t) == 0)
 				;
 		} else {
-			while (!d->mem.pending)
+			while (!d->mem.pending && !atomic_load(&d->stopping))
 				pthread_cond_wait(&d->mem.cond, &d->mem.lock);
 		}
 		d->mem.pending = 0; /* changes during this push trigger one more */
 		pthread_mutex_unlock(&d->mem.lock);
+		if (atomic_load(&d->stopping))
+			break;
 		/* Members that are up to date ignore a repeated epoch, so a retry goes to everyone;
 		 * the back-off (1, 2, 4 .. 16 s) bounds the cost of a member that stays down. */
-		unsigned failed = list && msg ? broadcast_once(d, list, msg, cap) : 0;
+		unsigned failed = list && msg ? broadcast_once(d, list, msg, LIST_MSG_CAP) : 0;
 		retry_s = failed ? (retry_s ? (retry_s < 16 ? retry_s * 2 : 16) : 1) : 0;
 	}
+	free(list);
+	free(msg);
 	return NULL;
+}
+
+void members_flush_broadcast(struct chfsd *d)
+{
+	char *list = malloc(WIRE_LIST_MAX);
+	uint8_t *msg = malloc(LIST_MSG_CAP);
+	if (list && msg)
+		broadcast_once(d, list, msg, LIST_MSG_CAP);
+	free(list);
+	free(msg);
 }
 
 void members_get_down(struct members *m, char *buf, size_t size)
@@ -318,12 +503,23 @@ void members_set_down(struct members *m, const char *ids)
 
 int members_start_broadcaster(struct chfsd *d)
 {
-	pthread_t t;
-	int rc = pthread_create(&t, NULL, broadcaster, d);
+	int rc = pthread_create(&bc_thread, NULL, broadcaster, d);
 	if (rc)
 		return -rc;
-	pthread_detach(t);
+	bc_running = 1;
 	return 0;
+}
+
+/* d->stopping is set: wake the broadcaster and wait for it (its calls are bounded). */
+void members_stop_broadcaster(struct chfsd *d)
+{
+	if (!bc_running)
+		return;
+	pthread_mutex_lock(&d->mem.lock);
+	pthread_cond_broadcast(&d->mem.cond);
+	pthread_mutex_unlock(&d->mem.lock);
+	pthread_join(bc_thread, NULL);
+	bc_running = 0;
 }
 
 void members_changed(struct chfsd *d)
@@ -337,7 +533,18 @@ void members_changed(struct chfsd *d)
 int members_join(struct chfsd *d, const char *bootstrap)
 {
 	struct nodelist l;
-	int rc = nodelist_fetch(d->x, bootstrap, d->secret, d->timeout_ms, d->id, d->self, &l);
+	int rc;
+	/* A pool rebalancing after an earlier change refuses new members until it is done. */
+	for (int waited = 0;; waited++) {
+		rc = nodelist_fetch(d->x, bootstrap, d->secret, d->timeout_ms, d->id, d->self, &l);
+		if (rc != -EAGAIN)
+			break;
+		if (waited % 10 == 0)
+			log_notice("joining through %s: the pool is still rebalancing after an earlier "
+			           "change; waiting",
+			           bootstrap);
+		sleep(1);
+	}
 	if (rc)
 		return rc;
 	if (d->vnodes_opt && d->vnodes_opt != l.vnodes)
@@ -346,7 +553,7 @@ int members_join(struct chfsd *d, const char *bootstrap)
 	pthread_mutex_lock(&d->mem.lock);
 	d->mem.epoch = 0;
 	pthread_mutex_unlock(&d->mem.lock);
-	rc = members_set(&d->mem, l.epoch, l.vnodes, l.list, l.len);
+	rc = members_set(d, l.epoch, l.vnodes, l.list, l.len, l.ring_epoch, l.prev, l.nprev);
 	nodelist_free(&l);
 	return rc < 0 ? rc : 0;
 }

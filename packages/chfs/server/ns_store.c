@@ -670,3 +670,92 @@ out:
 	pthread_mutex_unlock(l);
 	return rc;
 }
+
+/* ---- rebalance: every entry held here, and taking over an entry from its previous owner ---- */
+
+struct walk_ctx {
+	ns_walk_fn fn;
+	void *arg;
+	char path[CHFS_PATH_MAX];
+};
+
+/* Visit the entries of directory fd, whose CHFS path is c->path[0..plen). Closes fd. */
+static int walk_dir(struct walk_ctx *c, int fd, size_t plen, int depth)
+{
+	DIR *dp = fdopendir(fd);
+	if (!dp) {
+		close(fd);
+		return -errno;
+	}
+	int rc = 0;
+	struct dirent *de;
+	while (rc == 0 && (de = readdir(dp)) != NULL) {
+		if (de->d_name[0] != '_')
+			continue;
+		size_t n = strlen(de->d_name + 1);
+		if (plen + 1 + n >= sizeof c->path)
+			continue;
+		size_t o = plen;
+		if (plen)
+			c->path[o++] = '/';
+		memcpy(c->path + o, de->d_name + 1, n + 1);
+		struct chfs_md md;
+		int isdir = 0;
+		if (rec_read(dirfd(dp), de->d_name, &md, &isdir) == 0)
+			rc = c->fn(c->arg, c->path, &md);
+		if (rc == 0 && depth < CHFS_PATH_MAX / 2) {
+			int sub = openat(dirfd(dp), de->d_name,
+			                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0)
+				rc = walk_dir(c, sub, o + n, depth + 1);
+		}
+		c->path[plen] = '\0';
+	}
+	closedir(dp);
+	return rc;
+}
+
+int ns_walk(struct ns_store *ns, ns_walk_fn fn, void *arg)
+{
+	struct walk_ctx *c = malloc(sizeof *c);
+	if (!c)
+		return -ENOMEM;
+	c->fn = fn;
+	c->arg = arg;
+	c->path[0] = '\0';
+	/* A new open file description: a dup() would share (and start at) the directory offset
+	 * an earlier walk left at the end. */
+	int fd = openat(ns->nsfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = fd < 0 ? -errno : walk_dir(c, fd, 0, 0);
+	free(c);
+	return rc;
+}
+
+int ns_adopt(struct ns_store *ns, const char *path, const struct chfs_md *md)
+{
+	char leaf[CHFS_NAME_MAX + 2];
+	pthread_mutex_t *l = lock_of(ns, path);
+	pthread_mutex_lock(l);
+	int rc = ns_parent(ns, path, 1, leaf);
+	if (rc >= 0) {
+		int dfd = rc;
+		if (S_ISDIR(md->mode)) {
+			/* An implicit directory (entries below it already here) takes the record. */
+			if (mkdirat(dfd, leaf, 0700) < 0 && errno != EEXIST) {
+				rc = -errno;
+			} else {
+				int d = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+				rc = d < 0 ? (errno == ENOTDIR ? -EEXIST : -errno) : rec_put(d, META, md, 1);
+				if (d >= 0)
+					close(d);
+			}
+		} else {
+			struct chfs_md old;
+			int replaced;
+			rc = put_entry(dfd, leaf, md, 1, &old, &replaced);
+		}
+		close(dfd);
+	}
+	pthread_mutex_unlock(l);
+	return rc;
+}

@@ -53,4 +53,14 @@ int ns_rename(struct ns_store *ns, const char *from, const char *to, struct chfs
 int ns_setattr(struct ns_store *ns, const char *path, uint64_t fileid, uint32_t which, uint32_t mode,
                int64_t atime_ns, int64_t mtime_ns, uint64_t size, struct chfs_md *out);
 
+/* Rebalance. ns_walk calls fn(arg, path, md) for every entry recorded here (files, symlinks,
+ * owned directories), parents before children, until fn returns non-zero (returned). Entries
+ * that change during the walk may be missed or seen in either state. */
+typedef int (*ns_walk_fn)(void *arg, const char *path, const struct chfs_md *md);
+int ns_walk(struct ns_store *ns, ns_walk_fn fn, void *arg);
+/* Take over an entry from its previous owner: md exactly (its file id too) at path, creating
+ * implicit parents; a directory's record goes onto an implicit directory already here. -EEXIST
+ * if path already has an entry here (it is newer: keep it). */
+int ns_adopt(struct ns_store *ns, const char *path, const struct chfs_md *md);
+
 #endif

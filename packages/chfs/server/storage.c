@@ -138,3 +138,30 @@ int st_data_path(struct storage *st, uint64_t fileid, char *buf, size_t size)
 {
 	return ds_path(st->data, fileid, buf, size);
 }
+
+int st_ns_walk(struct storage *st, ns_walk_fn fn, void *arg) { return ns_walk(st->ns, fn, arg); }
+
+int st_adopt(struct storage *st, const char *path, const struct chfs_md *md)
+{
+	return ns_adopt(st->ns, path, md);
+}
+
+int st_data_open_tagged(struct storage *st, uint64_t fileid, const struct wire_tag *tag)
+{
+	return ds_open_tagged(st->data, fileid, tag);
+}
+
+int st_data_tag(struct storage *st, uint64_t fileid, struct wire_tag *tag)
+{
+	return ds_get_tag(st->data, fileid, tag);
+}
+
+int st_data_walk(struct storage *st, int (*fn)(void *arg, uint64_t fileid), void *arg)
+{
+	return ds_walk(st->data, fn, arg);
+}
+
+int st_data_punch(struct storage *st, uint64_t fileid, uint64_t off, uint64_t len)
+{
+	return ds_punch(st->data, fileid, off, len);
+}

@@ -56,4 +56,12 @@ int st_data_remove(struct storage *st, uint64_t fileid);
 int st_data_stat(struct storage *st, uint64_t fileid, uint64_t *size, int64_t *mtime_ns);
 int st_data_path(struct storage *st, uint64_t fileid, char *buf, size_t size);
 
+/* Rebalance (ns_walk/ns_adopt in ns_store.h, ds_open_tagged/... in data_store.h). */
+int st_ns_walk(struct storage *st, ns_walk_fn fn, void *arg);
+int st_adopt(struct storage *st, const char *path, const struct chfs_md *md);
+int st_data_open_tagged(struct storage *st, uint64_t fileid, const struct wire_tag *tag);
+int st_data_tag(struct storage *st, uint64_t fileid, struct wire_tag *tag);
+int st_data_walk(struct storage *st, int (*fn)(void *arg, uint64_t fileid), void *arg);
+int st_data_punch(struct storage *st, uint64_t fileid, uint64_t off, uint64_t len);
+
 #endif

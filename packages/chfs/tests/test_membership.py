@@ -79,8 +79,6 @@ def test_server_restarted_on_a_new_port_keeps_its_place(chfs_pool):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(strict=True, reason="needs the rebalance on join (issue 19 phase 2): with ring "
-                   "placement ~1/3 of the entries move to the new server without their data")
 @pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
 def test_third_server_joins_a_pool_with_200_files_nothing_lost(chfs_pool):
     files = write_files(chfs_pool, 200, 300)

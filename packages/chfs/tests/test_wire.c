@@ -31,11 +31,20 @@ static void begin(struct wenc *e, uint8_t *buf, size_t cap)
 	wenc_reserve(e, WIRE_HDR_LEN);
 }
 
+/* A data request's placement tag (pkey, chunk size, md flags). */
+static void put_tag(struct wenc *e)
+{
+	wenc_u32(e, 7);
+	wenc_u32(e, 65536);
+	wenc_u32(e, 0);
+}
+
 static size_t make_write(uint8_t *buf, size_t cap, int rma, uint64_t seglen, const char *data)
 {
 	struct wenc e;
 	begin(&e, buf, cap);
 	wenc_u64(&e, 0x1234);
+	put_tag(&e);
 	wenc_u32(&e, 2);
 	wenc_u64(&e, 0);
 	wenc_u64(&e, seglen);
@@ -61,6 +70,14 @@ static size_t make_path_op(uint8_t *buf, size_t cap, unsigned op, const char *p,
 	begin(&e, buf, cap);
 	wenc_bytes(&e, p, plen);
 	return finish(&e, op);
+}
+
+static void list_put(struct wenc *e, uint64_t epoch, uint32_t vnodes, const char *list, const char *down)
+{
+	struct wire_listinfo li = {.epoch = epoch, .vnodes = vnodes, .list = list, .down = down, .prev = ""};
+	li.nlist = strlen(list);
+	li.ndown = strlen(down);
+	wire_list_put(e, &li);
 }
 
 int main(void)
@@ -169,14 +186,27 @@ int main(void)
 	buf[n - 4 - 8] = 10;
 	CHECK_EQ(wire_decode_req(buf, n, &req), -EINVAL);
 	CHECK_EQ(wire_decode_req(buf, make_write(buf, sizeof buf, 0, 0, ""), &req), -EINVAL); /* empty seg */
+	begin(&e, buf, sizeof buf); /* a tag without a chunk size */
+	wenc_u64(&e, 1);
+	wenc_u32(&e, 7);
+	wenc_u32(&e, 0);
+	wenc_u32(&e, 0);
+	wenc_u32(&e, 1);
+	wenc_u64(&e, 0);
+	wenc_u64(&e, 100);
+	wenc_u64(&e, 0);
+	wenc_u32(&e, 0);
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_READ), &req), -EINVAL);
 
 	/* Segment count limits and overflow. */
 	begin(&e, buf, sizeof buf);
 	wenc_u64(&e, 1);
+	put_tag(&e);
 	wenc_u32(&e, WIRE_MAX_SEGS + 1);
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_READ), &req), -EBADMSG);
 	begin(&e, buf, sizeof buf);
 	wenc_u64(&e, 1);
+	put_tag(&e);
 	wenc_u32(&e, 1);
 	wenc_u64(&e, UINT64_MAX - 10);
 	wenc_u64(&e, 100);
@@ -185,6 +215,7 @@ int main(void)
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_READ), &req), -EINVAL);
 	begin(&e, buf, sizeof buf);
 	wenc_u64(&e, 1);
+	put_tag(&e);
 	wenc_u32(&e, 1);
 	wenc_u64(&e, 0);
 	wenc_u64(&e, 100);
@@ -209,22 +240,78 @@ int main(void)
 	wenc_str(&e, "tcp://1.2.3.4:5");
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_JOIN), &req), -EINVAL);
 	begin(&e, buf, sizeof buf);
-	wire_list_put(&e, 3, 64, ID1 "=tcp://a:1," ID2 "=shm://b", ID2);
+	list_put(&e, 3, 64, ID1 "=tcp://a:1," ID2 "=shm://b", ID2);
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), 0);
 	CHECK(req.epoch == 3 && req.vnodes == 64);
 	begin(&e, buf, sizeof buf);
-	wire_list_put(&e, 3, 64, ID1 "=tcp://a:1,," ID2 "=shm://b", "");
+	list_put(&e, 3, 64, ID1 "=tcp://a:1,," ID2 "=shm://b", "");
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), -EINVAL);
 	begin(&e, buf, sizeof buf);
-	wire_list_put(&e, 3, 64, "tcp://a:1", ""); /* entries without an id */
+	list_put(&e, 3, 64, "tcp://a:1", ""); /* entries without an id */
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), -EINVAL);
 	begin(&e, buf, sizeof buf);
-	wire_list_put(&e, 3, 0, ID1 "=tcp://a:1", ""); /* no virtual nodes */
+	list_put(&e, 3, 0, ID1 "=tcp://a:1", ""); /* no virtual nodes */
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), -EINVAL);
 	begin(&e, buf, sizeof buf);
-	wire_list_put(&e, 3, 64, ID1 "=tcp://a:1", "xyz"); /* down: not an id */
+	list_put(&e, 3, 64, ID1 "=tcp://a:1", "xyz"); /* down: not an id */
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), -EINVAL);
 	CHECK(wire_id_in(ID2, ID1 "," ID2, 2 * WIRE_ID_LEN + 1) && !wire_id_in(ID2, ID1, WIRE_ID_LEN));
+	{ /* the ring history: a malformed previous list, or a ring epoch newer than the list's */
+		struct wire_listinfo li = {.epoch = 5,
+		                           .ring_epoch = 4,
+		                           .vnodes = 64,
+		                           .list = ID1 "=tcp://a:1",
+		                           .down = "",
+		                           .prev = ID1 "=tcp://a:1," ID2 "=tcp://b:1"};
+		li.nlist = strlen(li.list);
+		li.nprev = strlen(li.prev);
+		begin(&e, buf, sizeof buf);
+		wire_list_put(&e, &li);
+		CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), 0);
+		CHECK(req.ring_epoch == 4 && req.prev_len == li.nprev);
+		li.ring_epoch = 6;
+		begin(&e, buf, sizeof buf);
+		wire_list_put(&e, &li);
+		CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), -EINVAL);
+		li.ring_epoch = 4;
+		li.prev = "garbage";
+		li.nprev = 7;
+		begin(&e, buf, sizeof buf);
+		wire_list_put(&e, &li);
+		CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), -EINVAL);
+	}
+	{ /* MIG_HINT: items validated (kind, path syntax, tag, chunk index), count bounded */
+		struct wire_mig_item it = {.kind = WIRE_MIG_ENTRY};
+		snprintf(it.path, sizeof it.path, "a/b");
+		begin(&e, buf, sizeof buf);
+		wenc_u32(&e, 2);
+		wire_mig_item_put(&e, &it);
+		it = (struct wire_mig_item){.kind = WIRE_MIG_CHUNK,
+		                            .fileid = 9,
+		                            .index = 3,
+		                            .tag = {.pkey = 1, .chunk_size = 65536}};
+		wire_mig_item_put(&e, &it);
+		CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_MIG_HINT), &req), 0);
+		CHECK(req.nitems == 2);
+		begin(&e, buf, sizeof buf);
+		wenc_u32(&e, 1);
+		it.tag.chunk_size = 0; /* no chunk size */
+		wire_mig_item_put(&e, &it);
+		CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_MIG_HINT), &req), -EINVAL);
+		begin(&e, buf, sizeof buf);
+		wenc_u32(&e, 1);
+		wenc_u32(&e, 7); /* unknown kind */
+		CHECK(wire_decode_req(buf, finish(&e, WOP_MIG_HINT), &req) < 0);
+		begin(&e, buf, sizeof buf);
+		wenc_u32(&e, 1);
+		it = (struct wire_mig_item){.kind = WIRE_MIG_ENTRY};
+		snprintf(it.path, sizeof it.path, "../x");
+		wire_mig_item_put(&e, &it);
+		CHECK(wire_decode_req(buf, finish(&e, WOP_MIG_HINT), &req) < 0);
+		begin(&e, buf, sizeof buf);
+		wenc_u32(&e, WIRE_MIG_HINT_MAX + 1);
+		CHECK(wire_decode_req(buf, finish(&e, WOP_MIG_HINT), &req) < 0);
+	}
 	{
 		struct wire_member m[2];
 		const char *l = ID1 "=tcp://a:1," ID2 "=tcp://a:1"; /* one address twice */

@@ -20,11 +20,13 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: chlist [-c] [-n N] [-o PATH] [-s SERVER] [-t MSEC]\n"
+	fprintf(f, "usage: chlist [-c | -r] [-n N] [-o PATH] [-s SERVER] [-t MSEC]\n"
 	           "List the servers of the CHFS pool (address and server id per line, then \"down\" if\n"
 	           "the answering server's failure detector finds it down).\n"
 	           "  -c        one comma-separated line of addresses (for CHFS_SERVER)\n"
 	           "  -o PATH   print the address of the server holding PATH's namespace entry\n"
+	           "  -r        ask every server for its status: epoch, ring epoch, rebalance=idle|active\n"
+	           "            and what it moved (entries/chunks/bytes in and out); exit 1 if any is down\n"
 	           "  -n N      at most N servers\n"
 	           "  -s ADDR   ask this server (default: CHFS_SERVER entries in turn)\n"
 	           "  -t MSEC   timeout (default 5000)\n");
@@ -46,6 +48,57 @@ static int ask(const char *addr, int timeout, const uint8_t *secret, struct node
 	rc = nodelist_fetch(x, addr, secret, timeout, NULL, NULL, l);
 	xprt_close(x);
 	return rc;
+}
+
+/* Ask each member for its status line (WOP_STATUS): "ADDR key=value ..." or "ADDR down".
+ * Returns how many did not answer. */
+static int print_status(const struct nodelist *l, int timeout, const uint8_t *secret)
+{
+	int n = wire_list_parse(l->list, l->len, NULL, WIRE_LIST_MAX), bad = 0;
+	struct wire_member *m = n > 0 ? calloc((size_t)n, sizeof *m) : NULL;
+	if (!m || wire_list_parse(l->list, l->len, m, (unsigned)n) != n) {
+		free(m);
+		return 1;
+	}
+	char proto[16];
+	const char *sep = strstr(m[0].addr, "://");
+	snprintf(proto, sizeof proto, "%.*s", sep ? (int)(sep - m[0].addr) : 3, m[0].addr);
+	struct xprt_opts o = {.proto = proto};
+	xprt_t *x;
+	if (xprt_open(&o, &x)) {
+		free(m);
+		return n;
+	}
+	for (int i = 0; i < n; i++) {
+		uint8_t req[WIRE_HDR_LEN], rep[WIRE_HDR_LEN + 1024];
+		struct wire_hdr h = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .op = WOP_STATUS};
+		memcpy(h.secret, secret, CHFS_SECRET_LEN);
+		wire_hdr_put(req, &h);
+		xprt_peer_t *p;
+		size_t rl = 0;
+		char line[1024] = "";
+		int rc = xprt_connect(x, m[i].addr, &p);
+		if (rc == 0)
+			rc = xprt_call(x, p, req, sizeof req, rep, sizeof rep, &rl, timeout);
+		if (rc == 0 && (wire_hdr_get(rep, rl, &h) || h.status)) {
+			rc = -EIO;
+		} else if (rc == 0) {
+			struct wdec d;
+			wdec_init(&d, rep + WIRE_HDR_LEN, rl - WIRE_HDR_LEN);
+			wdec_str(&d, line, sizeof line);
+			if (wdec_finish(&d))
+				rc = -EIO;
+		}
+		if (rc) {
+			printf("%s down\n", m[i].addr);
+			bad++;
+		} else {
+			printf("%s %s\n", m[i].addr, line);
+		}
+	}
+	xprt_close(x);
+	free(m);
+	return bad;
 }
 
 /* Print the owner of canonical(path) on the pool's ring. */
@@ -78,15 +131,16 @@ static int print_owner(const struct nodelist *l, const char *path)
 
 int main(int argc, char **argv)
 {
-	int csv = 0, max = -1, timeout = 5000, c;
+	int csv = 0, max = -1, timeout = 5000, status = 0, c;
 	const char *server = NULL, *opath = NULL;
 	static const struct option lo[] = {{"help", no_argument, NULL, 'h'}, {0}};
 	chfs_log_set_prog("chlist");
-	while ((c = getopt_long(argc, argv, "cn:o:s:t:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "cn:o:rs:t:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'c': csv = 1; break;
 		case 'n': max = atoi(optarg); break;
 		case 'o': opath = optarg; break;
+		case 'r': status = 1; break;
 		case 's': server = optarg; break;
 		case 't': timeout = atoi(optarg); break;
 		case 'h': usage(stdout); return 0;
@@ -117,6 +171,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "chlist: no server answered: %s\n",
 		        rc == -EACCES ? "wrong or missing pool secret" : strerror(-rc));
 		return 1;
+	}
+	if (status) {
+		rc = print_status(&l, timeout, secret);
+		nodelist_free(&l);
+		return rc ? 1 : 0;
 	}
 	if (opath) {
 		rc = print_owner(&l, opath);
