@@ -10,8 +10,9 @@ pool's membership changes. The pool comes from the environment (CHFS_SERVER, CHF
       and every K-th file (default 20) is over 1 MiB.
   chfsload.py verify MANIFEST...
       reads every file of the manifests and prints JSON {"ok": n, "failed": [[path, errno
-      name]], "wrong": [[path, why]]}; wrong means readable but not the recorded bytes
-      (short, long or other content: stale or lost data).
+      name]], "wrong": [[path, why]], "slowest_failure_s": s}; wrong means readable but not
+      the recorded bytes (short, long or other content: stale or lost data); s is the
+      longest time one failing read took.
   chfsload.py worker --manifest M --top /w0 --seed S --out RESULT [--rate-log FILE] [--ops R]
       prints "ready" once it has joined the pool, then until SIGTERM writes a new file (or a
       new version of one of its own), then reads and verifies a random file of M or of its
@@ -159,18 +160,21 @@ def cmd_write(a):
 
 def cmd_verify(a):
     c = Client()
-    out = {"ok": 0, "failed": [], "wrong": []}
+    out = {"ok": 0, "failed": [], "wrong": [], "slowest_failure_s": 0.0}
     for m in a.manifests:
         with open(m) as f:
             files = json.load(f)
         if "files" in files and isinstance(files["files"], dict):  # a worker's result
             files = files["files"]
         for path, (size, digest) in sorted(files.items()):
+            t = time.monotonic()
             r = check(c, path, size, digest)
             if r is None:
                 out["ok"] += 1
             else:
                 out[r[0]].append([path, r[1]])
+                if r[0] == "failed":
+                    out["slowest_failure_s"] = max(out["slowest_failure_s"], time.monotonic() - t)
     json.dump(out, sys.stdout)
     print()
 
@@ -209,6 +213,7 @@ def cmd_worker(a):
                 st["bytes_written"] += size
             except ChfsError as e:
                 errors.append([round(t, 3), "write", path, errname(e)])
+                own.pop(path, None)  # a failed (re)write leaves the file's content undefined
         else:
             pool = own if own and rng.random() < 0.3 else known
             path = rng.choice(list(pool)) if pool else None

@@ -75,14 +75,24 @@ def clients(pool):
     return chfsload.Workers(pool.env, pool.manifest, pool.tmp, k=2, ops=40)
 
 
-def assert_clients_clean(results):
-    errors = [e for r in results for e in r["errors"]]
+def assert_clients_clean(results, eio_window=None):
+    """No client error; with eio_window=(t0, t1), EIO (a server down: restarted) is allowed
+    between those times, nothing else."""
+    errors = [e for r in results for e in r["errors"]
+              if not (eio_window and e[3] in ("EIO", "failed: EIO") and eio_window[0] <= e[0] <= eio_window[1])]
     assert not errors, f"{len(errors)} client errors, first {errors[:5]}"
     assert all(r["ops"] > 0 for r in results)
 
 
+FASTPATH_BUG = ("core: with CHFS_LOCAL_FASTPATH=1 (the default; every server is on this node) "
+                "a join moves entries but no chunks, and ~half the files then read other bytes")
+
+
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
+@pytest.mark.parametrize("chfs_pool", [
+    {"servers": 2},
+    pytest.param({"servers": 2, "extra_env": {"CHFS_LOCAL_FASTPATH": "1"}}, id="fastpath",
+                 marks=pytest.mark.xfail(strict=True, reason=FASTPATH_BUG))], indirect=True)
 def test_third_and_fourth_server_join_under_load_nothing_lost(loaded_pool):
     pool = loaded_pool
     before = [allocated(os.path.join(d, "data")) for d in pool.dirs]
@@ -142,13 +152,41 @@ def test_server_restarted_on_a_new_port_after_a_join_serves_every_byte(loaded_po
         st, _ = poolstatus.wait_settled(pool.env, 3, after_epoch=e0)
         e1 = next(iter(st.values()))["epoch"]
         old = pool.addrs[2]
+        t_down = time.time()
         pool.restart(2, host=f"127.0.0.1:{free_port()}")  # same storage dir, same identity
         assert pool.addrs[2] != old
         poolstatus.wait_settled(pool.env, 3, after_epoch=e1)
+        t_up = time.time()
+        time.sleep(1)
         results = w.stop()
-    assert_clients_clean(results)
+    # While the server restarts, its keys are unavailable: clear EIO, then everything again
+    # once the clients have the new address (the list is re-fetched every 2 s while a
+    # member is down, at once on a stale-epoch answer).
+    assert_clients_clean(results, eio_window=(t_down, t_up + 3))
     wm, nw = worker_manifests(pool, results)
     assert_all_bytes(pool, [pool.manifest] + wm, FILES + nw)
+
+
+@pytest.mark.timeout(60)
+def test_join_right_after_writes_loses_nothing(tmp_path):
+    """A third server joins a fresh 2-server pool right after 100 files were written (the
+    second server's own join rebalance may still be finishing), in 8 rounds: every file reads
+    back. On the first rebalance core about 1 round in 5 lost ~30 of the 100 files for good
+    (ENOENT or other bytes, every server idle): the joiner reported 'took over every key'
+    without the keys one previous owner had handed over."""
+    from ci.testlib.chfs_pool import ChfsPool
+    for rnd in range(12):
+        pool = ChfsPool(servers=2, tmp=str(tmp_path / f"pool{rnd}"))
+        try:
+            manifest = os.path.join(pool.tmp, "files.json")
+            chfsload.write(pool.env, manifest, 100, seed=rnd)
+            e0 = poolstatus.epoch(pool.env)
+            pool.add()
+            poolstatus.wait_settled(pool.env, 3, after_epoch=e0)
+            r = chfsload.verify(pool.env, manifest)
+            assert r["ok"] == 100, f"round {rnd}: {r['failed'][:3]} {r['wrong'][:3]}"
+        finally:
+            pool.stop()
 
 
 def wait_for(cond, what, timeout=15):
@@ -158,8 +196,17 @@ def wait_for(cond, what, timeout=15):
         time.sleep(0.2)
 
 
+JOINER_BUG = ("core: keys the previous owners handed (hinted) to a joiner that is SIGKILLed "
+              "before taking them are lost: restarted, it reports idle at once and ~100 of 500 "
+              "files read ENOENT or other bytes")
+SENDER_BUG = ("core: with the previous owner dead, each read of a key the joiner has not taken "
+              "yet waits the server RPC timeout (5 s) instead of failing with EIO at once")
+
+
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("victim", ["joiner", "sender"])
+@pytest.mark.parametrize("victim", [
+    pytest.param("joiner", marks=pytest.mark.xfail(strict=True, reason=JOINER_BUG)),
+    pytest.param("sender", marks=pytest.mark.xfail(strict=True, reason=SENDER_BUG))])
 @pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
 def test_server_killed_during_rebalance_gives_eio_then_recovers(loaded_pool, victim):
     """SIGKILL the joining server, or a server whose keys it is taking over, in the middle of
@@ -190,12 +237,12 @@ def test_server_killed_during_rebalance_gives_eio_then_recovers(loaded_pool, vic
     live = next(a for j, a in enumerate(pool.addrs) if j != i and a != via)
     wait_for(lambda: not poolstatus.status(pool.env, via=via).get(live, {"down": True})["down"],
              f"{live} is not up again after SIGCONT")
-    t0 = time.time()
     r = chfsload.verify(pool.env, pool.manifest)
     assert not r["wrong"], f"readable but wrong while {dead} is dead: {r['wrong'][:5]}"
     assert all(e == "EIO" for _, e in r["failed"]), r["failed"][:5]
     assert r["failed"], f"no file needed the dead server {dead}"
-    assert time.time() - t0 < 20, "failing reads took an RPC timeout each"
+    # Known dead: a read that needs it fails at once (issue 19: within 2 s), not after a timeout.
+    assert r["slowest_failure_s"] < 2.5, f"a failing read took {r['slowest_failure_s']:.1f} s"
     failed = {p for p, _ in r["failed"]}
     on_dead = [p for p in list(json.load(open(pool.manifest)))[:20] if owner(pool, p) == dead]
     assert on_dead and all(p in failed for p in on_dead), (on_dead, sorted(failed)[:10])
