@@ -170,7 +170,7 @@ def test_server_restarted_on_a_new_port_after_a_join_serves_every_byte(loaded_po
 @pytest.mark.timeout(60)
 def test_join_right_after_writes_loses_nothing(tmp_path):
     """A third server joins a fresh 2-server pool right after 100 files were written (the
-    second server's own join rebalance may still be finishing), in 8 rounds: every file reads
+    second server's own join rebalance may still be finishing), in 12 rounds: every file reads
     back. On the first rebalance core about 1 round in 5 lost ~30 of the 100 files for good
     (ENOENT or other bytes, every server idle): the joiner reported 'took over every key'
     without the keys one previous owner had handed over."""
