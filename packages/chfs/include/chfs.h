@@ -73,8 +73,9 @@ void chfs_set_node_list_cache_timeout(int timeout);
 
 /* Create a regular file and open it; an existing file is opened as it is (truncated only with
  * O_TRUNC), so every rank of a job may create one shared file. Missing parent directories are
- * created, as upstream's namespace does. flags: O_EXCL (EEXIST if the name exists), O_TRUNC,
- * O_APPEND, CHFS_O_LOCAL; the access mode is ignored, as upstream (see chfs_open). */
+ * created, as upstream's namespace does. flags: O_TRUNC, O_APPEND, CHFS_O_LOCAL; the access
+ * mode and O_EXCL are ignored, as upstream (IOR passes its own flag word: its IOR_DIRECT, 0x80,
+ * is O_EXCL). For O_EXCL semantics use chfs_open_posix. */
 int chfs_create(const char *path, int32_t flags, mode_t mode);
 int chfs_create_chunk_size(const char *path, int32_t flags, mode_t mode, int chunk_size);
 /* Open an existing file or directory. As upstream's, the descriptor reads and writes whatever

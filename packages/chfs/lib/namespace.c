@@ -539,7 +539,10 @@ static int open_file(const char *path, int32_t flags, mode_t mode, int chunk_siz
 
 int chfs_create_chunk_size(const char *path, int32_t flags, mode_t mode, int chunk_size)
 {
-	return set_err(open_file(path, flags | O_CREAT, mode, chunk_size, 1));
+	/* O_EXCL is ignored, as upstream's create does: IOR passes its own flag word, where 0x80
+	 * (IOR_DIRECT, -B) is O_EXCL, and `ior -B` on an existing file must not fail. The POSIX
+	 * access paths (chfs_open_posix) honour it. */
+	return set_err(open_file(path, (flags | O_CREAT) & ~O_EXCL, mode, chunk_size, 1));
 }
 
 int chfs_create(const char *path, int32_t flags, mode_t mode)

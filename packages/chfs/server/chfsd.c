@@ -297,8 +297,13 @@ int main(int argc, char **argv)
 	}
 	pthread_sigmask(SIG_UNBLOCK, &term, NULL); /* joining below may hang: stay killable */
 	if (bootstrap && strcmp(bootstrap, d.self) != 0 && (rc = members_join(&d, bootstrap)) < 0) {
+		/* A server drops requests without the pool's secret unanswered (it cannot trust the
+		 * sender's address), so a wrong secret looks like a server that does not answer. */
 		log_err("cannot join the pool through %s: %s", bootstrap,
-		        rc == -EACCES ? "the pool secret differs" : strerror(-rc));
+		        rc == -EACCES     ? "the pool secret differs"
+		        : rc == -ENOTCONN ? "no answer (is it running? a pool secret that differs from this "
+		                            "server's -k file is dropped unanswered)"
+		                          : strerror(-rc));
 		return 1;
 	}
 	rebalance_publish(&d); /* direct access may start (unless a rebalance runs) */

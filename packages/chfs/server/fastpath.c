@@ -21,7 +21,8 @@ static struct fastpath_page *page;
 
 int fastpath_open(struct chfsd *d)
 {
-	int fd = openat(st_rootfd(d->st), FASTPATH_PAGE_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int fd =
+	        openat(st_rootfd(d->st), FASTPATH_PAGE_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	void *p = MAP_FAILED;

@@ -143,7 +143,8 @@ static int on_data(void *arg, uint64_t fileid)
 		if (data < 0)
 			break;
 		uint64_t idx = (uint64_t)data / tag.chunk_size;
-		*it = (struct wire_mig_item){.kind = WIRE_MIG_CHUNK, .fileid = fileid, .index = idx, .tag = tag};
+		*it = (struct wire_mig_item){
+		        .kind = WIRE_MIG_CHUNK, .fileid = fileid, .index = idx, .tag = tag};
 		rc = add(s, placement_chunk_key(tag.pkey, idx), it);
 		off = (off_t)((idx + 1) * tag.chunk_size);
 	}
@@ -211,7 +212,8 @@ static int pass(struct chfsd *d)
 	}
 	if (missed)
 		goto out;
-	log_notice("rebalance: handed over %llu keys for ring epoch %llu", s.sent, (unsigned long long)s.ring_epoch);
+	log_notice("rebalance: handed over %llu keys for ring epoch %llu", s.sent,
+	           (unsigned long long)s.ring_epoch);
 	rc = 0;
 out:
 	for (unsigned i = 0; s.b && i < s.n; i++)
@@ -301,7 +303,8 @@ int handover_take_hinted(struct chfsd *d, const struct wire_req *q, struct wenc 
 		if (it->kind == WIRE_MIG_ENTRY) {
 			rc = rebalance_take_entry(d, it->path);
 		} else {
-			struct wire_seg sg = {.off = it->index * it->tag.chunk_size, .len = it->tag.chunk_size};
+			struct wire_seg sg = {.off = it->index * it->tag.chunk_size,
+			                      .len = it->tag.chunk_size};
 			rc = rebalance_take_chunks(d, it->fileid, &it->tag, &sg, 1);
 		}
 	}

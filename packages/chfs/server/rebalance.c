@@ -36,8 +36,8 @@ struct rebalance {
 	struct wire_member *prev; /* previous members, ring index order */
 	unsigned char *done;      /* per previous member: said DONE (or is this server) */
 	unsigned nprev;
-	int self_prev; /* index of this server in prev, -1 if new */
-	int in_open;   /* some previous member has not said DONE */
+	int self_prev;   /* index of this server in prev, -1 if new */
+	int in_open;     /* some previous member has not said DONE */
 	uint64_t *taken; /* open-addressing set of key hashes, 0 = empty */
 	size_t ntaken, captaken;
 	struct fence *fences;
@@ -51,8 +51,8 @@ struct rebalance {
 static void save(struct chfsd *d)
 {
 	struct rebalance *rb = d->rb;
-	int fd = openat(st_rootfd(d->st), "rebalance.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-	                0600);
+	int fd = openat(st_rootfd(d->st), "rebalance.tmp",
+	                O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return;
 	FILE *f = fdopen(fd, "w");
@@ -255,8 +255,9 @@ void rebalance_ring_changed(struct chfsd *d)
 		atomic_store(&d->handover_pending, rb->self_prev >= 0 && (!resumed || saved.out_pending));
 		log_notice("rebalance: ring epoch %llu, %u previous members; %s%s",
 		           (unsigned long long)ring_epoch, rb->nprev, rb->in_open ? "taking over keys" : "",
-		           atomic_load(&d->handover_pending) ? (rb->in_open ? ", handing over keys" : "handing over keys")
-		                                             : "");
+		           atomic_load(&d->handover_pending)
+		                   ? (rb->in_open ? ", handing over keys" : "handing over keys")
+		                   : "");
 	} else {
 		free(rb->prev);
 		free(rb->done);
@@ -309,7 +310,8 @@ int rebalance_set_done(struct chfsd *d, uint64_t ring_epoch, const char *id)
 			fastpath_publish(ring_epoch, 0);
 			log_notice("rebalance: took over every key of ring epoch %llu (%llu entries, %llu "
 			           "chunks, %llu bytes in so far)",
-			           (unsigned long long)ring_epoch, (unsigned long long)atomic_load(&rb->entries_in),
+			           (unsigned long long)ring_epoch,
+			           (unsigned long long)atomic_load(&rb->entries_in),
 			           (unsigned long long)atomic_load(&rb->chunks_in),
 			           (unsigned long long)atomic_load(&rb->bytes_in));
 		}
@@ -330,13 +332,18 @@ void rebalance_status(struct chfsd *d, char *buf, size_t size)
 {
 	struct rebalance *rb = d->rb;
 	int active = rebalance_active(d);
+	pthread_mutex_lock(&rb->lock);
+	unsigned long long ring_epoch = rb->ring_epoch;
+	pthread_mutex_unlock(&rb->lock);
 	snprintf(buf, size,
 	         "id=%s epoch=%llu ring_epoch=%llu rebalance=%s entries_in=%llu chunks_in=%llu bytes_in=%llu "
 	         "entries_out=%llu chunks_out=%llu bytes_out=%llu",
-	         d->id, (unsigned long long)members_epoch(&d->mem), (unsigned long long)rb->ring_epoch,
-	         active ? "active" : "idle", (unsigned long long)atomic_load(&rb->entries_in),
-	         (unsigned long long)atomic_load(&rb->chunks_in), (unsigned long long)atomic_load(&rb->bytes_in),
-	         (unsigned long long)atomic_load(&rb->entries_out), (unsigned long long)atomic_load(&rb->chunks_out),
+	         d->id, (unsigned long long)members_epoch(&d->mem), ring_epoch, active ? "active" : "idle",
+	         (unsigned long long)atomic_load(&rb->entries_in),
+	         (unsigned long long)atomic_load(&rb->chunks_in),
+	         (unsigned long long)atomic_load(&rb->bytes_in),
+	         (unsigned long long)atomic_load(&rb->entries_out),
+	         (unsigned long long)atomic_load(&rb->chunks_out),
 	         (unsigned long long)atomic_load(&rb->bytes_out));
 }
 
@@ -422,7 +429,8 @@ int rebalance_take_entry(struct chfsd *d, const char *path)
 		if (rc == 0)
 			mark_taken(rb, k);
 		else
-			log_err("rebalance: cannot take /%s from %s: %s", path, addr, strerror(rc < 0 ? -rc : EIO));
+			log_err("rebalance: cannot take /%s from %s: %s", path, addr,
+			        strerror(rc < 0 ? -rc : EIO));
 		free(msg);
 		free(md);
 	}
@@ -449,8 +457,8 @@ static uint64_t fence_of(struct rebalance *rb, uint64_t fileid, int *removed)
 	return len;
 }
 
-static int take_chunk(struct chfsd *d, const char *addr, uint64_t fileid, const struct wire_tag *tag, uint64_t index,
-                      uint8_t *msg, size_t cap)
+static int take_chunk(struct chfsd *d, const char *addr, uint64_t fileid, const struct wire_tag *tag,
+                      uint64_t index, uint8_t *msg, size_t cap)
 {
 	struct rebalance *rb = d->rb;
 	uint8_t *rep = msg + cap;
@@ -523,8 +531,8 @@ static int take_chunk(struct chfsd *d, const char *addr, uint64_t fileid, const 
 	return rc;
 }
 
-int rebalance_take_chunks(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag, const struct wire_seg *seg,
-                          uint32_t nseg)
+int rebalance_take_chunks(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag,
+                          const struct wire_seg *seg, uint32_t nseg)
 {
 	struct rebalance *rb = d->rb;
 	if (tag->flags & MD_LOCAL)
@@ -540,7 +548,8 @@ int rebalance_take_chunks(struct chfsd *d, uint64_t fileid, const struct wire_ta
 	int rc = 0;
 	uint64_t last = UINT64_MAX;
 	for (uint32_t s = 0; s < nseg && rc == 0; s++) {
-		uint64_t first = seg[s].off / tag->chunk_size, lastc = (seg[s].off + seg[s].len - 1) / tag->chunk_size;
+		uint64_t first = seg[s].off / tag->chunk_size,
+		         lastc = (seg[s].off + seg[s].len - 1) / tag->chunk_size;
 		for (uint64_t i = first; i <= lastc && rc == 0; i++) {
 			if (i == last)
 				continue;
@@ -559,7 +568,8 @@ int rebalance_take_chunks(struct chfsd *d, uint64_t fileid, const struct wire_ta
 					mark_taken(rb, k);
 				else
 					log_err("rebalance: cannot take chunk %llu of file %016llx from %s: %s",
-					        (unsigned long long)i, (unsigned long long)fileid, addr, strerror(-rc));
+					        (unsigned long long)i, (unsigned long long)fileid, addr,
+					        strerror(-rc));
 			}
 			pthread_mutex_unlock(l);
 		}
@@ -588,7 +598,10 @@ void rebalance_data_op_begin(struct chfsd *d, uint64_t fileid, uint64_t len, int
 	pthread_mutex_unlock(&rb->lock);
 }
 
-void rebalance_data_op_end(struct chfsd *d, uint64_t fileid) { pthread_mutex_unlock(&d->rb->take[fileid % TAKE_LOCKS]); }
+void rebalance_data_op_end(struct chfsd *d, uint64_t fileid)
+{
+	pthread_mutex_unlock(&d->rb->take[fileid % TAKE_LOCKS]);
+}
 
 /* ---- the previous owner's side ---- */
 

@@ -181,20 +181,25 @@ def test_hung_server_is_detected_and_its_requests_fail_within_2s(chfs_pool):
         t0 = time.time()
         assert wait_view(chfs_pool, chfs_pool.addrs[0], {hung}) - t0 < 5
         wait_view(chfs_pool, chfs_pool.addrs[2], {hung})
-        ok = 0
+        ok, failed = [], []
         for p, b in files.items():
             t = time.time()
             r = io(chfs_pool, "get", p, check=False, timeout=60)
             took = time.time() - t
             if r.returncode == 0:
                 assert sha(r.stdout) == sha(b), p
-                ok += 1
+                ok.append(took)
             else:  # the client (10 s RPC timeout) learnt from the list that the server is down
-                assert err_name(r) == "EIO" and took < 2, (p, took, r.stderr)
+                assert err_name(r) == "EIO", (p, r.stderr)
                 assert "down" in r.stderr.decode()
+                failed.append((p, took))
             if owner(chfs_pool, p) == hung:
                 assert r.returncode != 0
-        assert ok >= 1
+        assert ok
+        # Within 2 s of what a whole successful chfs-io process takes here (start-up included:
+        # seconds under the sanitizer builds), not the 10 s RPC timeout.
+        base = min(ok)
+        assert all(took - base < 2 for _, took in failed), (base, failed)
         d = next(d for d in ["/t"] + [f"/t/d{i}" for i in range(5)] if owner(chfs_pool, d) != hung)
         ls = io(chfs_pool, "ls", d, check=False, timeout=60)
         assert ls.returncode == 0 and f"without server {hung}" in ls.stderr.decode(), ls.stderr
@@ -255,7 +260,13 @@ def test_long_lived_client_sees_a_server_down_then_back(chfs_pool):
     although CHFS_NODE_LIST_CACHE_TIMEOUT is 120 s."""
     name = next(f"/x{i}" for i in range(100) if owner(chfs_pool, f"/x{i}") == chfs_pool.addrs[1])
     put(chfs_pool, name, b"data")
-    p = subprocess.Popen(["python3", "-c", PROBE, name, "40"], env=chfs_pool.env,
+    env = dict(chfs_pool.env)
+    prefix = os.environ.get("CHFS_STACK_PREFIX", "")
+    for san, lib in (("tsan", "libtsan.so"), ("asan", "libasan.so")):
+        if san in prefix:  # python is not instrumented: the sanitizer runtime must come first
+            env["LD_PRELOAD"] = subprocess.run(["gcc", f"-print-file-name={lib}"], capture_output=True,
+                                               text=True).stdout.strip()
+    p = subprocess.Popen(["python3", "-c", PROBE, name, "40"], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     # Hang the server only once the probe has joined the pool and succeeded (its start-up
     # takes seconds under a sanitizer build on a loaded machine).

@@ -20,12 +20,12 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: chlist [-c | -r] [-n N] [-o PATH] [-s SERVER] [-t MSEC]\n"
+	fprintf(f, "usage: chlist [-c | -S] [-n N] [-o PATH] [-s SERVER] [-t MSEC]\n"
 	           "List the servers of the CHFS pool (address and server id per line, then \"down\" if\n"
 	           "the answering server's failure detector finds it down).\n"
 	           "  -c        one comma-separated line of addresses (for CHFS_SERVER)\n"
 	           "  -o PATH   print the address of the server holding PATH's namespace entry\n"
-	           "  -r        ask every server for its status: epoch, ring epoch, rebalance=idle|active\n"
+	           "  -S        ask every server for its status: epoch, ring epoch, rebalance=idle|active\n"
 	           "            and what it moved (entries/chunks/bytes in and out); exit 1 if any is down\n"
 	           "  -n N      at most N servers\n"
 	           "  -s ADDR   ask this server (default: CHFS_SERVER entries in turn)\n"
@@ -135,12 +135,12 @@ int main(int argc, char **argv)
 	const char *server = NULL, *opath = NULL;
 	static const struct option lo[] = {{"help", no_argument, NULL, 'h'}, {0}};
 	chfs_log_set_prog("chlist");
-	while ((c = getopt_long(argc, argv, "cn:o:rs:t:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "cn:o:Ss:t:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'c': csv = 1; break;
 		case 'n': max = atoi(optarg); break;
 		case 'o': opath = optarg; break;
-		case 'r': status = 1; break;
+		case 'S': status = 1; break;
 		case 's': server = optarg; break;
 		case 't': timeout = atoi(optarg); break;
 		case 'h': usage(stdout); return 0;

@@ -178,7 +178,7 @@ struct xprt {
 	/* server */
 	xprt_handler_fn handler;
 	void *handler_arg;
-	xprt_admit_fn admit;
+	_Atomic(xprt_admit_fn) admit; /* set after the progress thread runs: published with release */
 	void *admit_arg;
 	unsigned nworkers;
 	pthread_t *workers;

@@ -64,7 +64,8 @@ void xprt_enqueue_request(xprt_t *x, struct xprt_rbuf *b, const struct xprt_hdr 
 	xprt_peer_t *peer;
 	struct xprt_req *r = NULL;
 	struct xprt_rbuf *nb = NULL;
-	if (x->admit && !x->admit(b->data + XPRT_HDR_SIZE + h->addrlen, h->bodylen, x->admit_arg)) {
+	xprt_admit_fn admit = atomic_load_explicit(&x->admit, memory_order_acquire);
+	if (admit && !admit(b->data + XPRT_HDR_SIZE + h->addrlen, h->bodylen, x->admit_arg)) {
 		atomic_fetch_add(&x->st.refused, 1);
 		if (xprt_post_recv(x, b) < 0)
 			fprintf(stderr, "xprt: cannot repost a receive buffer\n");
@@ -155,8 +156,8 @@ int xprt_serve_admit(xprt_t *x, xprt_admit_fn fn, void *arg)
 {
 	if (!x || !x->is_server || x->workers)
 		return -EINVAL;
-	x->admit = fn;
 	x->admit_arg = arg;
+	atomic_store_explicit(&x->admit, fn, memory_order_release);
 	return 0;
 }
 
