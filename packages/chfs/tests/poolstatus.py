@@ -1,15 +1,15 @@
-"""The pool's per-server state as `chlist -r` prints it (one line per member: "ADDR id=ID
+"""The pool's per-server state as `chlist -S` prints it (one line per member: "ADDR id=ID
 epoch=E rebalance=idle|active entries_in=N chunks_in=N bytes_in=N entries_out=N chunks_out=N
 bytes_out=N", or "ADDR down"), and waiting until a membership change has been rebalanced.
 Used by the rebalance tests and bench/run-rebalance-bench."""
 import subprocess
 import time
 
-STATUS_ARGV = ["chlist", "-r"]
+STATUS_ARGV = ["chlist", "-S"]
 
 
 def parse(text):
-    """{addr: {"down": bool, field: int or str ...}} from chlist -r output."""
+    """{addr: {"down": bool, field: int or str ...}} from chlist -S output."""
     out = {}
     for line in text.splitlines():
         f = line.split()
