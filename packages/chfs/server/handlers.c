@@ -452,6 +452,8 @@ static int gated(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct work
 	int rc;
 	if (!is_mig(q->h.op) && q->h.epoch != epoch)
 		rc = WIRE_ERETRY;
+	else if (q->h.epoch > epoch) /* a MIG_* of a ring not installed here (catch-up failed): */
+		rc = WIRE_ERETRY;        /* a HINT would be "taken" as nothing and dropped by its sender */
 	else if ((rc = take_keys(d, q)) == 0)
 		rc = dispatch(d, r, q, w, e);
 	pthread_rwlock_unlock(&d->mem.gate);
