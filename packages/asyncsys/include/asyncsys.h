@@ -39,10 +39,10 @@ _Static_assert(sizeof(struct syscall_info) == 72, "syscall_info must be 72 bytes
 #define AS_URING_ASYNC 0x4 /* send every ring request to io-wq workers (IOSQE_ASYNC) */
 
 struct as_params {
-	unsigned nthreads;     /* execution threads (>= 1) */
-	unsigned nreq;         /* requests the area must hold; rounded up to whole pages */
-	unsigned flags;        /* AS_NO_URING | AS_SQPOLL | AS_URING_ASYNC */
-	unsigned iowq_workers; /* 0 = kernel default; else max io-wq workers of the ring */
+	unsigned nthreads;       /* execution threads (>= 1) */
+	unsigned nreq;           /* requests the area must hold; rounded up to whole pages */
+	unsigned flags;          /* AS_NO_URING | AS_SQPOLL | AS_URING_ASYNC */
+	unsigned iowq_workers;   /* 0 = kernel default; else max io-wq workers of the ring */
 	unsigned sqpoll_idle_ms; /* SQPOLL thread idle time before it sleeps (0 = 1000) */
 };
 

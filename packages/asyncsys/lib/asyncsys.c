@@ -29,7 +29,7 @@ static void log_fallback(int err)
 	if (f)
 		fclose(f);
 	fprintf(stderr, "asyncsys: io_uring unavailable (%s%s); system calls run on execution threads only\n",
-		strerror(-err), sysctl);
+	        strerror(-err), sysctl);
 }
 
 static bool env_no_uring(void)
@@ -281,7 +281,7 @@ int as_wait(struct as *as, unsigned slot, long *ret)
 }
 
 static unsigned collect_all(struct as *as, struct as_completion *out, unsigned max, as_completion_fn fn,
-			    void *arg)
+                            void *arg)
 {
 	unsigned n = 0;
 	for (unsigned s = 0; s < as->nslots && (fn || n < max); s++) {

@@ -30,14 +30,14 @@ struct as {
 	pthread_mutex_t q_lock; /* free list and both queues */
 	unsigned *free_v;
 	unsigned nfree;
-	struct slotq exec_q; /* HASCALL, for the execution threads */
-	struct slotq ring_q; /* HASCALL, waiting for the next ring flush */
+	struct slotq exec_q;          /* HASCALL, for the execution threads */
+	struct slotq ring_q;          /* HASCALL, waiting for the next ring flush */
 	_Atomic unsigned ring_queued; /* ring_q.len, readable without the lock */
 
-	_Atomic unsigned ninflight;   /* HASCALL + EXECUTING */
-	_Atomic unsigned ncompleted;  /* COMPLETED, not yet collected */
-	_Atomic uint32_t event_seq;   /* bumped on completions and ring-lock releases (futex) */
-	_Atomic unsigned nwaiters;    /* threads sleeping on event_seq */
+	_Atomic unsigned ninflight;  /* HASCALL + EXECUTING */
+	_Atomic unsigned ncompleted; /* COMPLETED, not yet collected */
+	_Atomic uint32_t event_seq;  /* bumped on completions and ring-lock releases (futex) */
+	_Atomic unsigned nwaiters;   /* threads sleeping on event_seq */
 
 	/* execution threads */
 	pthread_t *threads;
@@ -62,8 +62,8 @@ void as_futex_wait(_Atomic uint32_t *addr, uint32_t val);
 void as_futex_wake(_Atomic uint32_t *addr, int n);
 
 /* slots.c: state transitions and completion bookkeeping */
-bool as_slot_take(struct as *as, unsigned slot);                /* HASCALL -> EXECUTING */
-void as_slot_complete(struct as *as, unsigned slot, int64_t ret); /* EXECUTING -> COMPLETED */
+bool as_slot_take(struct as *as, unsigned slot);                               /* HASCALL -> EXECUTING */
+void as_slot_complete(struct as *as, unsigned slot, int64_t ret);              /* EXECUTING -> COMPLETED */
 int as_slot_collect(struct as *as, unsigned slot, int64_t *ret, int64_t *num); /* -> NONE */
 void as_signal_event(struct as *as); /* completions happened: wake waiters (and a ring sleeper) */
 int slotq_init(struct slotq *q, unsigned cap);

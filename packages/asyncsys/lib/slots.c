@@ -44,7 +44,8 @@ int as_slot_collect(struct as *as, unsigned slot, int64_t *ret, int64_t *num)
 	case AS_COMPLETED: break;
 	}
 	/* Relaxed atomic reads: a concurrent collector may be reusing the slot (the CAS fails then). */
-	int64_t r = __atomic_load_n(&si->ret, __ATOMIC_RELAXED), n = __atomic_load_n(&si->num, __ATOMIC_RELAXED);
+	int64_t r = __atomic_load_n(&si->ret, __ATOMIC_RELAXED),
+	        n = __atomic_load_n(&si->num, __ATOMIC_RELAXED);
 	if (!atomic_compare_exchange_strong(&si->state, &w, word((w >> 8) + 1, AS_NONE)))
 		return 0; /* another thread collected it first */
 	atomic_fetch_sub(&as->ncompleted, 1);

@@ -20,14 +20,14 @@ static int check_failures;
 			check_failures++;                                                     \
 		}                                                                             \
 	} while (0)
-#define CHECK_EQ(a, b)                                                                                  \
-	do {                                                                                            \
-		long long a_ = (long long)(a), b_ = (long long)(b);                                    \
-		if (a_ != b_) {                                                                         \
-			fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld != %lld)\n", __FILE__, __LINE__, \
-				#a, #b, a_, b_);                                                        \
-			check_failures++;                                                               \
-		}                                                                                       \
+#define CHECK_EQ(a, b)                                                                              \
+	do {                                                                                        \
+		long long a_ = (long long)(a), b_ = (long long)(b);                                 \
+		if (a_ != b_) {                                                                     \
+			fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld != %lld)\n", __FILE__, \
+			        __LINE__, #a, #b, a_, b_);                                          \
+			check_failures++;                                                           \
+		}                                                                                   \
 	} while (0)
 static inline int check_result(const char *name)
 {

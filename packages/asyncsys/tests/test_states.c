@@ -89,7 +89,7 @@ static void one_cycle(struct as *as, long num, int rfd, int wfd, const char *wha
 	CHECK_EQ(r, 1);
 	w = atomic_load(&si->state);
 	CHECK_EQ(AS_STATE(w), AS_NONE);
-	CHECK_EQ(w >> 8, (w0 >> 8) + 1); /* the reuse counter moved */
+	CHECK_EQ(w >> 8, (w0 >> 8) + 1);          /* the reuse counter moved */
 	CHECK_EQ(as_poll(as, slot, &r), -EINVAL); /* collected exactly once */
 	CHECK_EQ(as_wait(as, slot, &r), -EINVAL);
 	if (num != SYS_read && read(rfd, buf, 1) != 1) /* ppoll left the byte in the pipe */
