@@ -79,6 +79,8 @@ int as_submitv(struct as *as, const struct syscall_info *reqs, unsigned n, unsig
  * least one request is COMPLETED; returns the number of COMPLETED, uncollected requests (0 when
  * nothing is in flight). */
 int as_wakeup(struct as *as);
+/* The same, waiting until at least min_complete requests are COMPLETED (or none is in flight). */
+int as_wakeup_wait(struct as *as, unsigned min_complete);
 /* Collects slot's result if it is COMPLETED: 1 (and *ret), 0 (still running), -EINVAL (slot
  * holds no request). */
 int as_poll(struct as *as, unsigned slot, long *ret);

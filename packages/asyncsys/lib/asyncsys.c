@@ -45,6 +45,7 @@ static void destroy(struct as *as)
 	if (as->area)
 		munmap(as->area, as->area_bytes);
 	free(as->free_v);
+	free(as->done_bits);
 	free(as->exec_q.v);
 	free(as->ring_q.v);
 	pthread_mutex_destroy(&as->q_lock);
@@ -71,8 +72,10 @@ int as_init_params(struct as **asp, const struct as_params *p)
 	as->area_bytes = bytes;
 	as->nslots = bytes / sizeof(struct syscall_info);
 	as->free_v = calloc(as->nslots, sizeof(*as->free_v));
+	as->done_bits = calloc((as->nslots + 63) / 64, sizeof(*as->done_bits));
 	int r = -ENOMEM;
-	if (!as->free_v || slotq_init(&as->exec_q, as->nslots) < 0 || slotq_init(&as->ring_q, as->nslots) < 0)
+	if (!as->free_v || !as->done_bits || slotq_init(&as->exec_q, as->nslots) < 0 ||
+	    slotq_init(&as->ring_q, as->nslots) < 0)
 		goto fail;
 	for (unsigned i = 0; i < as->nslots; i++)
 		as->free_v[i] = as->nslots - 1 - i; /* slot 0 is handed out first */
@@ -178,23 +181,31 @@ int as_submit(struct as *as, long num, const long arg[6])
 }
 
 /* Sleeps until done(as, arg): on the ring (one thread at a time) while ring requests are in
- * flight, else on event_seq. */
-static void wait_until(struct as *as, bool (*done)(struct as *, void *), void *arg)
+ * flight, else on event_seq. count: done() means "count completions" (0: another condition). */
+static void wait_until(struct as *as, bool (*done)(struct as *, void *), void *arg, unsigned count)
 {
 	for (;;) {
 		uint32_t seq = atomic_load(&as->event_seq);
 		if (done(as, arg))
 			return;
-		if (as->uring && (atomic_load(&as->ring_inflight) > 0 || atomic_load(&as->ring_queued) > 0) &&
-		    pthread_mutex_trylock(&as->ring_lock) == 0) {
-			as_uring_pump(as, true, done, arg);
+		unsigned ring = atomic_load(&as->ring_inflight) + atomic_load(&as->ring_queued);
+		if (as->uring && ring > 0 && pthread_mutex_trylock(&as->ring_lock) == 0) {
+			/* Waiting for a count and only ring requests in flight: sleep for all that are
+			 * needed in one io_uring_enter instead of one wake-up per completion. */
+			unsigned want = 1, have = atomic_load(&as->ncompleted);
+			if (count > have && atomic_load(&as->ninflight) <= ring)
+				want = count - have;
+			as_uring_pump(as, true, done, arg, want);
 			pthread_mutex_unlock(&as->ring_lock);
-			as_signal_event(as); /* completions reaped, and the ring is free again */
+			as_signal_event(as, true); /* completions reaped, and the ring is free again */
 			continue;
 		}
-		atomic_fetch_add(&as->nwaiters, 1);
+		_Atomic unsigned *nw = count ? &as->ncount_waiters : &as->nwaiters;
+		if (count)
+			atomic_store(&as->count_target, count);
+		atomic_fetch_add(nw, 1);
 		as_futex_wait(&as->event_seq, seq);
-		atomic_fetch_sub(&as->nwaiters, 1);
+		atomic_fetch_sub(nw, 1);
 	}
 }
 
@@ -210,35 +221,39 @@ static void start(struct as *as)
 		as_threads_wake(as, nexec);
 	if (as->uring && atomic_load(&as->ring_queued) > 0) {
 		if (pthread_mutex_trylock(&as->ring_lock) == 0) {
-			as_uring_pump(as, true, NULL, NULL);
+			as_uring_pump(as, true, NULL, NULL, 0);
 			pthread_mutex_unlock(&as->ring_lock);
-			as_signal_event(as);
+			as_signal_event(as, true);
 		} else if (atomic_load(&as->ring_waiting)) {
 			as_uring_kick(as);
 		}
 	}
 }
 
-static bool any_completed(struct as *as, void *arg)
+static bool enough_completed(struct as *as, void *arg)
 {
-	return atomic_load(&as->ncompleted) > 0 || atomic_load(&as->ninflight) == 0;
+	return atomic_load(&as->ncompleted) >= *(unsigned *)arg || atomic_load(&as->ninflight) == 0;
 }
 
-int as_wakeup(struct as *as)
+int as_wakeup_wait(struct as *as, unsigned min_complete)
 {
 	start(as);
-	wait_until(as, any_completed, NULL);
+	if (min_complete < 1)
+		min_complete = 1;
+	wait_until(as, enough_completed, &min_complete, min_complete);
 	return (int)atomic_load(&as->ncompleted);
 }
+
+int as_wakeup(struct as *as) { return as_wakeup_wait(as, 1); }
 
 /* Reaps ring completions that are already there, without sleeping or starting anything (if no
  * other thread holds the ring). */
 static void reap_ring(struct as *as)
 {
 	if (as->uring && atomic_load(&as->ring_inflight) > 0 && pthread_mutex_trylock(&as->ring_lock) == 0) {
-		as_uring_pump(as, false, NULL, NULL);
+		as_uring_pump(as, false, NULL, NULL, 0);
 		pthread_mutex_unlock(&as->ring_lock);
-		as_signal_event(as);
+		as_signal_event(as, true);
 	}
 }
 
@@ -247,10 +262,10 @@ int as_poll(struct as *as, unsigned slot, long *ret)
 	if (slot >= as->nslots)
 		return -EINVAL;
 	int64_t r;
-	int c = as_slot_collect(as, slot, &r, NULL);
+	int c = as_slot_collect(as, slot, &r, NULL, true);
 	if (c == 0) {
 		reap_ring(as);
-		c = as_slot_collect(as, slot, &r, NULL);
+		c = as_slot_collect(as, slot, &r, NULL, true);
 	}
 	if (c == 1 && ret)
 		*ret = r;
@@ -270,9 +285,9 @@ int as_wait(struct as *as, unsigned slot, long *ret)
 	if (AS_STATE(atomic_load(&as->area[slot].state)) == AS_NONE)
 		return -EINVAL;
 	start(as);
-	wait_until(as, slot_done, &slot);
+	wait_until(as, slot_done, &slot, 0);
 	int64_t r;
-	int c = as_slot_collect(as, slot, &r, NULL);
+	int c = as_slot_collect(as, slot, &r, NULL, true);
 	if (c != 1)
 		return -EINVAL; /* collected by another thread meanwhile */
 	if (ret)
@@ -284,17 +299,24 @@ static unsigned collect_all(struct as *as, struct as_completion *out, unsigned m
                             void *arg)
 {
 	unsigned n = 0;
-	for (unsigned s = 0; s < as->nslots && (fn || n < max); s++) {
-		if (AS_STATE(atomic_load(&as->area[s].state)) != AS_COMPLETED)
-			continue;
-		struct as_completion c = {.slot = s};
-		if (as_slot_collect(as, s, &c.ret, &c.num) != 1)
-			continue;
-		if (fn)
-			fn(&c, arg);
-		else
-			out[n] = c;
-		n++;
+	for (unsigned wi = 0; wi < (as->nslots + 63) / 64 && (fn || n < max); wi++) {
+		uint64_t bits = atomic_load(&as->done_bits[wi]);
+		unsigned freed[64], nfreed = 0;
+		while (bits && (fn || n < max)) {
+			unsigned s = wi * 64 + (unsigned)__builtin_ctzll(bits);
+			bits &= bits - 1;
+			struct as_completion c = {.slot = s};
+			if (as_slot_collect(as, s, &c.ret, &c.num, false) != 1)
+				continue; /* another thread collected it */
+			freed[nfreed++] = s;
+			if (fn)
+				fn(&c, arg);
+			else
+				out[n] = c;
+			n++;
+		}
+		if (nfreed)
+			as_slots_free(as, freed, nfreed);
 	}
 	return n;
 }
@@ -316,7 +338,7 @@ int as_exit(struct as *as, as_completion_fn fn, void *arg)
 	if (!as)
 		return -EINVAL;
 	start(as);
-	wait_until(as, none_in_flight, NULL);
+	wait_until(as, none_in_flight, NULL, 0);
 	as_threads_stop(as);
 	if (fn)
 		collect_all(as, NULL, 0, fn, arg);

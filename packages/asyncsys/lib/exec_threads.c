@@ -11,7 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define BATCH 16 /* requests taken per lock acquisition */
+#define BATCH 16 /* most requests taken per lock acquisition */
 
 int64_t as_raw_syscall(const struct syscall_info *si)
 {
@@ -28,7 +28,10 @@ static void *exec_main(void *arg)
 		uint32_t seq = atomic_load(&as->work_seq);
 		unsigned n = 0;
 		pthread_mutex_lock(&as->q_lock);
-		while (n < BATCH && as->exec_q.rel > 0 && slotq_pop(&as->exec_q, &got[n]))
+		/* A share small enough that the threads finish together (at most BATCH). */
+		unsigned share = as->exec_q.rel / (4 * as->nthreads);
+		share = share < 1 ? 1 : share > BATCH ? BATCH : share;
+		while (n < share && as->exec_q.rel > 0 && slotq_pop(&as->exec_q, &got[n]))
 			n++;
 		pthread_mutex_unlock(&as->q_lock);
 		if (n == 0) {
@@ -44,7 +47,10 @@ static void *exec_main(void *arg)
 				continue; /* cannot happen: a queued slot has one consumer */
 			as_slot_complete(as, got[i], as_raw_syscall(&as->area[got[i]]));
 		}
-		as_signal_event(as);
+		pthread_mutex_lock(&as->q_lock);
+		bool dry = as->exec_q.rel == 0;
+		pthread_mutex_unlock(&as->q_lock);
+		as_signal_event(as, dry);
 	}
 }
 

@@ -34,10 +34,13 @@ struct as {
 	struct slotq ring_q;          /* HASCALL, waiting for the next ring flush */
 	_Atomic unsigned ring_queued; /* ring_q.len, readable without the lock */
 
-	_Atomic unsigned ninflight;  /* HASCALL + EXECUTING */
-	_Atomic unsigned ncompleted; /* COMPLETED, not yet collected */
-	_Atomic uint32_t event_seq;  /* bumped on completions and ring-lock releases (futex) */
-	_Atomic unsigned nwaiters;   /* threads sleeping on event_seq */
+	_Atomic unsigned ninflight;      /* HASCALL + EXECUTING */
+	_Atomic unsigned ncompleted;     /* COMPLETED, not yet collected */
+	_Atomic uint64_t *done_bits;     /* a bit per COMPLETED slot: as_reap reads bits, not the area */
+	_Atomic uint32_t event_seq;      /* bumped on completions and ring-lock releases (futex) */
+	_Atomic unsigned nwaiters;       /* threads sleeping on event_seq for a slot or for as_exit */
+	_Atomic unsigned ncount_waiters; /* ... for a number of completions (as_wakeup_wait) */
+	_Atomic unsigned count_target;   /* the number the latest of those waits for */
 
 	/* execution threads */
 	pthread_t *threads;
@@ -62,10 +65,15 @@ void as_futex_wait(_Atomic uint32_t *addr, uint32_t val);
 void as_futex_wake(_Atomic uint32_t *addr, int n);
 
 /* slots.c: state transitions and completion bookkeeping */
-bool as_slot_take(struct as *as, unsigned slot);                               /* HASCALL -> EXECUTING */
-void as_slot_complete(struct as *as, unsigned slot, int64_t ret);              /* EXECUTING -> COMPLETED */
-int as_slot_collect(struct as *as, unsigned slot, int64_t *ret, int64_t *num); /* -> NONE */
-void as_signal_event(struct as *as); /* completions happened: wake waiters (and a ring sleeper) */
+bool as_slot_take(struct as *as, unsigned slot);                  /* HASCALL -> EXECUTING */
+void as_slot_complete(struct as *as, unsigned slot, int64_t ret); /* EXECUTING -> COMPLETED */
+/* COMPLETED -> NONE: 1 (result in *ret), 0 (not complete), -EINVAL (no request). Without
+ * free_now the caller hands the slot to as_slots_free (batched) itself. */
+int as_slot_collect(struct as *as, unsigned slot, int64_t *ret, int64_t *num, bool free_now);
+void as_slots_free(struct as *as, const unsigned *slots, unsigned n);
+/* Completions happened: wakes the waiters that may be satisfied (all of them if final: the
+ * signaller has nothing more queued), and the thread sleeping on the ring. */
+void as_signal_event(struct as *as, bool final);
 int slotq_init(struct slotq *q, unsigned cap);
 void slotq_push(struct slotq *q, unsigned v);
 bool slotq_pop(struct slotq *q, unsigned *v);
@@ -80,9 +88,10 @@ int64_t as_raw_syscall(const struct syscall_info *si);
 int as_uring_init(struct as *as, const struct as_params *p); /* 0, or -errno (fall back) */
 bool as_uring_accepts(const struct as *as, const struct syscall_info *si);
 void as_uring_kick(struct as *as);
-/* Flushes queued ring requests (if flush) and, unless done is NULL or true, sleeps until a completion or a
- * kick; then reaps. Caller holds ring_lock. */
-void as_uring_pump(struct as *as, bool flush, bool (*done)(struct as *, void *), void *arg);
+/* Flushes queued ring requests (if flush) and, unless done is NULL or true, sleeps until want
+ * ring completions (at least 1, at most all in flight) or a kick; then reaps. Caller holds
+ * ring_lock. */
+void as_uring_pump(struct as *as, bool flush, bool (*done)(struct as *, void *), void *arg, unsigned want);
 void as_uring_exit(struct as *as);
 
 /* opmap.c: system call -> SQE */

@@ -28,10 +28,11 @@ void as_slot_complete(struct as *as, unsigned slot, int64_t ret)
 	/* ncompleted first: as_wakeup may see the count a moment before the state, never after. */
 	atomic_fetch_add(&as->ncompleted, 1);
 	atomic_store(&si->state, word(w >> 8, AS_COMPLETED));
+	atomic_fetch_or(&as->done_bits[slot / 64], UINT64_C(1) << (slot % 64));
 	atomic_fetch_sub(&as->ninflight, 1);
 }
 
-int as_slot_collect(struct as *as, unsigned slot, int64_t *ret, int64_t *num)
+int as_slot_collect(struct as *as, unsigned slot, int64_t *ret, int64_t *num, bool free_now)
 {
 	if (slot >= as->nslots)
 		return -EINVAL;
@@ -49,19 +50,35 @@ int as_slot_collect(struct as *as, unsigned slot, int64_t *ret, int64_t *num)
 	if (!atomic_compare_exchange_strong(&si->state, &w, word((w >> 8) + 1, AS_NONE)))
 		return 0; /* another thread collected it first */
 	atomic_fetch_sub(&as->ncompleted, 1);
-	pthread_mutex_lock(&as->q_lock);
-	as->free_v[as->nfree++] = slot;
-	pthread_mutex_unlock(&as->q_lock);
+	/* Only the collector that won clears the bit, and before the slot can be reused. */
+	atomic_fetch_and(&as->done_bits[slot / 64], ~(UINT64_C(1) << (slot % 64)));
+	if (free_now)
+		as_slots_free(as, &slot, 1);
 	*ret = r;
 	if (num)
 		*num = n;
 	return 1;
 }
 
-void as_signal_event(struct as *as)
+void as_slots_free(struct as *as, const unsigned *slots, unsigned n)
+{
+	pthread_mutex_lock(&as->q_lock);
+	for (unsigned i = 0; i < n; i++)
+		as->free_v[as->nfree++] = slots[i];
+	pthread_mutex_unlock(&as->q_lock);
+}
+
+void as_signal_event(struct as *as, bool final)
 {
 	atomic_fetch_add(&as->event_seq, 1);
-	if (atomic_load(&as->nwaiters) > 0)
+	/* A thread waiting for a number of completions is woken when that number is reached (not
+	 * after every batch: that ping-pong cost more than the calls), or when this signaller runs
+	 * dry, which bounds any wake missed because waiters overwrote each other's target. */
+	bool wake = atomic_load(&as->nwaiters) > 0 ||
+	            (atomic_load(&as->ncount_waiters) > 0 &&
+	             (final || atomic_load(&as->ncompleted) >= atomic_load(&as->count_target) ||
+	              atomic_load(&as->ninflight) == 0));
+	if (wake)
 		as_futex_wake(&as->event_seq, INT_MAX);
 	if (atomic_load(&as->ring_waiting))
 		as_uring_kick(as);

@@ -118,10 +118,13 @@ static unsigned reap(struct as *as)
 	return done;
 }
 
-void as_uring_pump(struct as *as, bool do_flush, bool (*done)(struct as *, void *), void *arg)
+void as_uring_pump(struct as *as, bool do_flush, bool (*done)(struct as *, void *), void *arg, unsigned want)
 {
 	if (do_flush)
 		flush(as);
+	unsigned inflight = atomic_load(&as->ring_inflight);
+	if (want > inflight)
+		want = inflight;
 	bool sleep = done && atomic_load(&as->ring_inflight) > 0;
 	if (sleep) {
 		atomic_store(&as->ring_waiting, true);
@@ -131,7 +134,7 @@ void as_uring_pump(struct as *as, bool do_flush, bool (*done)(struct as *, void 
 			sleep = false;
 	}
 	if (sleep)
-		io_uring_submit_and_wait(&as->ring, 1); /* -EINTR: the caller's loop re-checks */
+		io_uring_submit_and_wait(&as->ring, want > 1 ? want : 1); /* -EINTR: the caller re-checks */
 	else
 		io_uring_submit(&as->ring);
 	atomic_store(&as->ring_waiting, false);
