@@ -282,7 +282,9 @@ int main(int argc, char **argv)
 			slot_req[slots[i]] = (int)i;
 		unsigned got = 0;
 		while (got < b) {
-			CHECK(as_wakeup(as) > 0);
+			/* alternately the published wakeup (one completion) and a wait for the batch */
+			CHECK((done_total / MAXB) % 2 ? as_wakeup(as) > 0
+			                              : as_wakeup_wait(as, b - got) >= (int)(b - got));
 			int n = as_reap(as, c, MAXB);
 			for (int k = 0; k < n; k++) {
 				struct req *q = &reqs[slot_req[c[k].slot]];
