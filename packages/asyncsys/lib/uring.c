@@ -59,11 +59,16 @@ void as_uring_kick(struct as *as)
 	}
 }
 
+static unsigned reap(struct as *as);
+
 static struct io_uring_sqe *get_sqe(struct as *as)
 {
 	struct io_uring_sqe *sqe;
-	while (!(sqe = io_uring_get_sqe(&as->ring)))
-		io_uring_submit(&as->ring); /* SQ full: send what is there and go on */
+	while (!(sqe = io_uring_get_sqe(&as->ring))) {
+		/* SQ full: send what is there, and empty the CQ so the kernel has room to post */
+		io_uring_submit(&as->ring);
+		reap(as);
+	}
 	return sqe;
 }
 

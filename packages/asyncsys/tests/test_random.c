@@ -4,7 +4,8 @@
  * getcwd, faccessat, getppid, ...) with failing ones (bad descriptor, negative offset, missing
  * path), placed in batches of 1..256 and collected with as_wakeup + as_reap, give the same
  * results as the same calls made synchronously: equal ret, equal bytes read, equal file
- * written. Seed: ASYNCSYS_SEED (default fixed), printed on failure.
+ * written. Then one batch of 10,000 preads, more than the ring's 4,096 entries.
+ * Seed: ASYNCSYS_SEED (default fixed), printed on failure.
  * usage: test_random uring|threads
  */
 #define _GNU_SOURCE
@@ -308,6 +309,34 @@ int main(int argc, char **argv)
 	for (int k = 0; k < K_NKINDS; k++)
 		CHECK(per_kind[k] > 0);
 	CHECK_EQ(as_exit(as, NULL, NULL), 0);
+
+	/* One batch larger than the ring (4096 SQ entries): the flush submits as the SQ fills. */
+	enum { BIG = 10000 };
+	p.nreq = BIG;
+	CHECK_EQ(as_init_params(&as, &p), 0);
+	struct syscall_info *big = calloc(BIG, sizeof(*big));
+	unsigned *bslots = calloc(BIG, sizeof(*bslots));
+	char *bytes = calloc(BIG, 1);
+	struct as_completion *bc = calloc(BIG, sizeof(*bc));
+	for (long i = 0; i < BIG; i++)
+		big[i] = (struct syscall_info){.num = SYS_pread64, .arg = {fd_data, (long)&bytes[i], 1, i}};
+	CHECK_EQ(as_submitv(as, big, BIG, bslots), BIG);
+	unsigned got = 0;
+	while (got < BIG) {
+		as_wakeup_wait(as, BIG - got);
+		int n = as_reap(as, bc, BIG);
+		for (int k = 0; k < n; k++)
+			CHECK_EQ(bc[k].ret, 1);
+		got += n > 0 ? n : 0;
+	}
+	static char expect_bytes[BIG];
+	CHECK_EQ(pread(fd_data, expect_bytes, BIG, 0), BIG);
+	CHECK(memcmp(bytes, expect_bytes, BIG) == 0);
+	CHECK_EQ(as_exit(as, NULL, NULL), 0);
+	free(big);
+	free(bslots);
+	free(bytes);
+	free(bc);
 	unlink(data_path);
 	free(slot_req);
 	return check_result(argc > 1 ? argv[1] : "uring");
