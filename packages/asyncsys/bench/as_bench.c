@@ -333,6 +333,8 @@ static void tmpfs(int argc, char **argv)
 	if (memcmp(dst, data, (size_t)NREAD * RSIZE) != 0)
 		die("data read back differs", EIO);
 	free(t);
+	free(data);
+	munmap(dst, (size_t)NREAD * RSIZE);
 	fclose(out);
 	close(fd);
 }
