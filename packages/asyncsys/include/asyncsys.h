@@ -69,8 +69,8 @@ const struct syscall_info *as_area(const struct as *as, unsigned *nslots);
 
 /* Places one request; returns its slot (>= 0), -EAGAIN (area full), -ENOSYS (number out of
  * range) or -EINVAL (a call that must not run on another thread: exit, clone, execve, ...).
- * The request is not started before the next as_wakeup() (an execution thread that is busy
- * may take it earlier). */
+ * The request is not started before the next as_wakeup(), as_wakeup_wait(), as_wait() or
+ * as_exit() (of any thread). */
 int as_submit(struct as *as, long num, const long arg[6]);
 /* Places n requests (num and arg of each; state and ret ignored) and writes their slots to
  * slots[]. All-or-nothing: -EAGAIN if fewer than n slots are free. */
