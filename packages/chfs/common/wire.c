@@ -377,6 +377,14 @@ static void dec_tag(struct wdec *d, struct wire_tag *t, int *bad)
 		*bad = -EINVAL;
 }
 
+void wire_tag_put(struct wenc *e, const struct chfs_md *m)
+{
+	wenc_u64(e, m->fileid);
+	wenc_u32(e, m->pkey);
+	wenc_u32(e, m->chunk_size);
+	wenc_u32(e, m->flags);
+}
+
 void wire_mig_item_put(struct wenc *e, const struct wire_mig_item *it)
 {
 	wenc_u32(e, it->kind);
@@ -641,6 +649,9 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		break;
 	case WOP_DATA_REMOVE:
 	case WOP_LOCAL_PATH:
+		r->fileid = wdec_u64(&d);
+		dec_tag(&d, &r->tag, &bad);
+		break;
 	case WOP_MOVED: r->fileid = wdec_u64(&d); break;
 	default: return -EBADMSG;
 	}

@@ -62,7 +62,7 @@ enum wire_op {
 	WOP_DATA_REMOVE,   /* u64 fileid */
 	WOP_DATA_STAT,     /* u64 fileid, u64 size, i64 mtime, i64 ctime (the metadata's) -> u64 size,
 	                    * i64 mtime merged with the backing file by the server's local-file rule */
-	WOP_LOCAL_PATH,    /* u64 fileid -> str absolute backing path */
+	WOP_LOCAL_PATH,    /* u64 fileid, tag -> str absolute backing path (made, tagged, if absent) */
 	WOP_SYNC,          /* -> (flushes the server's storage) */
 	WOP_MOVED,         /* u64 fileid -> i64 when, str path (last rename of it this server took) */
 	WOP_STATUS,        /* -> str one "key=value ..." line (chlist -s) */
@@ -195,6 +195,8 @@ void wenc_raw(struct wenc *e, const void *p, size_t n);
 /* Reserve n bytes and return where they go (NULL on overflow). */
 void *wenc_reserve(struct wenc *e, size_t n);
 void wenc_md(struct wenc *e, const struct chfs_md *m);
+/* u64 file id, then the placement tag (u32 pkey, u32 chunk size, u32 flags) of m's file. */
+void wire_tag_put(struct wenc *e, const struct chfs_md *m);
 
 void wdec_init(struct wdec *d, const void *buf, size_t len);
 uint32_t wdec_u32(struct wdec *d);

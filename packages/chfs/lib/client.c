@@ -170,6 +170,11 @@ static int fetch_list(const char *addr, int timeout, struct srvlist **out)
 {
 	struct nodelist l;
 	int rc = nodelist_fetch(chfs_client.x, addr, chfs_client.secret, timeout, NULL, NULL, &l);
+	if (rc == 0 && l.epoch == 0) { /* a server still joining its pool: it has no list yet */
+		nodelist_free(&l);
+		log_info("server %s is still joining its pool", addr);
+		return -EAGAIN;
+	}
 	if (rc == 0)
 		rc = srvlist_build(&l, out);
 	if (rc == -EACCES)

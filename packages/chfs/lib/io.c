@@ -114,10 +114,7 @@ static int build_msg(struct ioreq *q, const struct chfs_md *md, int is_write, co
 	struct wenc e;
 	wenc_init(&e, q->msg, len);
 	wenc_reserve(&e, WIRE_HDR_LEN);
-	wenc_u64(&e, md->fileid);
-	wenc_u32(&e, md->pkey); /* the placement tag: lets the servers move chunks on a rebalance */
-	wenc_u32(&e, md->chunk_size);
-	wenc_u32(&e, md->flags);
+	wire_tag_put(&e, md); /* file id + placement tag: lets the servers move chunks on a rebalance */
 	wenc_u32(&e, q->nseg);
 	for (uint32_t i = 0; i < q->nseg; i++) {
 		wenc_u64(&e, q->segs[i].off);
@@ -206,7 +203,7 @@ static int direct_fd(struct srvlist *s, struct chfs_file *f, unsigned sv, struct
 	int nfd = -2;
 	struct fastpath_page *g = NULL;
 	rpc_begin(&r, WOP_LOCAL_PATH);
-	wenc_u64(&r.e, f->md.fileid);
+	wire_tag_put(&r.e, &f->md);
 	if (rpc_call(s, sv, &r) == 0) {
 		wdec_str(&r.d, p, sizeof p);
 		if (wdec_finish(&r.d) == 0 && p[0] == '/') {
@@ -800,7 +797,7 @@ int chfs_local_backing_path(int fd, char *buf, size_t size)
 		RPC_DECL(r);
 		char p[CHFS_PATH_MAX];
 		rpc_begin(&r, WOP_LOCAL_PATH);
-		wenc_u64(&r.e, f->md.fileid);
+		wire_tag_put(&r.e, &f->md);
 		rc = rpc_call(s, (unsigned)h, &r);
 		if (rc == 0) {
 			wdec_str(&r.d, p, sizeof p);

@@ -284,7 +284,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if ((rc = members_init(&d.mem, st_rootfd(d.st), d.id, d.self,
-	                       vnodes ? (unsigned)vnodes : RING_VNODES_DEFAULT)) < 0) {
+	                       vnodes ? (unsigned)vnodes : RING_VNODES_DEFAULT,
+	                       bootstrap && strcmp(bootstrap, d.self) != 0)) < 0) {
 		log_err("member list: %s", strerror(-rc));
 		return 1;
 	}

@@ -49,8 +49,9 @@ struct chfsd {
 
 /* This server's identity from DIR/server.id, created on first use. */
 int members_self_id(int rootfd, char id[WIRE_ID_LEN + 1]);
-/* A new pool of one: this server. */
-int members_init(struct members *m, int rootfd, const char *id, const char *addr, unsigned vnodes);
+/* A new pool of one: this server; with joining, no pool yet (epoch 0) until members_join. */
+int members_init(struct members *m, int rootfd, const char *id, const char *addr, unsigned vnodes,
+                 int joining);
 /* Add (id, addr) or give id its new address; 1 if the list changed (epoch bumped, saved).
  * -EAGAIN for a new member while a rebalance runs here. */
 int members_add(struct chfsd *d, const char *id, const char *addr);
@@ -81,6 +82,8 @@ int members_join(struct chfsd *d, const char *bootstrap);
 /* Ids considered down (comma-joined) into buf; set by the failure detector. */
 void members_get_down(struct members *m, char *buf, size_t size);
 void members_set_down(struct members *m, const char *ids);
+/* 1 if the failure detector finds member id down. */
+int members_is_down(struct members *m, const char *id);
 
 /* ---- fastpath.c: the page shared with direct-access clients (common/fastpath_page.h) ---- */
 int fastpath_open(struct chfsd *d);

@@ -242,10 +242,10 @@ int ds_stat(struct data_store *ds, uint64_t fileid, uint64_t *size, int64_t *mti
 	return 0;
 }
 
-int ds_path(struct data_store *ds, uint64_t fileid, char *buf, size_t size)
+int ds_path(struct data_store *ds, uint64_t fileid, const struct wire_tag *tag, char *buf, size_t size)
 {
 	char name[17];
-	int fd = ds_open(ds, fileid, 1);
+	int fd = ds_open_tagged(ds, fileid, tag);
 	if (fd < 0)
 		return fd;
 	close(fd);

@@ -29,8 +29,9 @@ int ds_truncate(struct data_store *ds, uint64_t fileid, uint64_t len);
 int ds_remove(struct data_store *ds, uint64_t fileid);
 /* Size and mtime of the backing file; 0 and 0 if absent. */
 int ds_stat(struct data_store *ds, uint64_t fileid, uint64_t *size, int64_t *mtime_ns);
-/* Absolute path of the backing file (created if absent), for direct node-local access. */
-int ds_path(struct data_store *ds, uint64_t fileid, char *buf, size_t size);
+/* Absolute path of the backing file (created with its placement tag if absent), for direct
+ * node-local access. */
+int ds_path(struct data_store *ds, uint64_t fileid, const struct wire_tag *tag, char *buf, size_t size);
 
 /* Rebalance support. A data file created by ds_open_tagged keeps its placement tag (an xattr,
  * or a side file "<id>.t"), so a server can tell which of its chunks another server owns after

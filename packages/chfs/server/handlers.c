@@ -369,7 +369,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return 0;
 	case WOP_LOCAL_PATH: {
 		char p[4200];
-		if ((rc = st_data_path(d->st, q->fileid, p, sizeof p)) == 0)
+		if ((rc = st_data_path(d->st, q->fileid, &q->tag, p, sizeof p)) == 0)
 			wenc_str(e, p);
 		return rc;
 	}
@@ -450,10 +450,10 @@ static int gated(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct work
 	pthread_rwlock_rdlock(&d->mem.gate);
 	uint64_t epoch = members_epoch(&d->mem);
 	int rc;
-	if (!is_mig(q->h.op) && q->h.epoch != epoch)
-		rc = WIRE_ERETRY;
+	if (epoch == 0 || (!is_mig(q->h.op) && q->h.epoch != epoch))
+		rc = WIRE_ERETRY;    /* (epoch 0: still joining, not a member yet) */
 	else if (q->h.epoch > epoch) /* a MIG_* of a ring not installed here (catch-up failed): */
-		rc = WIRE_ERETRY;        /* a HINT would be "taken" as nothing and dropped by its sender */
+		rc = WIRE_ERETRY;    /* a HINT would be "taken" as nothing and dropped by its sender */
 	else if ((rc = take_keys(d, q)) == 0)
 		rc = dispatch(d, r, q, w, e);
 	pthread_rwlock_unlock(&d->mem.gate);

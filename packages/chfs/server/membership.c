@@ -102,7 +102,8 @@ static void save(struct members *m)
 		renameat(m->rootfd, tmp, m->rootfd, "members");
 }
 
-int members_init(struct members *m, int rootfd, const char *id, const char *addr, unsigned vnodes)
+int members_init(struct members *m, int rootfd, const char *id, const char *addr, unsigned vnodes,
+                 int joining)
 {
 	pthread_rwlockattr_t ga;
 	pthread_rwlockattr_init(&ga);
@@ -124,6 +125,14 @@ int members_init(struct members *m, int rootfd, const char *id, const char *addr
 		return -ENOMEM;
 	snprintf(m->m[0].id, sizeof m->m[0].id, "%s", id);
 	snprintf(m->m[0].addr, sizeof m->m[0].addr, "%s", addr);
+	if (joining) {
+		/* Until the JOIN reply is in, this server knows no pool: epoch 0, which no client or
+		 * server takes over its own list (a pool of one with the next epoch, as a new pool
+		 * gets, would look newer than the pool it rejoins: clients and members catching up
+		 * took it and forgot every other member). Requests get WIRE_ERETRY meanwhile. */
+		m->ring_epoch = 0;
+		return 0;
+	}
 	int fd = openat(rootfd, "members", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd >= 0) {
 		char line[32] = "";
@@ -488,6 +497,14 @@ void members_get_down(struct members *m, char *buf, size_t size)
 	pthread_mutex_lock(&m->lock);
 	snprintf(buf, size, "%s", m->down ? m->down : "");
 	pthread_mutex_unlock(&m->lock);
+}
+
+int members_is_down(struct members *m, const char *id)
+{
+	pthread_mutex_lock(&m->lock);
+	int down = m->down && wire_id_in(id, m->down, strlen(m->down));
+	pthread_mutex_unlock(&m->lock);
+	return down;
 }
 
 void members_set_down(struct members *m, const char *ids)

@@ -347,20 +347,27 @@ void rebalance_status(struct chfsd *d, char *buf, size_t size)
 	         (unsigned long long)atomic_load(&rb->bytes_out));
 }
 
-/* Previous owner of key if a take is needed: its address into addr, else 0. */
+/* Previous owner of key if a take is needed: its address into addr and 1, else 0; -EIO if
+ * that owner is known down (the request fails at once instead of waiting for a timeout). */
 static int prev_owner(struct chfsd *d, uint64_t ringkey, char *addr, size_t size)
 {
 	struct rebalance *rb = d->rb;
+	char id[WIRE_ID_LEN + 1] = "";
 	int need = 0;
 	pthread_mutex_lock(&rb->lock);
 	if (rb->in_open && rb->prev_ring) {
 		unsigned o = ring_owner(rb->prev_ring, ringkey);
 		if (!rb->done[o]) {
 			snprintf(addr, size, "%s", rb->prev[o].addr);
+			snprintf(id, sizeof id, "%s", rb->prev[o].id);
 			need = 1;
 		}
 	}
 	pthread_mutex_unlock(&rb->lock);
+	if (need && members_is_down(&d->mem, id)) {
+		log_info("rebalance: %s, the previous owner of a key, is down", addr);
+		return -EIO;
+	}
 	return need;
 }
 
@@ -386,8 +393,10 @@ int rebalance_take_entry(struct chfsd *d, const char *path)
 {
 	struct rebalance *rb = d->rb;
 	char addr[WIRE_ADDR_MAX];
-	if (!*path || !prev_owner(d, placement_chunk_key(placement_new_key(path), 0), addr, sizeof addr))
-		return 0;
+	int need =
+	        *path ? prev_owner(d, placement_chunk_key(placement_new_key(path), 0), addr, sizeof addr) : 0;
+	if (need <= 0)
+		return need;
 	uint64_t k = entry_key(path);
 	pthread_mutex_t *l = &rb->take[k % TAKE_LOCKS];
 	pthread_mutex_lock(l);
@@ -554,7 +563,12 @@ int rebalance_take_chunks(struct chfsd *d, uint64_t fileid, const struct wire_ta
 				continue;
 			last = i;
 			char addr[WIRE_ADDR_MAX];
-			if (!prev_owner(d, placement_chunk_key(tag->pkey, i), addr, sizeof addr))
+			int need = prev_owner(d, placement_chunk_key(tag->pkey, i), addr, sizeof addr);
+			if (need < 0) {
+				rc = need;
+				break;
+			}
+			if (!need)
 				continue;
 			uint64_t k = chunk_key(fileid, i);
 			pthread_mutex_lock(l);

@@ -134,9 +134,9 @@ int st_data_stat(struct storage *st, uint64_t fileid, uint64_t *size, int64_t *m
 	return ds_stat(st->data, fileid, size, mtime_ns);
 }
 
-int st_data_path(struct storage *st, uint64_t fileid, char *buf, size_t size)
+int st_data_path(struct storage *st, uint64_t fileid, const struct wire_tag *tag, char *buf, size_t size)
 {
-	return ds_path(st->data, fileid, buf, size);
+	return ds_path(st->data, fileid, tag, buf, size);
 }
 
 int st_ns_walk(struct storage *st, ns_walk_fn fn, void *arg) { return ns_walk(st->ns, fn, arg); }

@@ -54,7 +54,7 @@ int st_data_open(struct storage *st, uint64_t fileid, int create);
 int st_data_truncate(struct storage *st, uint64_t fileid, uint64_t len);
 int st_data_remove(struct storage *st, uint64_t fileid);
 int st_data_stat(struct storage *st, uint64_t fileid, uint64_t *size, int64_t *mtime_ns);
-int st_data_path(struct storage *st, uint64_t fileid, char *buf, size_t size);
+int st_data_path(struct storage *st, uint64_t fileid, const struct wire_tag *tag, char *buf, size_t size);
 
 /* Rebalance (ns_walk/ns_adopt in ns_store.h, ds_open_tagged/... in data_store.h). */
 int st_ns_walk(struct storage *st, ns_walk_fn fn, void *arg);

@@ -84,15 +84,12 @@ def assert_clients_clean(results, eio_window=None):
     assert all(r["ops"] > 0 for r in results)
 
 
-FASTPATH_BUG = ("core: with CHFS_LOCAL_FASTPATH=1 (the default; every server is on this node) "
-                "a join moves entries but no chunks, and ~half the files then read other bytes")
-
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("chfs_pool", [
     {"servers": 2},
-    pytest.param({"servers": 2, "extra_env": {"CHFS_LOCAL_FASTPATH": "1"}}, id="fastpath",
-                 marks=pytest.mark.xfail(strict=True, reason=FASTPATH_BUG))], indirect=True)
+    pytest.param({"servers": 2, "extra_env": {"CHFS_LOCAL_FASTPATH": "1"}}, id="fastpath")],
+    indirect=True)
 def test_third_and_fourth_server_join_under_load_nothing_lost(loaded_pool):
     pool = loaded_pool
     before = [allocated(os.path.join(d, "data")) for d in pool.dirs]
@@ -196,17 +193,9 @@ def wait_for(cond, what, timeout=15):
         time.sleep(0.2)
 
 
-JOINER_BUG = ("core: keys the previous owners handed (hinted) to a joiner that is SIGKILLed "
-              "before taking them are lost: restarted, it reports idle at once and ~100 of 500 "
-              "files read ENOENT or other bytes")
-SENDER_BUG = ("core: with the previous owner dead, each read of a key the joiner has not taken "
-              "yet waits the server RPC timeout (5 s) instead of failing with EIO at once")
-
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("victim", [
-    pytest.param("joiner", marks=pytest.mark.xfail(strict=True, reason=JOINER_BUG)),
-    pytest.param("sender", marks=pytest.mark.xfail(strict=True, reason=SENDER_BUG))])
+@pytest.mark.parametrize("victim", ["joiner", "sender"])
 @pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
 def test_server_killed_during_rebalance_gives_eio_then_recovers(loaded_pool, victim):
     """SIGKILL the joining server, or a server whose keys it is taking over, in the middle of

@@ -142,7 +142,8 @@ int main(void)
 	CHECK_EQ(st_data_truncate(st, 77, 1000), 0);
 	CHECK(st_data_stat(st, 77, &size, &mt) == 0 && size == 1000);
 	char path[4200];
-	CHECK_EQ(st_data_path(st, 77, path, sizeof path), 0);
+	struct wire_tag tag = {.pkey = 1, .chunk_size = 65536};
+	CHECK_EQ(st_data_path(st, 77, &tag, path, sizeof path), 0);
 	CHECK(strncmp(path, st_root(st), strlen(st_root(st))) == 0 && strstr(path, "/data/000000000000004d"));
 	CHECK_EQ(st_data_remove(st, 77), 0);
 	CHECK(st_data_stat(st, 77, &size, &mt) == 0 && size == 0);
