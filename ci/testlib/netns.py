@@ -58,6 +58,16 @@ class NetnsPool:
         with open(f"{d}/chfsd.pid") as f:
             self.pids[i] = int(f.read().strip())
 
+    def add(self, node):
+        """Start one more server, on node, joining the pool; its index."""
+        self.nodes.append(node)
+        self.dirs.append(os.path.join(self.tmp, f"srv{len(self.dirs)}"))
+        self.addrs.append(None)
+        self.pids.append(None)
+        self._start(len(self.nodes) - 1)
+        self.env["CHFS_SERVER"] = ",".join(a for a in self.addrs if a)
+        return len(self.nodes) - 1
+
     def kill(self, i, sig=signal.SIGKILL):
         if self.pids[i]:
             try:

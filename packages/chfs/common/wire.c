@@ -647,11 +647,11 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		r->md.mtime_ns = wdec_i64(&d);
 		r->md.ctime_ns = wdec_i64(&d);
 		break;
-	case WOP_DATA_REMOVE:
 	case WOP_LOCAL_PATH:
 		r->fileid = wdec_u64(&d);
 		dec_tag(&d, &r->tag, &bad);
 		break;
+	case WOP_DATA_REMOVE:
 	case WOP_MOVED: r->fileid = wdec_u64(&d); break;
 	default: return -EBADMSG;
 	}

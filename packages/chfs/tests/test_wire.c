@@ -322,6 +322,21 @@ int main(void)
 		CHECK(strcmp(m[1].id, ID2) == 0 && strcmp(m[1].addr, "tcp://b:1") == 0);
 	}
 
+	/* DATA_REMOVE is a file id alone; LOCAL_PATH a file id and the placement tag. */
+	begin(&e, buf, sizeof buf);
+	wenc_u64(&e, 5);
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_DATA_REMOVE), &req), 0);
+	CHECK(req.fileid == 5);
+	begin(&e, buf, sizeof buf);
+	wenc_u64(&e, 5);
+	put_tag(&e);
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_DATA_REMOVE), &req), -EBADMSG);
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_LOCAL_PATH), &req), 0);
+	CHECK(req.fileid == 5 && req.tag.chunk_size == 65536);
+	begin(&e, buf, sizeof buf);
+	wenc_u64(&e, 5);
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_LOCAL_PATH), &req), -EBADMSG);
+
 	/* SETATTR: unknown bits rejected. */
 	begin(&e, buf, sizeof buf);
 	wenc_str(&e, "f");
