@@ -38,6 +38,8 @@ import subprocess
 import sys
 import time
 
+from chfsutil import python_env
+
 CHUNK = 65536
 # Sizes of the mixed profile: empty, tiny, around the chunk size, a few chunks.
 SMALL_SIZES = [0, 1, 4095, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 17, 200_000, 300_001]
@@ -237,7 +239,7 @@ def cmd_worker(a):
 
 
 def _run(env, *args, timeout=300):
-    r = subprocess.run([sys.executable, os.path.abspath(__file__), *map(str, args)], env=env,
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), *map(str, args)], env=python_env(env),
                        capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
         raise AssertionError(f"chfsload {args[0]} failed: {r.stderr.strip()[-2000:]}")
@@ -276,7 +278,8 @@ class Workers:
                 argv += ["--size", str(size)] if size is not None else []
                 argv += ["--rate-log", self.rate_logs[i]] if rate_logs else []
                 argv += ["--rewrite", str(rewrite)] if rewrite is not None else []
-                self.procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True))
+                self.procs.append(subprocess.Popen(argv, env=python_env(env), stdout=subprocess.PIPE,
+                                                    text=True))
             end = time.time() + 60
             for p in self.procs:
                 ready, _, _ = select.select([p.stdout], [], [], max(0.0, end - time.time()))

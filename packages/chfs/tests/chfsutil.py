@@ -65,3 +65,18 @@ def sha(b):
 def rand(n, seed):
     import random
     return random.Random(seed).randbytes(n)
+
+
+def python_env(env):
+    """env for a python process that loads libchfs with ctypes: against a sanitizer build
+    (ci/test --asan/--tsan point CHFS_STACK_PREFIX at it) the sanitizer runtime must be loaded
+    first, and python itself is not instrumented, so it is preloaded."""
+    import os
+    import subprocess
+    env = dict(env)
+    prefix = os.environ.get("CHFS_STACK_PREFIX", "")
+    for san, lib in (("tsan", "libtsan.so"), ("asan", "libasan.so")):
+        if san in prefix:
+            env["LD_PRELOAD"] = subprocess.run(["gcc", f"-print-file-name={lib}"], capture_output=True,
+                                               text=True).stdout.strip()
+    return env
