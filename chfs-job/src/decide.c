@@ -1,0 +1,165 @@
+/* decide.c — the policy applied to one system call (see decide.h).
+ *
+ * A path argument is read from the caller's memory, made absolute against its working directory
+ * or directory descriptor (/proc/PID/cwd, /proc/PID/fd/N) and normalised lexically; the longest
+ * rule prefix decides. A path that no rule denies lexically is checked once more with its symbolic
+ * links resolved (the final component only if the call follows it), so a link such as
+ * /tmp/l -> /secret does not lead around "/secret: deny"; /proc/self is read as /proc/PID.
+ *
+ * Residual races (documented in the README): the caller's memory and the file system can change
+ * between this check and the kernel's own lookup. A denied path is answered here and never
+ * reaches the kernel; a mapped path is run by the method on the mapped copy (seccomp: the
+ * supervisor opens it; ptrace: a copy written into the tracee), so neither depends on the
+ * tracee's buffer after the check. An allowed path is looked up again by the kernel: another
+ * thread of the tracee that rewrites the buffer, or a link swapped in, at that instant can
+ * reach a denied path. */
+#define _GNU_SOURCE
+#include "decide.h"
+#include "paths.h"
+#include "tracee.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The path with its links resolved: realpath of the longest existing prefix + the rest. */
+static void real_path(const char *abs, bool follow_last, char *out, char *tmp)
+{
+	size_t n = strlen(abs);
+	memcpy(tmp, abs, n + 1);
+	size_t cut = n; /* tmp[0..cut) is tried; abs[cut..] appended */
+	if (!follow_last && n > 1) {
+		while (cut > 0 && abs[cut - 1] != '/')
+			cut--;
+		cut = cut > 1 ? cut - 1 : 1;
+	}
+	for (;;) {
+		char c = tmp[cut];
+		tmp[cut] = '\0';
+		char *r = realpath(tmp, out);
+		tmp[cut] = c;
+		if (r) {
+			size_t rl = strlen(out);
+			const char *rest = abs + cut;
+			if (*rest == '/' && rl == 1)
+				rest++;
+			if (*rest && *rest != '/' && rl > 1)
+				out[rl++] = '/';
+			if (rl + strlen(rest) + 1 > PATH_MAX)
+				break;
+			strcpy(out + rl, rest);
+			return;
+		}
+		if ((errno != ENOENT && errno != ENOTDIR) || cut <= 1)
+			break;
+		while (cut > 1 && abs[cut - 1] != '/')
+			cut--;
+		cut = cut > 1 ? cut - 1 : 1;
+	}
+	strcpy(out, abs); /* unresolvable (EACCES, ELOOP): the lexical form stands */
+}
+
+int cj_decide_prepare(struct cj_policy *p)
+{
+	int n = p->nrules;
+	for (int i = 0; i < n; i++) {
+		char real[PATH_MAX];
+		if (p->rules[i].action != CJ_DENY || !realpath(p->rules[i].from, real) ||
+		    strcmp(real, p->rules[i].from) == 0 || cj_policy_match(p, real))
+			continue;
+		struct cj_rule *nr = realloc(p->rules, (size_t)(p->nrules + 1) * sizeof(*nr));
+		if (!nr)
+			return -ENOMEM;
+		p->rules = nr;
+		p->rules[p->nrules++] = (struct cj_rule){strdup(real), strlen(real), CJ_DENY, NULL};
+	}
+	return 0;
+}
+
+static bool follows_last(const struct cj_sysc *sc, const uint64_t args[6])
+{
+	if (sc->nofollow == -2)
+		return false;
+	if (sc->nofollow >= 0)
+		return !(args[(int)sc->nofollow] & AT_SYMLINK_NOFOLLOW);
+	return true;
+}
+
+/* Path argument i: 1 = mapped, 0 = unchanged, <0 = error to return. d->path[i] is left holding
+ * the absolute path the call should use (the mapped one or the caller's, made absolute). */
+static int decide_path(const struct cj_policy *p, const struct cj_sysc *sc, pid_t pid, const uint64_t args[6],
+                       int i, struct cj_decision *d)
+{
+	char *raw = d->scratch[0], *abs = d->path[i];
+	uint64_t addr = args[(int)sc->path[i]];
+	d->path[i][0] = '\0';
+	if (addr == 0)
+		return 0; /* utimensat(fd, NULL, ...): acts on the descriptor */
+	ssize_t len = cj_tracee_read_str(pid, addr, raw, PATH_MAX);
+	if (len < 0)
+		return (int)len;
+	if (len == 0)
+		return 0; /* AT_EMPTY_PATH (the descriptor) or ENOENT from the kernel */
+	int rc;
+	if (raw[0] == '/') {
+		rc = cj_path_normalize(raw, abs, PATH_MAX);
+	} else {
+		int dirfd = sc->dirfd[i] >= 0 ? (int)args[(int)sc->dirfd[i]] : AT_FDCWD;
+		rc = cj_tracee_dir(pid, dirfd == AT_FDCWD ? -1 : dirfd, abs, PATH_MAX);
+		if (rc == 0)
+			rc = cj_path_join(abs, raw, abs, PATH_MAX);
+	}
+	if (rc < 0)
+		return rc;
+	const struct cj_rule *r = cj_policy_match(p, abs);
+	if (r && r->action == CJ_DENY)
+		return -ENOENT;
+	if (r && r->action == CJ_CHFS)
+		return -EXDEV; /* CHFS through seccomp/ptrace is not served yet: refused at start-up */
+	if (r && strcmp(r->from, r->to) != 0) {
+		const char *rest = abs + r->from_len;
+		if (r->from_len == 1)
+			rest--; /* from "/": keep the slash */
+		char *out = d->scratch[1];
+		int w = snprintf(out, PATH_MAX, "%s%s", strcmp(r->to, "/") == 0 && *rest ? "" : r->to, rest);
+		if (w >= PATH_MAX)
+			return -ENAMETOOLONG;
+		memcpy(abs, out, (size_t)w + 1);
+		d->mapped[i] = true;
+		return 1;
+	}
+	if (!cj_policy_has(p, CJ_DENY))
+		return 0;
+	/* lexically allowed: do its links lead into a denied prefix? */
+	if (strncmp(abs, "/proc/self", 10) == 0 && (abs[10] == '/' || !abs[10]))
+		snprintf(raw, PATH_MAX, "/proc/%d%s", (int)pid, abs + 10);
+	else if (strncmp(abs, "/proc/thread-self", 17) == 0 && (abs[17] == '/' || !abs[17]))
+		snprintf(raw, PATH_MAX, "/proc/%d%s", (int)pid, abs + 17);
+	else
+		strcpy(raw, abs);
+	char *real = d->scratch[1], *tmp = d->scratch[2];
+	real_path(raw, follows_last(sc, args), real, tmp);
+	r = cj_policy_match(p, real);
+	if (r && r->action == CJ_DENY)
+		return -ENOENT;
+	return 0;
+}
+
+void cj_decide(const struct cj_policy *p, const struct cj_sysc *sc, pid_t pid, const uint64_t args[6],
+               struct cj_decision *d)
+{
+	d->verdict = CJ_V_ALLOW;
+	d->mapped[0] = d->mapped[1] = false;
+	for (int i = 0; i < 2 && sc->path[i] >= 0; i++) {
+		int rc = decide_path(p, sc, pid, args, i, d);
+		if (rc < 0) {
+			d->verdict = CJ_V_ERROR;
+			d->err = rc;
+			return;
+		}
+		if (rc > 0)
+			d->verdict = CJ_V_MAP;
+	}
+}

@@ -1,0 +1,32 @@
+/* decide.h — what the policy says about one intercepted system call: allow it unchanged, fail
+ * it (a denial), or run it on other paths (a mapping). Shared by the seccomp supervisor and the
+ * ptrace tracer; they differ only in how they carry the verdict out. */
+#ifndef CHFS_JOB_DECIDE_H
+#define CHFS_JOB_DECIDE_H
+
+#include "policy.h"
+#include "sysc.h"
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum cj_verdict { CJ_V_ALLOW, CJ_V_ERROR, CJ_V_MAP };
+
+struct cj_decision {
+	enum cj_verdict verdict;
+	int err;                   /* CJ_V_ERROR: negative errno to return */
+	bool mapped[2];            /* CJ_V_MAP: which path arguments change */
+	char path[2][PATH_MAX];    /* absolute path each path argument names (mapped if mapped[i]) */
+	char scratch[3][PATH_MAX]; /* private */
+};
+
+/* Add the symlink-resolved form of every denied prefix to p (a denial of /data/secret also
+ * covers /mnt/secret if /data is a link to /mnt), so both spellings are caught. */
+int cj_decide_prepare(struct cj_policy *p);
+/* Decide for system call sc with args, made by pid. d is caller-owned scratch (large: heap). */
+void cj_decide(const struct cj_policy *p, const struct cj_sysc *sc, pid_t pid, const uint64_t args[6],
+               struct cj_decision *d);
+
+#endif

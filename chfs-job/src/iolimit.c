@@ -1,0 +1,192 @@
+/* iolimit.c — the published bandwidth formula over counters shared by the whole job.
+ *
+ * After each transfer of a class (disk: regular files; net: sockets) the caller is held back by
+ *     sleep = (sum of the sizes transferred in the last t seconds) / Limit - t
+ * (nothing if negative), with t = 1 s, shortened to the job's age while the job is younger than
+ * t (without that, a new job would burst Limit x t bytes unthrottled). The history is kept in
+ * 1 ms buckets (1,000 per class), each stamped with its millisecond so stale ones are ignored.
+ *
+ * Sharing: one file per job, $XDG_RUNTIME_DIR (or /tmp)/chfs-job-UID-JOBID.iolimit, mode 0600,
+ * created exclusively by the first process; later ones accept it only if it is a regular file
+ * owned by them with mode 0600 (another user must not throttle or unthrottle the job). A
+ * process-shared robust mutex serialises updates; the creator initialises it before marking
+ * the file ready, and the creator removes the file when it ends. */
+#define _GNU_SOURCE
+#include "iolimit.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NBUCKETS 1000
+#define BUCKET_NS 1000000LL
+#define WINDOW_NS (NBUCKETS * BUCKET_NS)
+#define MAGIC 0x63686a6c /* "chjl" */
+
+struct class_hist {
+	int64_t start_ns; /* first transfer of the class in this job */
+	int64_t stamp[NBUCKETS];
+	uint64_t bytes[NBUCKETS];
+};
+
+struct shared {
+	_Atomic uint32_t ready;
+	uint32_t magic;
+	pthread_mutex_t lock;
+	struct class_hist cls[CJ_NCLASSES];
+};
+
+struct cj_iolimit {
+	struct shared *sh;
+	uint64_t limit[CJ_NCLASSES];
+	char path[256];
+	bool owner;
+};
+
+int64_t cj_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static const char *job_id(char *buf, size_t len)
+{
+	const char *id = getenv("CHFS_JOB_ID");
+	if (!id || !*id)
+		id = getenv("SLURM_JOB_ID");
+	if (!id || !*id) {
+		snprintf(buf, len, "sid%d", (int)getsid(0));
+		id = buf;
+	}
+	setenv("CHFS_JOB_ID", id, 1);
+	return id;
+}
+
+static int init_shared(struct shared *sh)
+{
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	int rc = pthread_mutex_init(&sh->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	sh->magic = MAGIC;
+	atomic_store(&sh->ready, 1);
+	return -rc;
+}
+
+struct cj_iolimit *cj_iolimit_open(const struct cj_policy *p, char *err, size_t errlen)
+{
+	struct cj_iolimit *l = calloc(1, sizeof(*l));
+	if (!l) {
+		snprintf(err, errlen, "io_limit: out of memory");
+		return NULL;
+	}
+	memcpy(l->limit, p->limit, sizeof(l->limit));
+	char idbuf[32];
+	const char *id = job_id(idbuf, sizeof(idbuf));
+	const char *dir = getenv("XDG_RUNTIME_DIR");
+	if (!dir || !*dir)
+		dir = "/tmp";
+	snprintf(l->path, sizeof(l->path), "%s/chfs-job-%d-%s.iolimit", dir, (int)getuid(), id);
+	if (strchr(id, '/')) {
+		snprintf(err, errlen, "io_limit: job id '%s' contains '/'", id);
+		goto fail;
+	}
+	int fd = open(l->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		l->owner = true;
+		if (ftruncate(fd, sizeof(struct shared)) < 0)
+			goto fail_errno;
+	} else if (errno == EEXIST) {
+		fd = open(l->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0)
+			goto fail_errno;
+		if (!S_ISREG(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 0777) != 0600 ||
+		    st.st_size != (off_t)sizeof(struct shared)) {
+			close(fd);
+			snprintf(err, errlen,
+			         "io_limit: %s is not this user's 0600 counter file; refusing it", l->path);
+			goto fail;
+		}
+	} else {
+		goto fail_errno;
+	}
+	l->sh = mmap(NULL, sizeof(struct shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (l->sh == MAP_FAILED) {
+		l->sh = NULL;
+		goto fail_errno;
+	}
+	if (l->owner) {
+		init_shared(l->sh);
+	} else {
+		for (int i = 0; i < 2000 && !atomic_load(&l->sh->ready); i++)
+			usleep(1000);
+		if (!atomic_load(&l->sh->ready) || l->sh->magic != MAGIC) {
+			snprintf(err, errlen, "io_limit: %s was never initialised by its creator", l->path);
+			goto fail;
+		}
+	}
+	return l;
+fail_errno:
+	snprintf(err, errlen, "io_limit: %s: %s", l->path, strerror(errno));
+fail:
+	if (l->owner)
+		unlink(l->path);
+	free(l);
+	return NULL;
+}
+
+bool cj_iolimit_limited(const struct cj_iolimit *l, int cls) { return l && cls >= 0 && l->limit[cls] > 0; }
+
+int64_t cj_iolimit_account(struct cj_iolimit *l, int cls, uint64_t bytes)
+{
+	if (!cj_iolimit_limited(l, cls) || bytes == 0)
+		return 0;
+	struct class_hist *h = &l->sh->cls[cls];
+	int64_t now = cj_now_ns();
+	int64_t slot = now / BUCKET_NS;
+	if (pthread_mutex_lock(&l->sh->lock) == EOWNERDEAD)
+		pthread_mutex_consistent(
+		        &l->sh->lock); /* a member died holding it: counters are still sane */
+	if (h->start_ns == 0)
+		h->start_ns = now;
+	int b = (int)(slot % NBUCKETS);
+	if (h->stamp[b] != slot) {
+		h->stamp[b] = slot;
+		h->bytes[b] = 0;
+	}
+	h->bytes[b] += bytes;
+	uint64_t sum = 0;
+	for (int i = 0; i < NBUCKETS; i++)
+		if (slot - h->stamp[i] < NBUCKETS)
+			sum += h->bytes[i];
+	int64_t t = now - h->start_ns;
+	pthread_mutex_unlock(&l->sh->lock);
+	if (t > WINDOW_NS)
+		t = WINDOW_NS;
+	double need = (double)sum / (double)l->limit[cls] * 1e9;
+	int64_t sleep = (int64_t)need - t;
+	return sleep > 0 ? sleep : 0;
+}
+
+void cj_iolimit_close(struct cj_iolimit *l)
+{
+	if (!l)
+		return;
+	if (l->owner)
+		unlink(l->path);
+	munmap(l->sh, sizeof(struct shared));
+	free(l);
+}

@@ -1,0 +1,23 @@
+/* iolimit.h — the job's bandwidth limits, shared by every process of the job (every supervisor
+ * or tracer of one job id maps the same counter file). */
+#ifndef CHFS_JOB_IOLIMIT_H
+#define CHFS_JOB_IOLIMIT_H
+
+#include "policy.h"
+
+#include <stdint.h>
+
+struct cj_iolimit;
+
+/* Map (creating if first) the job's counter file for p's limits. The job id is CHFS_JOB_ID,
+ * else SLURM_JOB_ID, else this session's id; it is exported as CHFS_JOB_ID to the job so nested
+ * chfs-job calls share it. NULL with err filled on failure. */
+struct cj_iolimit *cj_iolimit_open(const struct cj_policy *p, char *err, size_t errlen);
+/* Count bytes of class cls transferred now; returns how long (ns) the caller must be held back
+ * (0 if within the limit or the class is unlimited). */
+int64_t cj_iolimit_account(struct cj_iolimit *l, int cls, uint64_t bytes);
+bool cj_iolimit_limited(const struct cj_iolimit *l, int cls);
+void cj_iolimit_close(struct cj_iolimit *l);
+int64_t cj_now_ns(void);
+
+#endif

@@ -1,0 +1,420 @@
+/* method_seccomp.c — the `seccomp` method: a supervisor answering seccomp user notifications.
+ *
+ * The child installs the policy's filter (bpf.c) with SECCOMP_FILTER_FLAG_NEW_LISTENER, passes
+ * the listener to us over a socket pair, and execs the program; the kernel then stops exactly the
+ * trapped calls of the child and of everything it forks (a filter is inherited and cannot be
+ * removed), static binaries and raw syscall() included. For each notification:
+ *   - denied path             -> the call fails with ENOENT; it never reaches the kernel;
+ *   - mapped open/openat/creat -> we open the mapped path (with the tracee's umask) and
+ *     SECCOMP_IOCTL_NOTIF_ADDFD it into the tracee, answering the call with its number in one
+ *     step (SECCOMP_ADDFD_FLAG_SEND);
+ *   - mapped stat/readlink    -> we run it on the mapped path and write the result back;
+ *   - mapped calls whose other arguments are numbers (mkdir, unlink, rename, access, chmod, ...)
+ *     -> we run them on the absolute, mapped paths;
+ *   - mapped execve, chdir, chroot, symlink, xattr and utime calls -> EXDEV: they cannot be
+ *     carried out on the tracee's behalf (use ptrace, which rewrites the argument);
+ *   - anything else            -> SECCOMP_USER_NOTIF_FLAG_CONTINUE.
+ * Memory read from the tracee is trusted only after SECCOMP_IOCTL_NOTIF_ID_VALID confirms the
+ * call is still pending (the pid could otherwise have been reused).
+ *
+ * io_limit: the read/write family is trapped too; the requested size is counted when the call
+ * arrives and the answer is held back by the formula's delay (iolimit.c). Held answers wait in a
+ * list with their deadline while other notifications are served, so one throttled process does
+ * not stall the others.
+ *
+ * trace_fork: false — the filter is still inherited (the kernel offers no way out), but a call
+ * from a process other than the program's own threads is answered CONTINUE at once: children run
+ * unchanged, paying only the trap. The job ends when every process holding the filter has
+ * ended (POLLHUP on the listener); the exit status is the program's. */
+#define _GNU_SOURCE
+#include "bpf.h"
+#include "decide.h"
+#include "iolimit.h"
+#include "methods.h"
+#include "tracee.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef SECCOMP_ADDFD_FLAG_SEND
+#define SECCOMP_ADDFD_FLAG_SEND (1UL << 1)
+#endif
+
+struct held {
+	uint64_t id;
+	int64_t deadline;
+};
+
+struct supervisor {
+	struct cj_policy *p;
+	int listener;
+	pid_t main_pid;
+	struct cj_iolimit *lim;
+	struct seccomp_notif *req;
+	struct seccomp_notif_resp *resp;
+	struct cj_decision *d;
+	struct held *held;
+	int nheld, capheld;
+	unsigned char *buf; /* results of stat/readlink on the tracee's behalf */
+};
+
+static int respond(struct supervisor *s, uint64_t id, int64_t val, int err, bool cont)
+{
+	memset(s->resp, 0, sizeof(*s->resp));
+	s->resp->id = id;
+	s->resp->val = val;
+	s->resp->error = err;
+	s->resp->flags = cont ? SECCOMP_USER_NOTIF_FLAG_CONTINUE : 0;
+	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_SEND, s->resp) < 0 && errno != ENOENT)
+		return -errno;
+	return 0; /* ENOENT: the call was interrupted (signal) or the process died */
+}
+
+static bool own_thread(struct supervisor *s, pid_t tid)
+{
+	if (tid == s->main_pid)
+		return true;
+	char task[64];
+	snprintf(task, sizeof(task), "/proc/%d/task/%d", (int)s->main_pid, (int)tid);
+	return access(task, F_OK) == 0;
+}
+
+static mode_t tracee_umask(pid_t pid)
+{
+	char path[64], line[128];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	unsigned m = 022;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Umask: %o", &m) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return (mode_t)m;
+}
+
+/* Size requested by a read/write-family call (its iovec or msghdr read from the tracee). */
+static uint64_t io_size(pid_t pid, const struct cj_sysc *sc, const uint64_t *args)
+{
+	uint64_t iov_addr = args[1], iovcnt = args[2];
+	if (sc->iov == 0)
+		return args[2];
+	if (sc->iov == 2) {
+		struct msghdr m;
+		if (cj_tracee_read(pid, args[1], &m, sizeof(m)) < 0)
+			return 0;
+		iov_addr = (uint64_t)(uintptr_t)m.msg_iov;
+		iovcnt = m.msg_iovlen;
+	}
+	uint64_t total = 0;
+	struct iovec v[64];
+	for (uint64_t done = 0; done < iovcnt && done < 1024;) {
+		size_t k = iovcnt - done < 64 ? (size_t)(iovcnt - done) : 64;
+		if (cj_tracee_read(pid, iov_addr + done * sizeof(struct iovec), v, k * sizeof(struct iovec)) <
+		    0)
+			break;
+		for (size_t i = 0; i < k; i++)
+			total += v[i].iov_len;
+		done += k;
+	}
+	return total;
+}
+
+static int hold(struct supervisor *s, uint64_t id, int64_t delay)
+{
+	if (s->nheld == s->capheld) {
+		int cap = s->capheld ? s->capheld * 2 : 64;
+		struct held *h = realloc(s->held, (size_t)cap * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		s->held = h;
+		s->capheld = cap;
+	}
+	s->held[s->nheld++] = (struct held){id, cj_now_ns() + delay};
+	return 0;
+}
+
+/* Answer the held calls whose time has come; return ms until the next one (-1 if none). */
+static int release_held(struct supervisor *s)
+{
+	int64_t now = cj_now_ns(), next = -1;
+	for (int i = 0; i < s->nheld;) {
+		if (s->held[i].deadline <= now) {
+			respond(s, s->held[i].id, 0, 0, true);
+			s->held[i] = s->held[--s->nheld];
+			continue;
+		}
+		int64_t left = s->held[i].deadline - now;
+		if (next < 0 || left < next)
+			next = left;
+		i++;
+	}
+	return next < 0 ? -1 : (int)((next + 999999) / 1000000);
+}
+
+static int open_mapped(struct supervisor *s, const struct cj_sysc *sc, const uint64_t *a)
+{
+	const struct seccomp_data *sd = &s->req->data;
+	int flags, mode;
+	if (sd->nr == SYS_open) {
+		flags = (int)a[1], mode = (int)a[2];
+	} else if (sd->nr == SYS_creat) {
+		flags = O_CREAT | O_WRONLY | O_TRUNC, mode = (int)a[1];
+	} else if (sd->nr == SYS_openat) {
+		flags = (int)a[2], mode = (int)a[3];
+	} else {
+		uint64_t how[3]; /* struct open_how: flags, mode, resolve */
+		if (cj_tracee_read(s->req->pid, a[2], how, sizeof(how)) < 0)
+			return -EFAULT;
+		flags = (int)how[0], mode = (int)how[1];
+	}
+	mode_t old = 0;
+	bool creates = flags & (O_CREAT | __O_TMPFILE);
+	if (creates)
+		old = umask(tracee_umask(s->req->pid));
+	int fd = open(s->d->path[0], flags | O_CLOEXEC, mode);
+	int e = errno;
+	if (creates)
+		umask(old);
+	if (fd < 0)
+		return -e;
+	struct seccomp_notif_addfd add = {
+	        .id = s->req->id,
+	        .flags = SECCOMP_ADDFD_FLAG_SEND,
+	        .srcfd = (uint32_t)fd,
+	        .newfd_flags = (uint32_t)(flags & O_CLOEXEC),
+	};
+	int rc = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+	e = errno;
+	close(fd);
+	if (rc < 0 && e != ENOENT)
+		return -e;
+	(void)sc;
+	return 1; /* answered */
+}
+
+/* Run a mapped call ourselves on absolute paths; return its result (>=0) or -errno. */
+static long replay(struct supervisor *s, const struct cj_sysc *sc, uint64_t *a)
+{
+	pid_t pid = s->req->pid;
+	for (int i = 0; i < 2 && sc->path[i] >= 0; i++) {
+		if (s->d->path[i][0]) {
+			a[(int)sc->path[i]] = (uint64_t)(uintptr_t)s->d->path[i];
+			if (sc->dirfd[i] >= 0)
+				a[(int)sc->dirfd[i]] = (uint64_t)(int64_t)AT_FDCWD;
+		}
+	}
+	uint64_t tbuf = 0;
+	size_t blen = 0;
+	if (sc->kind == CJ_SK_STAT || sc->kind == CJ_SK_READLINK) {
+		tbuf = a[(int)sc->buf];
+		blen = sc->kind == CJ_SK_READLINK ? (size_t)a[(int)sc->buf + 1] : 512;
+		if (blen > 8192)
+			blen = 8192;
+		a[(int)sc->buf] = (uint64_t)(uintptr_t)s->buf;
+	}
+	bool creates = s->req->data.nr == SYS_mkdir || s->req->data.nr == SYS_mkdirat ||
+	               s->req->data.nr == SYS_mknod || s->req->data.nr == SYS_mknodat;
+	mode_t old = creates ? umask(tracee_umask(pid)) : 0;
+	long r = syscall(s->req->data.nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+	int e = errno;
+	if (creates)
+		umask(old);
+	if (r < 0)
+		return -e;
+	if (tbuf) {
+		size_t n = sc->kind == CJ_SK_READLINK ? (size_t)r : 0;
+		if (sc->kind == CJ_SK_STAT) {
+			int nr = s->req->data.nr;
+			n = nr == SYS_statx    ? sizeof(struct statx)
+			    : nr == SYS_statfs ? 120
+			                       : sizeof(struct stat);
+		}
+		if (cj_tracee_write(pid, tbuf, s->buf, n) < 0)
+			return -EFAULT;
+	}
+	return r;
+}
+
+static int handle(struct supervisor *s)
+{
+	struct seccomp_notif *req = s->req;
+	memset(req, 0, sizeof(*req));
+	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_RECV, req) < 0)
+		return errno == EINTR || errno == ENOENT ? 0 : -errno;
+	const struct cj_sysc *sc = cj_sysc_find(req->data.nr);
+	if (!sc || (!s->p->trace_fork && !own_thread(s, req->pid)))
+		return respond(s, req->id, 0, 0, true);
+	uint64_t a[6];
+	memcpy(a, req->data.args, sizeof(a));
+	if (sc->kind == CJ_SK_IO) {
+		int cls = cj_tracee_fd_class(req->pid, (int)a[0]);
+		int64_t delay = cj_iolimit_limited(s->lim, cls)
+		                        ? cj_iolimit_account(s->lim, cls, io_size(req->pid, sc, a))
+		                        : 0;
+		if (delay > 0)
+			return hold(s, req->id, delay);
+		return respond(s, req->id, 0, 0, true);
+	}
+	cj_decide(s->p, sc, req->pid, a, s->d);
+	/* everything read from the tracee is only valid if the call is still the one we were sent */
+	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) < 0)
+		return 0;
+	switch (s->d->verdict) {
+	case CJ_V_ALLOW: return respond(s, req->id, 0, 0, true);
+	case CJ_V_ERROR: return respond(s, req->id, 0, s->d->err, false);
+	case CJ_V_MAP: break;
+	}
+	long r;
+	switch (sc->kind) {
+	case CJ_SK_OPEN:
+		r = open_mapped(s, sc, a);
+		if (r > 0)
+			return 0;
+		break;
+	case CJ_SK_STAT:
+	case CJ_SK_READLINK:
+	case CJ_SK_SCALAR: r = replay(s, sc, a); break;
+	default: r = -EXDEV; break;
+	}
+	return r < 0 ? respond(s, req->id, 0, (int)r, false) : respond(s, req->id, r, 0, false);
+}
+
+static int supervise(struct supervisor *s, pid_t child)
+{
+	int status = -1;
+	int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+	for (;;) {
+		int timeout = release_held(s);
+		struct pollfd pf[2] = {{s->listener, POLLIN, 0}, {pidfd, POLLIN, 0}};
+		int n = poll(pf, pidfd >= 0 && status < 0 ? 2 : 1, timeout);
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n <= 0)
+			continue;
+		if (pf[1].revents & POLLIN) {
+			int st;
+			if (waitpid(child, &st, WNOHANG) == child)
+				status = cj_wait_status(st);
+		}
+		if (pf[0].revents & POLLIN) {
+			int rc = handle(s);
+			if (rc < 0) {
+				fprintf(stderr, "chfs-job: seccomp: supervisor failed: %s\n", strerror(-rc));
+				return rc;
+			}
+		} else if (pf[0].revents & (POLLHUP | POLLERR)) {
+			break; /* no process holds the filter any more */
+		}
+	}
+	if (status < 0) {
+		int st;
+		if (waitpid(child, &st, 0) == child)
+			status = cj_wait_status(st);
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	return status;
+}
+
+static void child_main(struct cj_policy *p, int sock, char **argv)
+{
+	struct sock_fprog prog;
+	if (cj_bpf_build(p, SECCOMP_RET_USER_NOTIF, &prog) < 0)
+		_exit(126);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+		fprintf(stderr, "chfs-job: seccomp: PR_SET_NO_NEW_PRIVS: %s\n", strerror(errno));
+		_exit(126);
+	}
+	int fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+	if (fd < 0) {
+		fprintf(stderr, "chfs-job: seccomp: cannot install the filter: %s\n", strerror(errno));
+		_exit(126);
+	}
+	if (cj_send_fd(sock, fd) < 0)
+		_exit(126);
+	close(fd);
+	close(sock);
+	execvp(argv[0], argv);
+	fprintf(stderr, "chfs-job: %s: %s\n", argv[0], strerror(errno));
+	_exit(errno == ENOENT ? 127 : 126);
+}
+
+int cj_run_seccomp(struct cj_policy *p, char **argv, const struct cj_opts *o)
+{
+	char err[512];
+	struct supervisor *s = calloc(1, sizeof(*s));
+	struct seccomp_notif_sizes sz;
+	if (!s || syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sz) < 0) {
+		fprintf(stderr, "chfs-job: seccomp: user notification unavailable: %s\n", strerror(errno));
+		free(s);
+		return -ENOSYS;
+	}
+	s->p = p;
+	s->req = calloc(1, sz.seccomp_notif > sizeof(*s->req) ? sz.seccomp_notif : sizeof(*s->req));
+	s->resp = calloc(1,
+	                 sz.seccomp_notif_resp > sizeof(*s->resp) ? sz.seccomp_notif_resp : sizeof(*s->resp));
+	s->d = malloc(sizeof(*s->d));
+	s->buf = malloc(8192);
+	int rc = -ENOMEM;
+	if (!s->req || !s->resp || !s->d || !s->buf)
+		goto out;
+	if (cj_policy_has_limits(p) && !(s->lim = cj_iolimit_open(p, err, sizeof(err)))) {
+		fprintf(stderr, "chfs-job: %s\n", err);
+		rc = -EIO;
+		goto out;
+	}
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	pid_t child = fork();
+	if (child == 0) {
+		close(sv[0]);
+		child_main(p, sv[1], argv);
+	}
+	close(sv[1]);
+	if (child < 0) {
+		rc = -errno;
+		close(sv[0]);
+		goto out;
+	}
+	s->main_pid = child;
+	s->listener = cj_recv_fd(sv[0]);
+	close(sv[0]);
+	if (s->listener < 0) {
+		int st;
+		waitpid(child, &st, 0);
+		rc = cj_wait_status(st);
+		goto out;
+	}
+	if (o->verbose > 1)
+		fprintf(stderr, "chfs-job: seccomp: supervising pid %d\n", (int)child);
+	signal(SIGPIPE, SIG_IGN);
+	rc = supervise(s, child);
+	close(s->listener);
+out:
+	cj_iolimit_close(s->lim);
+	free(s->req);
+	free(s->resp);
+	free(s->d);
+	free(s->buf);
+	free(s->held);
+	free(s);
+	return rc;
+}

@@ -1,0 +1,83 @@
+/* tracee.c — access to a traced process (see tracee.h) through process_vm_readv/writev and
+ * /proc/PID. The caller owns the time-of-check problem: memory read here may change after the
+ * read; decide.c documents what each method does about it. */
+#define _GNU_SOURCE
+#include "tracee.h"
+#include "policy.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+int cj_tracee_read(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec l = {buf, len}, r = {(void *)(uintptr_t)addr, len};
+	ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EFAULT;
+}
+
+int cj_tracee_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
+{
+	struct iovec l = {(void *)buf, len}, r = {(void *)(uintptr_t)addr, len};
+	ssize_t n = process_vm_writev(pid, &l, 1, &r, 1, 0);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EFAULT;
+}
+
+ssize_t cj_tracee_read_str(pid_t pid, uint64_t addr, char *buf, size_t len)
+{
+	size_t got = 0;
+	if (addr == 0)
+		return -EFAULT;
+	while (got < len) {
+		/* never cross a page boundary in one read: the next page may be unmapped */
+		size_t chunk = 4096 - ((addr + got) & 4095);
+		if (chunk > len - got)
+			chunk = len - got;
+		int rc = cj_tracee_read(pid, addr + got, buf + got, chunk);
+		if (rc < 0)
+			return rc;
+		char *nul = memchr(buf + got, '\0', chunk);
+		if (nul)
+			return nul - buf;
+		got += chunk;
+	}
+	return -ENAMETOOLONG;
+}
+
+int cj_tracee_dir(pid_t pid, int dirfd, char *out, size_t outlen)
+{
+	char link[64];
+	if (dirfd < 0)
+		snprintf(link, sizeof(link), "/proc/%d/cwd", (int)pid);
+	else
+		snprintf(link, sizeof(link), "/proc/%d/fd/%d", (int)pid, dirfd);
+	ssize_t n = readlink(link, out, outlen - 1);
+	if (n < 0)
+		return errno == ENOENT ? -EBADF : -errno;
+	out[n] = '\0';
+	if (out[0] != '/')
+		return -ENOTDIR; /* socket:[..], anon_inode:.. */
+	return 0;
+}
+
+int cj_tracee_fd_class(pid_t pid, int fd)
+{
+	char link[64];
+	struct stat st;
+	snprintf(link, sizeof(link), "/proc/%d/fd/%d", (int)pid, fd);
+	if (stat(link, &st) < 0)
+		return -1;
+	if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode))
+		return CJ_DISK;
+	if (S_ISSOCK(st.st_mode))
+		return CJ_NET;
+	return -1;
+}

@@ -1,0 +1,21 @@
+/* tracee.h — reading and writing another process's memory and naming its directories: what
+ * both interception methods need to see the path a system call names. */
+#ifndef CHFS_JOB_TRACEE_H
+#define CHFS_JOB_TRACEE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Copy the NUL-terminated string at addr in pid into buf (len bytes): its length, -EFAULT if
+ * unreadable, -ENAMETOOLONG if no NUL within len. Reads page by page so a string ending just
+ * before an unmapped page is still read. */
+ssize_t cj_tracee_read_str(pid_t pid, uint64_t addr, char *buf, size_t len);
+int cj_tracee_read(pid_t pid, uint64_t addr, void *buf, size_t len);
+int cj_tracee_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
+/* The absolute path of pid's working directory (dirfd < 0) or of its descriptor dirfd. */
+int cj_tracee_dir(pid_t pid, int dirfd, char *out, size_t outlen);
+/* Is fd of pid a regular file (CJ_DISK), a socket (CJ_NET), or neither (-1)? */
+int cj_tracee_fd_class(pid_t pid, int fd);
+
+#endif

@@ -1,0 +1,176 @@
+"""Integration tests of chfs-job: its policy files, each interception method against real
+programs (coreutils, sh -c, python3, a static binary, raw syscall()), fork tracing, the shared
+bandwidth limit and auto's choices.
+
+Every run is bounded by a timeout; the programs work in the test's tmp directory. The probe
+(tests/probe.c, dynamic and `gcc -static` builds) makes its calls with raw syscall(), so what it
+prints is what the kernel or the method answered, never a libc wrapper.
+"""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ci.testlib.chfs_pool import stack_env, stack_prefix
+
+PREFIX = stack_prefix()
+JOB = os.path.join(PREFIX, "bin", "chfs-job")
+PROBE = os.path.join(PREFIX, "libexec", "chfs-job", "chfs-job-probe")
+PROBE_STATIC = os.path.join(PREFIX, "libexec", "chfs-job", "chfs-job-probe-static")
+# (method name, extra options): ptrace with and without its seccomp accelerator
+TRAPPING = [("seccomp", []), ("ptrace", []), ("ptrace", ["--ptrace-plain"])]
+TRAP_IDS = ["seccomp", "ptrace", "ptrace-plain"]
+
+
+def job(args, timeout=60, env=None, cwd=None, check=False):
+    r = subprocess.run([JOB] + args, capture_output=True, text=True, timeout=timeout,
+                       env={**stack_env(), **(env or {})}, cwd=cwd)
+    if check and r.returncode != 0:
+        raise AssertionError(f"chfs-job {args} -> {r.returncode}: {r.stderr}")
+    return r
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A secret directory, a file mapped onto another, a symlink leading into the secret."""
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "key").write_text("SECRET\n")
+    (tmp_path / "public").mkdir()
+    (tmp_path / "public" / "p").write_text("PUBLIC\n")
+    (tmp_path / "real.txt").write_text("REAL\n")
+    (tmp_path / "shown.txt").write_text("SHOWN\n")
+    os.symlink(tmp_path / "secret", tmp_path / "link")
+    pol = tmp_path / "policy.yaml"
+    pol.write_text(f"paths:\n  {tmp_path}/secret: deny\n  {tmp_path}/real.txt: {tmp_path}/shown.txt\n"
+                   f"  {tmp_path}/view: {tmp_path}/public\n")
+    return tmp_path
+
+
+# ---------------------------------------------------------------------------- policy files
+
+BAD_POLICIES = [
+    ("method: strace\n", ":1: method: 'strace' is not one of"),
+    ("paths:\n  /x: deny\n  relative: /y\n", ":3: paths.relative: 'relative' is not an absolute path"),
+    ("io_limit: {disk: 30MB/s, net: fast}\n", ":1: io_limit.net: 'fast' is not a rate"),
+    ("trace_fork: 1\n", ":1: trace_fork: '1' is not true or false"),
+    ("require:\n  complete: true\ntrace_fork: false\n", ":3: trace_fork: false contradicts require.complete"),
+    ("colour: blue\n", ":1: colour: unknown key"),
+    ("paths:\n\t/x: deny\n", ":2: paths: tab in indentation"),
+]
+
+
+@pytest.mark.parametrize("text,expect", BAD_POLICIES)
+def test_bad_policy_gives_one_line_naming_file_line_and_key(tmp_path, text, expect):
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    for args in (["check-policy", str(f)], ["-p", str(f), "--", "true"]):
+        r = job(args)
+        assert r.returncode == 2
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1, r.stderr
+        assert lines[0].startswith(f"chfs-job: {f}{expect}"), lines[0]
+
+
+def test_convert_published_policy(tmp_path):
+    old = tmp_path / "old.policy"
+    old.write_text("type:\n1(ptrace)\nfile_path:\n/usr/lib /usr/lib 0\n/etc/passwd /etc/hosts 0\n"
+                   "io_limit:\ndisk 30\nnet 30\netc:\ntrace_fork 1\n")
+    r = job(["convert-policy", str(old)], check=True)
+    y = tmp_path / "new.yaml"
+    y.write_text(r.stdout)
+    norm = job(["check-policy", str(y)], check=True).stdout
+    assert "method: ptrace" in norm
+    assert '"/etc/passwd": "/etc/hosts"' in norm and '"/usr/lib": "/usr/lib"' in norm
+    assert "disk: 30MB/s" in norm and "net: 30MB/s" in norm and "trace_fork: true" in norm
+    old.write_text("type:\n1(ptrace)\nfile_path:\n/etc/passwd /etc/hosts 7\n")
+    r = job(["convert-policy", str(old)])
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert f"{old}:4: file_path: flag '7' is unknown" in r.stderr
+
+
+# ---------------------------------------------------------------------------- methods
+
+def run_method(method, opts, pol, argv, **kw):
+    return job(["-m", method] + opts + ["-p", str(pol), "--"] + argv, **kw)
+
+
+@pytest.mark.parametrize("method,opts", TRAPPING, ids=TRAP_IDS)
+@pytest.mark.parametrize("probe", [PROBE, PROBE_STATIC], ids=["dynamic", "static"])
+def test_denial_and_mapping_hold_for_raw_syscalls(tree, method, opts, probe):
+    pol = tree / "policy.yaml"
+
+    def out(*argv):
+        return run_method(method, opts, pol, [probe] + list(argv), cwd=tree).stdout
+
+    assert out("open", str(tree / "secret" / "key")) == "ERR ENOENT\n"
+    assert out("stat", "secret/key") == "ERR ENOENT\n"          # relative to the cwd
+    assert out("stat", "secret") == "ERR ENOENT\n"
+    assert out("open", "link/key") == "ERR ENOENT\n"            # through a symbolic link
+    assert out("open", "/proc/self/cwd/secret/key") == "ERR ENOENT\n"
+    assert out("open", str(tree / "real.txt")) == "SHOWN\n"     # the mapping
+    assert out("open", "view/p") == "PUBLIC\n"                  # a mapped directory
+    assert out("stat", "view/p") == "size 7\n"
+    assert out("open", str(tree / "shown.txt")) == "SHOWN\n"    # untouched paths
+    # without the policy the same calls see everything (the probe itself is honest)
+    assert subprocess.run([probe, "open", "secret/key"], cwd=tree, capture_output=True,
+                          text=True).stdout == "SECRET\n"
+
+
+@pytest.mark.parametrize("method,opts", TRAPPING, ids=TRAP_IDS)
+def test_unmodified_programs_under_policy(tree, method, opts):
+    pol = tree / "policy.yaml"
+    r = run_method(method, opts, pol, ["cat", "real.txt"], cwd=tree)
+    assert r.returncode == 0 and r.stdout == "SHOWN\n"
+    r = run_method(method, opts, pol, ["cat", "secret/key"], cwd=tree)
+    assert r.returncode == 1 and "No such file" in r.stderr and "SECRET" not in r.stdout
+    r = run_method(method, opts, pol, ["ls", "view"], cwd=tree)
+    assert r.returncode == 0 and r.stdout == "p\n"
+    r = run_method(method, opts, pol, ["ls", "secret"], cwd=tree)
+    assert r.returncode == 2
+    # a shell, a pipeline and children: every process of the job is under the policy
+    r = run_method(method, opts, pol, ["sh", "-c", "cat real.txt | tr A-Z a-z; cat secret/key || echo denied"],
+                   cwd=tree)
+    assert r.stdout == "shown\ndenied\n", r.stderr
+    code = ("import os\nprint(open('real.txt').read().strip(), os.path.exists('secret/key'),"
+            " os.path.exists('link/key'), sorted(os.listdir('view')))")
+    r = run_method(method, opts, pol, [sys.executable, "-c", code], cwd=tree)
+    assert r.stdout == "SHOWN False False ['p']\n", r.stderr
+    # exit statuses pass through
+    assert run_method(method, opts, pol, ["sh", "-c", "exit 7"], cwd=tree).returncode == 7
+
+
+@pytest.mark.parametrize("method,opts", TRAPPING, ids=TRAP_IDS)
+def test_mapped_writes_land_in_the_target(tree, method, opts):
+    pol = tree / "policy.yaml"
+    r = run_method(method, opts, pol, ["sh", "-c", "echo new > view/made; mkdir view/d; mv view/made view/d/m"],
+                   cwd=tree)
+    assert r.returncode == 0, r.stderr
+    assert (tree / "public" / "d" / "m").read_text() == "new\n"
+    assert not (tree / "view").exists()
+
+
+@pytest.mark.parametrize("method,opts", TRAPPING, ids=TRAP_IDS)
+def test_trace_fork_false_leaves_children_untouched(tree, method, opts):
+    key = str(tree / "secret" / "key")
+    for trace_fork, child_sees in (("true", "ERR ENOENT\n"), ("false", "SECRET\n")):
+        pol = tree / f"tf-{trace_fork}.yaml"
+        pol.write_text(f"paths:\n  {tree}/secret: deny\ntrace_fork: {trace_fork}\n")
+        assert run_method(method, opts, pol, [PROBE_STATIC, "open", key]).stdout == "ERR ENOENT\n"
+        r = run_method(method, opts, pol, [PROBE_STATIC, "child-open", key])
+        assert r.stdout == child_sees, (trace_fork, r.stdout, r.stderr)
+
+
+def test_methods_refuse_what_they_cannot_do(tree):
+    pol = tree / "policy.yaml"
+    r = job(["-m", "rewrite", "-p", str(pol), "--", "true"])
+    assert r.returncode == 3 and "rewrite applies only chfs: mappings" in r.stderr
+    chfs = tree / "chfs.yaml"
+    chfs.write_text("paths:\n  /chfs: chfs:/\n")
+    r = job(["-m", "seccomp", "-p", str(chfs), "--", "true"])
+    assert r.returncode == 3 and "seccomp does not serve chfs: mappings" in r.stderr
+    r = job(["-m", "rewrite", "-p", str(chfs), "--", PROBE_STATIC, "stat", "/"])
+    assert r.returncode == 3 and "static" in r.stderr
+    r = job(["-m", "fuse", "-p", str(chfs), "--", "true"])
+    assert r.returncode == 3 and "require.root: false" in r.stderr
