@@ -10,8 +10,9 @@
 struct cj_iolimit;
 
 /* Map (creating if first) the job's counter file for p's limits. The job id is CHFS_JOB_ID,
- * else SLURM_JOB_ID, else this session's id; it is exported as CHFS_JOB_ID to the job so nested
- * chfs-job calls share it. NULL with err filled on failure. */
+ * else SLURM_JOB_ID, else a fresh one; it is exported as CHFS_JOB_ID to the job so nested
+ * chfs-job calls share it (separate chfs-job calls, e.g. MPI ranks, share limits only through
+ * CHFS_JOB_ID or SLURM_JOB_ID). NULL with err filled on failure. */
 struct cj_iolimit *cj_iolimit_open(const struct cj_policy *p, char *err, size_t errlen);
 /* Count bytes of class cls transferred now; returns how long (ns) the caller must be held back
  * (0 if within the limit or the class is unlimited). */

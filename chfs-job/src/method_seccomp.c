@@ -1,7 +1,7 @@
 /* method_seccomp.c — the `seccomp` method: a supervisor answering seccomp user notifications.
  *
- * The child installs the policy's filter (bpf.c) with SECCOMP_FILTER_FLAG_NEW_LISTENER, passes
- * the listener to us over a socket pair, and execs the program; the kernel then stops exactly the
+ * The child installs the policy's filter (bpf.c) with SECCOMP_FILTER_FLAG_NEW_LISTENER, hands
+ * the listener to us (take_listener: pidfd_getfd while it is stopped), and execs the program; the kernel then stops exactly the
  * trapped calls of the child and of everything it forks (a filter is inherited and cannot be
  * removed), static binaries and raw syscall() included. For each notification:
  *   - denied path             -> the call fails with ENOENT; it never reaches the kernel;
@@ -331,7 +331,10 @@ static int supervise(struct supervisor *s, pid_t child)
 	return status;
 }
 
-static void child_main(struct cj_policy *p, int sock, char **argv)
+/* The listener crosses to us without a system call the filter may trap (sendmsg and write are
+ * trapped when the policy has limits, and nobody would answer yet): the child puts it at a
+ * descriptor number we know, stops itself, and we take it with pidfd_getfd. */
+static void child_main(struct cj_policy *p, int known_fd, char **argv)
 {
 	struct sock_fprog prog;
 	if (cj_bpf_build(p, SECCOMP_RET_USER_NOTIF, &prog) < 0)
@@ -345,13 +348,39 @@ static void child_main(struct cj_policy *p, int sock, char **argv)
 		fprintf(stderr, "chfs-job: seccomp: cannot install the filter: %s\n", strerror(errno));
 		_exit(126);
 	}
-	if (cj_send_fd(sock, fd) < 0)
+	if (fd != known_fd && (dup2(fd, known_fd) < 0 || close(fd) < 0))
 		_exit(126);
-	close(fd);
-	close(sock);
+	raise(SIGSTOP);
+	close(known_fd);
 	execvp(argv[0], argv);
 	fprintf(stderr, "chfs-job: %s: %s\n", argv[0], strerror(errno));
 	_exit(errno == ENOENT ? 127 : 126);
+}
+
+/* Wait for the child's stop, take its listener, let it go on. */
+static int take_listener(pid_t child, int known_fd, int *status)
+{
+	int st;
+	if (waitpid(child, &st, WUNTRACED) != child)
+		return -errno;
+	if (!WIFSTOPPED(st)) {
+		*status = cj_wait_status(st);
+		return -ECHILD;
+	}
+	int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+	int fd = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, pidfd, known_fd, 0);
+	int e = errno;
+	if (pidfd >= 0)
+		close(pidfd);
+	if (fd < 0) {
+		kill(child, SIGKILL);
+		waitpid(child, &st, 0);
+		fprintf(stderr, "chfs-job: seccomp: cannot take the listener from pid %d: %s\n", (int)child,
+		        strerror(e));
+		return -e;
+	}
+	kill(child, SIGCONT);
+	return fd;
 }
 
 int cj_run_seccomp(struct cj_policy *p, char **argv, const struct cj_opts *o)
@@ -378,29 +407,25 @@ int cj_run_seccomp(struct cj_policy *p, char **argv, const struct cj_opts *o)
 		rc = -EIO;
 		goto out;
 	}
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+	/* a descriptor number free in the child: one we hold open across the fork */
+	int known_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (known_fd < 0) {
 		rc = -errno;
 		goto out;
 	}
 	pid_t child = fork();
-	if (child == 0) {
-		close(sv[0]);
-		child_main(p, sv[1], argv);
-	}
-	close(sv[1]);
+	if (child == 0)
+		child_main(p, known_fd, argv);
+	close(known_fd);
 	if (child < 0) {
 		rc = -errno;
-		close(sv[0]);
 		goto out;
 	}
 	s->main_pid = child;
-	s->listener = cj_recv_fd(sv[0]);
-	close(sv[0]);
+	int status = 126;
+	s->listener = take_listener(child, known_fd, &status);
 	if (s->listener < 0) {
-		int st;
-		waitpid(child, &st, 0);
-		rc = cj_wait_status(st);
+		rc = s->listener == -ECHILD ? status : s->listener;
 		goto out;
 	}
 	if (o->verbose > 1)

@@ -25,8 +25,5 @@ int cj_run_exec(enum cj_method m, struct cj_policy *p, char **argv, const struct
 
 /* Exit status of a waited-for process as a shell reports it. */
 int cj_wait_status(int status);
-/* Send fd over a unix socket / receive one (the seccomp listener crosses fork this way). */
-int cj_send_fd(int sock, int fd);
-int cj_recv_fd(int sock);
 
 #endif

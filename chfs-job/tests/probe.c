@@ -7,13 +7,16 @@
  *   probe forkopen P N PATH    P processes each doing N open/close: prints total ms
  *   probe child-open PATH      fork; the child opens PATH and prints like `open`
  *   probe write FILE MB BS     write MB megabytes in BS-byte writes: prints MB/s
- *   probe pingpong N           N one-byte round trips over a socket pair: prints ns each */
+ *   probe pingpong N           N one-byte round trips over a socket pair: prints ns each
+ *   probe send PORT MB BS      connect to 127.0.0.1:PORT, send MB megabytes in BS-byte writes */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -129,6 +132,29 @@ int main(int argc, char **argv)
 		double dt = now() - t;
 		syscall(SYS_close, fd);
 		printf("%.3f\n", (double)total / 1e6 / dt);
+		return 0;
+	}
+	if (argc >= 5 && strcmp(argv[1], "send") == 0) {
+		long mb = atol(argv[3]), bs = atol(argv[4]);
+		char *buf = calloc(1, (size_t)bs);
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2]))};
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (!buf || s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)) < 0) {
+			printf("ERR %s\n", ename(errno));
+			return 1;
+		}
+		long total = mb * 1000000, done = 0;
+		double t = now();
+		while (done < total) {
+			long k = total - done < bs ? total - done : bs;
+			long w = syscall(SYS_write, s, buf, k);
+			if (w <= 0)
+				return 1;
+			done += w;
+		}
+		printf("%.3f\n", (double)total / 1e6 / (now() - t));
+		close(s);
 		return 0;
 	}
 	if (argc >= 3 && strcmp(argv[1], "pingpong") == 0) {

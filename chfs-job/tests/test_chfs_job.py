@@ -174,3 +174,79 @@ def test_methods_refuse_what_they_cannot_do(tree):
     assert r.returncode == 3 and "static" in r.stderr
     r = job(["-m", "fuse", "-p", str(chfs), "--", "true"])
     assert r.returncode == 3 and "require.root: false" in r.stderr
+
+
+# ---------------------------------------------------------------------------- bandwidth limits
+
+LIMIT = 10e6  # 10 MB/s
+PER_PROC_MB = 15
+
+
+@pytest.mark.parametrize("method,opts", TRAPPING[:2], ids=TRAP_IDS[:2])
+@pytest.mark.parametrize("shape", ["one-job-two-procs", "two-launchers-one-job-id"])
+def test_disk_limit_holds_within_10_percent_across_two_processes(tmp_path, method, opts, shape):
+    pol = tmp_path / "lim.yaml"
+    pol.write_text("io_limit: {disk: 10MB/s}\n")
+    w = [f"{PROBE} write {tmp_path}/w{i} {PER_PROC_MB} 65536" for i in (1, 2)]
+    t0 = time.monotonic()
+    if shape == "one-job-two-procs":
+        r = run_method(method, opts, pol, ["sh", "-c", f"{w[0]} & {w[1]}; wait"], timeout=60)
+        assert r.returncode == 0, r.stderr
+    else:
+        env = {**stack_env(), "CHFS_JOB_ID": f"test-{os.getpid()}-{method}"}
+        ps = [subprocess.Popen([JOB, "-m", method] + opts + ["-p", str(pol), "--"] + c.split(),
+                               env=env, stdout=subprocess.PIPE) for c in w]
+        for p in ps:
+            p.wait(timeout=60)
+            assert p.returncode == 0
+    elapsed = time.monotonic() - t0
+    achieved = 2 * PER_PROC_MB * 1e6 / elapsed
+    assert (tmp_path / "w1").stat().st_size == PER_PROC_MB * 1000000
+    assert 0.9 <= achieved / LIMIT <= 1.1, f"{achieved / 1e6:.2f} MB/s for a 10 MB/s limit"
+    # and without the limit the same writes are much faster (the limit is what held them back)
+    t0 = time.monotonic()
+    subprocess.run(["sh", "-c", f"{w[0]} & {w[1]}; wait"], check=True, capture_output=True, timeout=60)
+    assert 2 * PER_PROC_MB * 1e6 / (time.monotonic() - t0) > 3 * LIMIT
+
+
+@pytest.mark.parametrize("method,opts", TRAPPING[:2], ids=TRAP_IDS[:2])
+def test_net_limit_holds_within_10_percent_across_two_processes(tmp_path, method, opts):
+    import socket
+    import threading
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    port = srv.getsockname()[1]
+    got = []
+
+    def drain():
+        for _ in range(2):
+            c, _ = srv.accept()
+            threading.Thread(target=lambda c=c: got.append(sum(iter(lambda: len(c.recv(1 << 16)), 0))),
+                             daemon=True).start()
+    threading.Thread(target=drain, daemon=True).start()
+    pol = tmp_path / "net.yaml"
+    pol.write_text("io_limit: {net: 10MB/s}\n")
+    t0 = time.monotonic()
+    r = run_method(method, opts, pol, ["sh", "-c", f"{PROBE} send {port} 10 65536 & {PROBE} send {port} 10 65536; wait"],
+                   timeout=60)
+    elapsed = time.monotonic() - t0
+    srv.close()
+    assert r.returncode == 0, r.stderr
+    achieved = 20e6 / elapsed
+    assert 0.9 <= achieved / LIMIT <= 1.1, f"{achieved / 1e6:.2f} MB/s for a 10 MB/s limit"
+
+
+def test_counter_file_of_another_user_or_mode_is_refused(tmp_path):
+    pol = tmp_path / "lim.yaml"
+    pol.write_text("io_limit: {disk: 10MB/s}\n")
+    jid = f"modetest-{os.getpid()}"
+    f = f"/tmp/chfs-job-{os.getuid()}-{jid}.iolimit"
+    with open(f, "w") as fh:
+        fh.write("x")
+    os.chmod(f, 0o644)
+    try:
+        r = job(["-m", "seccomp", "-p", str(pol), "--", "true"], env={"CHFS_JOB_ID": jid, "XDG_RUNTIME_DIR": ""})
+        assert r.returncode == 3 and "is not this user's 0600 counter file" in r.stderr
+    finally:
+        os.unlink(f)
