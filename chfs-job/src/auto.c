@@ -112,21 +112,23 @@ int cj_auto_pick(const struct cj_policy *p, char **argv, const char *guideline, 
 	int best = -1;
 	char why[256], skipped[1024] = "";
 	static const enum cj_method order[] = {CJ_NONE, CJ_REWRITE, CJ_SECCOMP, CJ_FUSE, CJ_PTRACE};
-	for (int pass = 0; pass < 2 && best < 0; pass++) {
+	bool usable[CJ_NMETHODS] = {false};
+	for (int i = 0; i < 5; i++) {
+		enum cj_method m = order[i];
+		usable[m] = !cj_method_unusable_for(m, p, prog, why, sizeof(why));
+		if (!usable[m] && m != CJ_NONE)
+			snprintf(skipped + strlen(skipped), sizeof(skipped) - strlen(skipped), "; not %s: %s",
+			         cj_method_name(m), why);
+	}
+	/* the cheapest measured usable method; failing that, the first usable one in order */
+	for (int pass = 0; pass < 2 && best < 0; pass++)
 		for (int i = 0; i < 5; i++) {
 			enum cj_method m = order[i];
-			if (pass == 0 && cost[m] < 0)
+			if (!usable[m] || (pass == 0 && cost[m] < 0))
 				continue;
-			if (cj_method_unusable_for(m, p, prog, why, sizeof(why))) {
-				if (pass == 0 && m != CJ_NONE)
-					snprintf(skipped + strlen(skipped), sizeof(skipped) - strlen(skipped),
-					         "; not %s: %s", cj_method_name(m), why);
-				continue;
-			}
 			if (best < 0 || (pass == 0 && cost[m] < cost[best]))
 				best = (int)m;
 		}
-	}
 	const char *linkage = !prog->elf ? "not ELF" : prog->dynamic ? "dynamic" : "static";
 	if (best < 0) {
 		snprintf(reason, len, "no method can run %s (%s%s)%s", prog->path, linkage,

@@ -250,3 +250,116 @@ def test_counter_file_of_another_user_or_mode_is_refused(tmp_path):
         assert r.returncode == 3 and "is not this user's 0600 counter file" in r.stderr
     finally:
         os.unlink(f)
+
+
+# ---------------------------------------------------------------------------- rewrite, fuse, none
+
+def put(pool, path, data):
+    subprocess.run(["chfs-io", "put", path, "0", "create"], input=data, env=pool.env, check=True,
+                   timeout=30)
+
+
+@pytest.mark.parametrize("chfs_pool", [{"servers": 1}], indirect=True)
+def test_rewrite_serves_chfs_mapping_to_unmodified_programs(chfs_pool, tmp_path):
+    put(chfs_pool, "/in.txt", b"FROM-CHFS\n")
+    pol = tmp_path / "chfs.yaml"
+    mnt = tmp_path / "chfs"
+    pol.write_text(f"paths:\n  {mnt}: chfs:/\n")
+
+    def run(argv):
+        r = subprocess.run([JOB, "-v", "-m", "rewrite", "-p", str(pol), "--"] + argv, env=chfs_pool.env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+    assert run(["cat", f"{mnt}/in.txt"]) == "FROM-CHFS\n"
+    assert run(["sh", "-c", f"cat {mnt}/in.txt | tr A-Z a-z > {mnt}/out.txt; ls {mnt}"]) == "in.txt\nout.txt\n"
+    assert run([sys.executable, "-c", f"print(open('{mnt}/out.txt').read().strip())"]) == "from-chfs\n"
+    got = subprocess.run(["chfs-io", "get", "/out.txt"], env=chfs_pool.env, capture_output=True, check=True)
+    assert got.stdout == b"from-chfs\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/fuse"), reason="fuse needs root and /dev/fuse")
+@pytest.mark.parametrize("chfs_pool", [{"servers": 1}], indirect=True)
+def test_fuse_applies_chfs_mapping_denial_and_local_mapping(chfs_pool, tree):
+    put(chfs_pool, "/in.txt", b"FROM-CHFS\n")
+    mnt = tree / "chfs"
+    mnt.mkdir()
+    pol = tree / "fuse.yaml"
+    pol.write_text(f"paths:\n  {tree}/secret: deny\n  {tree}/real.txt: {tree}/shown.txt\n  {mnt}: chfs:/\n"
+                   "require: {root: true}\n")
+
+    def run(argv):
+        r = subprocess.run([JOB, "-m", "fuse", "-p", str(pol), "--"] + argv, env=chfs_pool.env,
+                           capture_output=True, text=True, timeout=60, cwd=tree)
+        return r
+    r = run(["sh", "-c", f"cat {mnt}/in.txt real.txt; cat secret/key || echo denied; ls secret"])
+    assert r.stdout == "FROM-CHFS\nSHOWN\ndenied\n", r.stderr
+    for probe in (PROBE, PROBE_STATIC):
+        assert run([probe, "open", f"{tree}/secret/key"]).stdout == "ERR ENOENT\n"
+        assert run([probe, "open", f"{mnt}/in.txt"]).stdout == "FROM-CHFS\n"
+    r = run([sys.executable, "-c", f"open('{mnt}/py.txt','w').write('py'); print(open('real.txt').read().strip())"])
+    assert r.stdout == "SHOWN\n", r.stderr
+    got = subprocess.run(["chfs-io", "get", "/py.txt"], env=chfs_pool.env, capture_output=True, check=True)
+    assert got.stdout == b"py"
+    # the namespace is gone with the job: nothing stays mounted
+    assert str(tree) not in open("/proc/self/mountinfo").read()
+
+
+def test_none_runs_the_program_and_says_the_policy_is_not_applied(tree):
+    r = job(["-m", "none", "-p", str(tree / "policy.yaml"), "--", PROBE, "open", str(tree / "secret" / "key")])
+    assert r.stdout == "SECRET\n" and "NOT applied" in r.stderr
+
+
+# ---------------------------------------------------------------------------- auto
+
+GUIDE = "method,syscall,procs,comm\nnone,1,1,1\nrewrite,1.05,1.30,1.01\nseccomp,3.0,1.50,1.10\n" \
+        "ptrace,15,8,1.20\nfuse,2.0,{fuse_procs},2.0\n"
+MPI_PROG = os.path.join(PREFIX, "bin", "chfs-mpi-bench")
+
+
+def explain(pol, guide, argv):
+    r = job(["explain", "-p", str(pol), "-g", str(guide), "--"] + argv)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()[1]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the fuse candidate needs root")
+def test_auto_follows_the_guideline(tmp_path):
+    guide = tmp_path / "g.csv"
+    guide.write_text(GUIDE.format(fuse_procs="2.0"))
+    chfs = tmp_path / "chfs.yaml"
+    chfs.write_text("paths:\n  /chfs: chfs:/\nrequire: {root: true}\n")
+    # MPI program: communication-heavy -> the binary rewriter (1.01)
+    assert explain(chfs, guide, [MPI_PROG]) == "rewrite"
+    # static binary: rewrite cannot run it, seccomp/ptrace do not serve chfs: -> fuse
+    assert explain(chfs, guide, [PROBE_STATIC]) == "fuse"
+    # shell pipeline: many processes -> rewrite (1.30) beats fuse (2.0) ...
+    assert explain(chfs, guide, ["sh", "-c", "ls | wc -l"]) == "rewrite"
+    # ... unless the guideline measured fuse cheaper for many processes
+    guide.write_text(GUIDE.format(fuse_procs="1.10"))
+    assert explain(chfs, guide, ["sh", "-c", "ls | wc -l"]) == "fuse"
+    # complete virtualisation never picks the rewriter
+    chfs.write_text("paths:\n  /chfs: chfs:/\nrequire: {root: true, complete: true}\n")
+    assert explain(chfs, guide, [MPI_PROG]) == "fuse"
+    # a denial and a limit: rewrite and fuse are out; seccomp is cheapest for every kind here
+    deny = tmp_path / "deny.yaml"
+    deny.write_text("paths:\n  /secret: deny\nio_limit: {disk: 10MB/s}\n")
+    for argv in ([PROBE_STATIC], [MPI_PROG], ["sh", "-c", "ls | wc -l"]):
+        assert explain(deny, guide, argv) == "seccomp"
+    # nothing to enforce: none
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("trace_fork: true\n")
+    assert explain(empty, guide, [PROBE_STATIC]) == "none"
+
+
+def test_auto_runs_its_pick_and_says_why_with_v(tree):
+    r = job(["-v", "-p", str(tree / "policy.yaml"), "--", PROBE_STATIC, "open", str(tree / "secret" / "key")])
+    assert r.stdout == "ERR ENOENT\n"
+    assert "auto: " in r.stderr and "static" in r.stderr and "not rewrite: rewrite applies only chfs:" in r.stderr
+
+
+def test_help_and_usage_errors():
+    r = job(["--help"])
+    assert r.returncode == 0 and "convert-policy" in r.stdout and "--policy" in r.stdout
+    assert job([]).returncode == 2
+    assert job(["--method", "magic", "--", "true"]).returncode == 2
