@@ -363,3 +363,16 @@ def test_help_and_usage_errors():
     assert r.returncode == 0 and "convert-policy" in r.stdout and "--policy" in r.stdout
     assert job([]).returncode == 2
     assert job(["--method", "magic", "--", "true"]).returncode == 2
+
+
+def test_environment_auto_puts_chfs_job_on_path():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {k: v for k, v in stack_env().items() if not k.startswith("_CHFS_STACK")}
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"  # chfs-job must come from the activation
+    r = subprocess.run(["bash", "-c", f"source {root}/environments/activate auto && echo $CHFS_STACK_ENV && "
+                        "command -v chfs-job && chfs-job explain -- /bin/true"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "auto" and lines[1].endswith("/bin/chfs-job")
+    assert lines[2].startswith("auto: none for /bin/true")
