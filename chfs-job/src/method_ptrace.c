@@ -372,6 +372,7 @@ int cj_run_ptrace(struct cj_policy *p, char **argv, const struct cj_opts *o)
 	if (o->verbose > 1)
 		fprintf(stderr, "chfs-job: ptrace: tracing pid %d (%s)\n", (int)child,
 		        tr->plain ? "plain" : "seccomp-accelerated");
+	cj_forward_signals(child); /* PTRACE_O_EXITKILL ends the job if we die anyway */
 	rc = trace_loop(tr);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 out:

@@ -339,6 +339,8 @@ static void child_main(struct cj_policy *p, int known_fd, char **argv)
 	struct sock_fprog prog;
 	if (cj_bpf_build(p, SECCOMP_RET_USER_NOTIF, &prog) < 0)
 		_exit(126);
+	/* without its supervisor the job could only fail every trapped call: end it with us */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
 		fprintf(stderr, "chfs-job: seccomp: PR_SET_NO_NEW_PRIVS: %s\n", strerror(errno));
 		_exit(126);
@@ -431,6 +433,7 @@ int cj_run_seccomp(struct cj_policy *p, char **argv, const struct cj_opts *o)
 	if (o->verbose > 1)
 		fprintf(stderr, "chfs-job: seccomp: supervising pid %d\n", (int)child);
 	signal(SIGPIPE, SIG_IGN);
+	cj_forward_signals(child);
 	rc = supervise(s, child);
 	close(s->listener);
 out:

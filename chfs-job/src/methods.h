@@ -25,5 +25,7 @@ int cj_run_exec(enum cj_method m, struct cj_policy *p, char **argv, const struct
 
 /* Exit status of a waited-for process as a shell reports it. */
 int cj_wait_status(int status);
+/* SIGINT, SIGTERM, SIGHUP, SIGQUIT sent to us go to pid (the program) instead. */
+void cj_forward_signals(pid_t pid);
 
 #endif

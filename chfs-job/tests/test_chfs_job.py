@@ -376,3 +376,19 @@ def test_environment_auto_puts_chfs_job_on_path():
     lines = r.stdout.splitlines()
     assert lines[0] == "auto" and lines[1].endswith("/bin/chfs-job")
     assert lines[2].startswith("auto: none for /bin/true")
+
+
+@pytest.mark.parametrize("method,opts", TRAPPING[:2], ids=TRAP_IDS[:2])
+def test_terminating_chfs_job_ends_the_job(tmp_path, method, opts):
+    pidfile = tmp_path / "pid"
+    p = subprocess.Popen([JOB, "-m", method] + opts + ["--", "sh", "-c", f"echo $$ > {pidfile}; exec sleep 60"],
+                         env=stack_env())
+    for _ in range(100):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        time.sleep(0.05)
+    pid = int(pidfile.read_text())
+    p.terminate()
+    assert p.wait(timeout=10) == 128 + 15  # the program's status: killed by the forwarded SIGTERM
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
