@@ -3,7 +3,7 @@
  * A path argument is read from the caller's memory, made absolute against its working directory
  * or directory descriptor (/proc/PID/cwd, /proc/PID/fd/N) and normalised lexically; the longest
  * rule prefix decides. A path that no rule denies lexically is checked once more with its symbolic
- * links resolved (the final component only if the call follows it), so a link such as
+ * links resolved by the kernel (the final component only if the call follows it), so a link such as
  * /tmp/l -> /secret does not lead around "/secret: deny"; /proc/self is read as /proc/PID.
  *
  * Residual races (documented in the README): the caller's memory and the file system can change
@@ -23,42 +23,63 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-/* The path with its links resolved: realpath of the longest existing prefix + the rest. */
+/* The kernel's own resolution of tmp[0..len): open it O_PATH (no permission needed, no side
+ * effects) and read the descriptor's name back — three system calls however deep the path,
+ * where realpath(3) would lstat every component. */
+static int resolve_prefix(char *tmp, size_t len, bool follow, char *out)
+{
+	char c = tmp[len];
+	tmp[len] = '\0';
+	int fd = open(len ? tmp : "/", O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+	int e = errno;
+	tmp[len] = c;
+	if (fd < 0)
+		return -e;
+	char link[32];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, out, PATH_MAX - 1);
+	e = errno;
+	close(fd);
+	if (n < 0 || out[0] != '/')
+		return n < 0 ? -e : -ENOENT;
+	out[n] = '\0';
+	return 0;
+}
+
+/* The path with its links resolved: the longest existing prefix as the kernel resolves it, plus
+ * the rest (which does not exist yet, so holds no links). */
 static void real_path(const char *abs, bool follow_last, char *out, char *tmp)
 {
 	size_t n = strlen(abs);
 	memcpy(tmp, abs, n + 1);
-	size_t cut = n; /* tmp[0..cut) is tried; abs[cut..] appended */
-	if (!follow_last && n > 1) {
-		while (cut > 0 && abs[cut - 1] != '/')
-			cut--;
-		cut = cut > 1 ? cut - 1 : 1;
-	}
+	size_t cut = n; /* tmp[0..cut) is resolved; abs[cut..] appended */
+	bool follow = follow_last;
 	for (;;) {
-		char c = tmp[cut];
-		tmp[cut] = '\0';
-		char *r = realpath(tmp, out);
-		tmp[cut] = c;
-		if (r) {
+		int rc = resolve_prefix(tmp, cut, follow, out);
+		if (rc == 0) {
 			size_t rl = strlen(out);
 			const char *rest = abs + cut;
-			if (*rest == '/' && rl == 1)
+			if (rl == 1 && *rest == '/')
 				rest++;
+			if (rl + strlen(rest) + 2 > PATH_MAX)
+				break;
 			if (*rest && *rest != '/' && rl > 1)
 				out[rl++] = '/';
-			if (rl + strlen(rest) + 1 > PATH_MAX)
-				break;
 			strcpy(out + rl, rest);
 			return;
 		}
-		if ((errno != ENOENT && errno != ENOTDIR) || cut <= 1)
+		if ((rc != -ENOENT && rc != -ENOTDIR && rc != -ELOOP) || cut <= 1)
 			break;
+		/* ELOOP with O_NOFOLLOW: the last component is a link we must not follow — keep it as
+		 * written and resolve its directory; ENOENT: resolve the part that exists */
 		while (cut > 1 && abs[cut - 1] != '/')
 			cut--;
 		cut = cut > 1 ? cut - 1 : 1;
+		follow = true;
 	}
-	strcpy(out, abs); /* unresolvable (EACCES, ELOOP): the lexical form stands */
+	strcpy(out, abs); /* unresolvable (EACCES): the lexical form stands */
 }
 
 int cj_decide_prepare(struct cj_policy *p)
