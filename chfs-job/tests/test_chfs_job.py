@@ -392,3 +392,29 @@ def test_terminating_chfs_job_ends_the_job(tmp_path, method, opts):
     assert p.wait(timeout=10) == 128 + 15  # the program's status: killed by the forwarded SIGTERM
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+@pytest.mark.parametrize("method,opts", TRAPPING, ids=TRAP_IDS)
+def test_threads_and_spawned_children_are_under_the_policy(tree, method, opts):
+    """Threads (clone with CLONE_THREAD) and children made by posix_spawn/vfork (Python's
+    subprocess) are traced like the program itself."""
+    code = ("import os, subprocess, threading\n"
+            "res = []\n"
+            "ts = [threading.Thread(target=lambda: res.append(os.path.exists('secret/key'))) for _ in range(4)]\n"
+            "[t.start() for t in ts]; [t.join() for t in ts]\n"
+            "r = subprocess.run(['cat', 'secret/key', 'real.txt'], capture_output=True, text=True)\n"
+            "print(res, r.returncode, r.stdout.strip())\n")
+    r = run_method(method, opts, tree / "policy.yaml", [sys.executable, "-c", code], cwd=tree)
+    assert r.stdout == "[False, False, False, False] 1 SHOWN\n", r.stderr
+
+
+def test_calls_seccomp_cannot_replay_fail_with_exdev_and_ptrace_maps_them(tree):
+    pol = tree / "policy.yaml"
+    code = ("import errno, os\ntry:\n    os.chdir('view'); print(open('p').read().strip())\n"
+            "except OSError as e:\n    print(errno.errorcode[e.errno])\n")
+    r = run_method("seccomp", [], pol, [sys.executable, "-c", code], cwd=tree)
+    assert r.stdout == "EXDEV\n", r.stderr
+    r = run_method("ptrace", [], pol, [sys.executable, "-c", code], cwd=tree)
+    assert r.stdout == "PUBLIC\n", r.stderr
+    r = run_method("ptrace", [], pol, ["sh", "-c", "cd view && cat p"], cwd=tree)
+    assert r.stdout == "PUBLIC\n", r.stderr
