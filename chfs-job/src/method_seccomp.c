@@ -212,6 +212,10 @@ static long replay(struct supervisor *s, const struct cj_sysc *sc, uint64_t *a)
 {
 	pid_t pid = s->req->pid;
 	for (int i = 0; i < 2 && sc->path[i] >= 0; i++) {
+		/* an empty path with its own descriptor (linkat(fd, "", ..., AT_EMPTY_PATH)) names a
+		 * descriptor of the tracee, which means nothing in our descriptor table */
+		if (!s->d->path[i][0] && sc->dirfd[i] >= 0 && (int)a[(int)sc->dirfd[i]] != AT_FDCWD)
+			return -EXDEV;
 		if (s->d->path[i][0]) {
 			a[(int)sc->path[i]] = (uint64_t)(uintptr_t)s->d->path[i];
 			if (sc->dirfd[i] >= 0)
