@@ -20,6 +20,8 @@ int cj_bpf_traps(const struct cj_policy *p, int nr)
 		return 0;
 	if (sc->kind == CJ_SK_IO)
 		return cj_policy_has_limits(p);
+	if (sc->kind == CJ_SK_DIRENT)
+		return cj_policy_has(p, CJ_DENY);
 	return p->nrules > 0;
 }
 

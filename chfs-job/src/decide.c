@@ -184,3 +184,30 @@ void cj_decide(const struct cj_policy *p, const struct cj_sysc *sc, pid_t pid, c
 			d->verdict = CJ_V_MAP;
 	}
 }
+
+/* struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name (NUL-terminated) */
+size_t cj_filter_dirents(const struct cj_policy *p, const char *dir, void *buf, size_t len)
+{
+	char *b = buf, path[PATH_MAX];
+	size_t in = 0, out = 0, dl = strlen(dir);
+	while (in + 19 < len) {
+		unsigned short reclen;
+		memcpy(&reclen, b + in + 16, sizeof(reclen));
+		if (reclen < 20 || in + reclen > len)
+			break; /* malformed: keep the rest as it is */
+		const char *name = b + in + 19;
+		const struct cj_rule *r = NULL;
+		if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0 &&
+		    (size_t)snprintf(path, sizeof(path), "%s/%s", dl > 1 ? dir : "", name) < sizeof(path))
+			r = cj_policy_match(p, path);
+		if (!r || r->action != CJ_DENY) {
+			if (out != in)
+				memmove(b + out, b + in, reclen);
+			out += reclen;
+		}
+		in += reclen;
+	}
+	if (in < len && out != in)
+		memmove(b + out, b + in, len - in);
+	return out + (len - in);
+}

@@ -29,4 +29,8 @@ int cj_decide_prepare(struct cj_policy *p);
 void cj_decide(const struct cj_policy *p, const struct cj_sysc *sc, pid_t pid, const uint64_t args[6],
                struct cj_decision *d);
 
+/* Remove from the getdents64 records buf[0..len) of directory dir the names p denies;
+ * returns the new length (records are moved down in place). */
+size_t cj_filter_dirents(const struct cj_policy *p, const char *dir, void *buf, size_t len);
+
 #endif

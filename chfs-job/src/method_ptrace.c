@@ -49,6 +49,7 @@ struct tstate {
 	bool in_call;             /* plain mode: the next syscall stop is an exit */
 	int deny_err;             /* set the return value at the exit stop */
 	const struct cj_sysc *io; /* a read/write call to count at its exit */
+	bool dirent;              /* a getdents64 to filter at its exit */
 	bool seen;                /* has stopped once (first stop of an auto-attached child) */
 };
 
@@ -128,6 +129,10 @@ static bool on_entry(struct tracer *tr, pid_t pid, struct tstate *s)
 		s->io = sc;
 		return true;
 	}
+	if (sc->kind == CJ_SK_DIRENT) {
+		s->dirent = true;
+		return true;
+	}
 	uint64_t a[6];
 	for (int i = 0; i < 6; i++)
 		a[i] = *arg_reg(&r, i);
@@ -160,6 +165,32 @@ static bool on_entry(struct tracer *tr, pid_t pid, struct tstate *s)
 	return false;
 }
 
+/* At the exit of getdents64: remove the denied names from what the kernel wrote. If a whole
+ * chunk was denied, the call is run again (instruction pointer back over the 2-byte syscall
+ * instruction, rax = the call number) rather than returning 0, which would read as the end. */
+static void filter_dirents(struct tracer *tr, pid_t pid)
+{
+	struct user_regs_struct r;
+	if (ptrace(PTRACE_GETREGS, pid, 0, &r) < 0 || (long long)r.rax <= 0)
+		return;
+	size_t n = (size_t)r.rax;
+	char *buf = malloc(n), dir[PATH_MAX];
+	if (!buf)
+		return;
+	if (cj_tracee_read(pid, r.rsi, buf, n) == 0 &&
+	    cj_tracee_dir(pid, (int)r.rdi, dir, sizeof(dir)) == 0) {
+		size_t m = cj_filter_dirents(tr->p, dir, buf, n);
+		if (m == 0) {
+			r.rip -= 2;
+			r.rax = r.orig_rax;
+		} else if (m != n && cj_tracee_write(pid, r.rsi, buf, m) == 0) {
+			r.rax = m;
+		}
+		ptrace(PTRACE_SETREGS, pid, 0, &r);
+	}
+	free(buf);
+}
+
 /* A syscall exit. Returns a delay (ns) to hold the tracee back, 0 to resume at once. */
 static int64_t on_exit_stop(struct tracer *tr, pid_t pid, struct tstate *s)
 {
@@ -170,6 +201,8 @@ static int64_t on_exit_stop(struct tracer *tr, pid_t pid, struct tstate *s)
 			r.rax = (unsigned long long)(long long)s->deny_err;
 			ptrace(PTRACE_SETREGS, pid, 0, &r);
 		}
+	} else if (s->dirent) {
+		filter_dirents(tr, pid);
 	} else if (s->io) {
 		struct user_regs_struct r;
 		if (ptrace(PTRACE_GETREGS, pid, 0, &r) == 0 && (long long)r.rax > 0) {
@@ -180,6 +213,7 @@ static int64_t on_exit_stop(struct tracer *tr, pid_t pid, struct tstate *s)
 	}
 	s->deny_err = 0;
 	s->io = NULL;
+	s->dirent = false;
 	return delay;
 }
 

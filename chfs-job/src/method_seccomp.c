@@ -254,6 +254,41 @@ static long replay(struct supervisor *s, const struct cj_sysc *sc, uint64_t *a)
 	return r;
 }
 
+/* getdents64 on the tracee's behalf: a duplicate of its descriptor (pidfd_getfd) shares the
+ * open file description, so the directory offset advances for the tracee as for us. A chunk
+ * whose names are all denied is skipped (an empty answer would read as the end). */
+static long list_dir(struct supervisor *s, const uint64_t *a)
+{
+	pid_t pid = s->req->pid;
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0)
+		pidfd = (int)syscall(SYS_pidfd_open, pid, O_EXCL); /* PIDFD_THREAD: pid is a thread */
+	if (pidfd < 0)
+		return -ESRCH;
+	int fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)a[0], 0);
+	close(pidfd);
+	if (fd < 0)
+		return -errno;
+	char dir[PATH_MAX];
+	size_t cap = a[2] < 8192 ? (size_t)a[2] : 8192;
+	long n = cj_tracee_dir(pid, (int)a[0], dir, sizeof(dir));
+	while (n == 0) {
+		long raw = syscall(SYS_getdents64, fd, s->buf, cap);
+		if (raw <= 0) {
+			n = raw < 0 ? -errno : 0;
+			break;
+		}
+		n = (long)cj_filter_dirents(s->p, dir, s->buf, (size_t)raw);
+		if (n == 0)
+			continue; /* every name of this chunk was denied: read the next one */
+		break;
+	}
+	close(fd);
+	if (n > 0 && cj_tracee_write(pid, a[1], s->buf, (size_t)n) < 0)
+		return -EFAULT;
+	return n;
+}
+
 static int handle(struct supervisor *s)
 {
 	struct seccomp_notif *req = s->req;
@@ -273,6 +308,10 @@ static int handle(struct supervisor *s)
 		if (delay > 0)
 			return hold(s, req->id, delay);
 		return respond(s, req->id, 0, 0, true);
+	}
+	if (sc->kind == CJ_SK_DIRENT) {
+		long r = list_dir(s, a);
+		return r < 0 ? respond(s, req->id, 0, (int)r, false) : respond(s, req->id, r, 0, false);
 	}
 	cj_decide(s->p, sc, req->pid, a, s->d);
 	/* everything read from the tracee is only valid if the call is still the one we were sent */

@@ -96,6 +96,7 @@ const struct cj_sysc cj_sysc_table[] = {
         P1(SYS_inotify_add_watch, CJ_SK_OTHER, 1),
         P1(SYS_swapon, CJ_SK_OTHER, 0),
         P1(SYS_acct, CJ_SK_OTHER, 0),
+        {SYS_getdents64, "SYS_getdents64", CJ_SK_DIRENT, {-1, -1}, {-1, -1}, -1, 1, 0, 0},
         IO(SYS_read, 0, 0),
         IO(SYS_write, 0, 0),
         IO(SYS_pread64, 0, 0),

@@ -13,6 +13,7 @@ enum cj_sysc_kind {
 	CJ_SK_SCALAR,   /* every other argument is a number (or a second path): can be replayed */
 	CJ_SK_OTHER,    /* cannot be replayed by the seccomp supervisor (execve, chdir, xattr, ...) */
 	CJ_SK_IO,       /* read/write family: counted against io_limit */
+	CJ_SK_DIRENT,   /* getdents64: denied names are removed from what it returns */
 };
 
 struct cj_sysc {

@@ -418,3 +418,17 @@ def test_calls_seccomp_cannot_replay_fail_with_exdev_and_ptrace_maps_them(tree):
     assert r.stdout == "PUBLIC\n", r.stderr
     r = run_method("ptrace", [], pol, ["sh", "-c", "cd view && cat p"], cwd=tree)
     assert r.stdout == "PUBLIC\n", r.stderr
+
+
+@pytest.mark.parametrize("method,opts", TRAPPING, ids=TRAP_IDS)
+def test_denied_names_are_not_listed(tree, method, opts):
+    for i in range(2000):  # enough names for several getdents64 chunks, some all denied
+        (tree / f"zz-secret-{i:03d}").write_text("x")
+    pol = tree / "hide.yaml"
+    pol.write_text(f"paths:\n  {tree}/secret: deny\n" + "".join(f"  {tree}/zz-secret-{i:03d}: deny\n" for i in range(2000)))
+    r = run_method(method, opts, pol, ["ls", "-a", str(tree)])
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.split()) == sorted([".", "..", "link", "policy.yaml", "hide.yaml", "public", "real.txt",
+                                               "shown.txt"])
+    r = run_method(method, opts, pol, [sys.executable, "-c", f"import os; print(sorted(os.listdir('{tree}')))"])
+    assert r.stdout == repr(sorted(["link", "policy.yaml", "hide.yaml", "public", "real.txt", "shown.txt"])) + "\n"
