@@ -33,8 +33,36 @@ static bool only_chfs_rules(const struct cj_policy *p)
 	return true;
 }
 
+/* A tool of the stack: next to chfs-job itself (same prefix), else on PATH. */
+static bool find_tool(const char *name, char *out, size_t len)
+{
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(out, len, "%s/%s", exe, name);
+			if (access(out, X_OK) == 0)
+				return true;
+		}
+	}
+	const char *path = getenv("PATH");
+	for (const char *p = path ? path : ""; *p;) {
+		const char *e = strchr(p, ':');
+		size_t k = e ? (size_t)(e - p) : strlen(p);
+		snprintf(out, len, "%.*s/%s", (int)k, p, name);
+		if (k && access(out, X_OK) == 0)
+			return true;
+		p += k + (e ? 1 : 0);
+	}
+	return false;
+}
+
 const char *cj_method_unusable(enum cj_method m, const struct cj_policy *p, char *why, size_t len)
 {
+	char tool[4200];
 	switch (m) {
 	case CJ_REWRITE: {
 		if (p->require_complete)
@@ -55,6 +83,11 @@ const char *cj_method_unusable(enum cj_method m, const struct cj_policy *p, char
 		}
 		if (v != 0)
 			return snprintf(why, len, "rewrite needs vm.mmap_min_addr=0 (it is %ld)", v), why;
+		if (!find_tool("chfs-run", tool, sizeof(tool)))
+			return snprintf(
+			               why, len,
+			               "rewrite needs chfs-run (chfs-hook), not found next to chfs-job or on PATH"),
+			       why;
 		return NULL;
 	}
 	case CJ_SECCOMP:
@@ -110,7 +143,10 @@ static int exec_rewrite(struct cj_policy *p, char **argv)
 	if (!av)
 		return -ENOMEM;
 	int k = 0;
-	av[k++] = "chfs-run";
+	char tool[4200];
+	if (!find_tool("chfs-run", tool, sizeof(tool)))
+		return -ENOENT;
+	av[k++] = tool;
 	for (int i = 0; i < p->nrules; i++) {
 		if (p->rules[i].action != CJ_CHFS)
 			continue;
@@ -135,7 +171,10 @@ static int fuse_mounts(struct cj_policy *p, const char *tmp)
 	snprintf(pool, sizeof(pool), "%s/pool", tmp);
 	if (cj_policy_has(p, CJ_CHFS)) {
 		mkdir(pool, 0700);
-		char *av[] = {"chfuse", pool, NULL};
+		char tool[4200];
+		if (!find_tool("chfuse", tool, sizeof(tool)))
+			return -ENOENT;
+		char *av[] = {tool, pool, NULL};
 		if (run_wait(av) != 0) {
 			fprintf(stderr, "chfs-job: fuse: chfuse %s failed (is CHFS_SERVER set?)\n", pool);
 			return -EIO;

@@ -432,3 +432,15 @@ def test_denied_names_are_not_listed(tree, method, opts):
                                                "shown.txt"])
     r = run_method(method, opts, pol, [sys.executable, "-c", f"import os; print(sorted(os.listdir('{tree}')))"])
     assert r.stdout == repr(sorted(["link", "policy.yaml", "hide.yaml", "public", "real.txt", "shown.txt"])) + "\n"
+
+
+def test_rewrite_is_out_when_chfs_run_is_missing(tmp_path):
+    lonely = tmp_path / "chfs-job"
+    lonely.write_bytes(open(JOB, "rb").read())
+    lonely.chmod(0o755)
+    pol = tmp_path / "chfs.yaml"
+    pol.write_text("paths:\n  /chfs: chfs:/\n")
+    r = subprocess.run([str(lonely), "explain", "-p", str(pol), "--", "/bin/cat"], capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=30)
+    assert r.returncode == 3 and r.stderr.count("\n") == 1
+    assert "no method can run /bin/cat" in r.stderr and "rewrite needs chfs-run" in r.stderr
