@@ -233,9 +233,15 @@ static int exec_fuse(struct cj_policy *p, char **argv)
 			_exit(126);
 		int st = run_wait(argv);
 		if (cj_policy_has(p, CJ_CHFS)) {
+			/* chfuse lives in this namespace and keeps it — and so every mount of its file
+			 * system — alive: detach the bind mounts of the pool and the pool itself, so the
+			 * file system dies with its last user and chfuse exits */
+			for (int i = 0; i < p->nrules; i++)
+				if (p->rules[i].action == CJ_CHFS)
+					umount2(p->rules[i].from, MNT_DETACH);
 			char pool[4200];
 			snprintf(pool, sizeof(pool), "%s/pool", tmp);
-			umount2(pool, MNT_DETACH); /* the namespace dies with us; chfuse sees the unmount */
+			umount2(pool, MNT_DETACH);
 		}
 		_exit(st < 0 ? 126 : st);
 	}

@@ -278,6 +278,19 @@ def test_rewrite_serves_chfs_mapping_to_unmodified_programs(chfs_pool, tmp_path)
     assert got.stdout == b"from-chfs\n"
 
 
+def chfuse_daemons():
+    """chfuse processes serving a chfs-job fuse namespace (mount point /tmp/chfs-job-fuse-*)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if cmd[0].endswith(b"/chfuse") and any(a.startswith(b"/tmp/chfs-job-fuse-") for a in cmd[1:]):
+            found.append(int(pid))
+    return found
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/fuse"), reason="fuse needs root and /dev/fuse")
 @pytest.mark.parametrize("chfs_pool", [{"servers": 1}], indirect=True)
 def test_fuse_applies_chfs_mapping_denial_and_local_mapping(chfs_pool, tree):
@@ -301,8 +314,12 @@ def test_fuse_applies_chfs_mapping_denial_and_local_mapping(chfs_pool, tree):
     assert r.stdout == "SHOWN\n", r.stderr
     got = subprocess.run(["chfs-io", "get", "/py.txt"], env=chfs_pool.env, capture_output=True, check=True)
     assert got.stdout == b"py"
-    # the namespace is gone with the job: nothing stays mounted
+    # the namespace is gone with the job: nothing stays mounted, and no chfuse stays behind
     assert str(tree) not in open("/proc/self/mountinfo").read()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and chfuse_daemons():
+        time.sleep(0.1)
+    assert chfuse_daemons() == []
 
 
 def test_none_runs_the_program_and_says_the_policy_is_not_applied(tree):
