@@ -161,7 +161,8 @@ int findpred_decode(const void *buf, size_t len, struct findpred *p)
 		case FP_NEWER: t->newer_ns = wdec_i64(&d); break;
 		case FP_TYPE:
 			t->types = wdec_u32(&d);
-			if (!d.err && (t->types == 0 || t->types & ~(uint32_t)(FP_T_REG | FP_T_DIR | FP_T_LNK)))
+			if (!d.err &&
+			    (t->types == 0 || t->types & ~(uint32_t)(FP_T_REG | FP_T_DIR | FP_T_LNK)))
 				bad = -EINVAL;
 			break;
 		default:
@@ -185,7 +186,10 @@ static int term_match(const struct findpred_term *t, const char *name, uint32_t 
 	}
 	case FP_NEWER: return mtime_ns > t->newer_ns;
 	case FP_TYPE: {
-		uint32_t m = S_ISREG(mode) ? FP_T_REG : S_ISDIR(mode) ? FP_T_DIR : S_ISLNK(mode) ? FP_T_LNK : 0;
+		uint32_t m = S_ISREG(mode)   ? FP_T_REG
+		             : S_ISDIR(mode) ? FP_T_DIR
+		             : S_ISLNK(mode) ? FP_T_LNK
+		                             : 0;
 		return (t->types & m) != 0;
 	}
 	}

@@ -61,6 +61,7 @@ int findpred_encode(const struct findpred *p, void *buf, size_t cap);
 /* Decode and validate; 0, -EBADMSG (truncated, trailing bytes) or -EINVAL (bad value). */
 int findpred_decode(const void *buf, size_t len, struct findpred *p);
 /* 1 if an entry with basename `name` (the last path component) matches every term. */
-int findpred_match(const struct findpred *p, const char *name, uint32_t mode, uint64_t size, int64_t mtime_ns);
+int findpred_match(const struct findpred *p, const char *name, uint32_t mode, uint64_t size,
+                   int64_t mtime_ns);
 
 #endif

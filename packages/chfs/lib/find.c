@@ -157,7 +157,8 @@ static int ask_servers(struct srvlist *s, struct fquery *q, struct fserver *fs, 
 				rc = deliver(q, f, &d);
 			if (rc) {
 				if (rc == -EIO)
-					log_err("chfind: server %s failed or sent a malformed reply", s->addrs[f->idx]);
+					log_err("chfind: server %s failed or sent a malformed reply",
+					        s->addrs[f->idx]);
 				f->done = 1;
 				first = first ? first : rc;
 			}
@@ -196,8 +197,8 @@ static int find_run(const char *path, int argc, char *const argv[], int rank, in
 	int rc = findpred_parse(argc, argv, newer_of, NULL, p, &bad);
 	if (rc) {
 		if (bad && rc == -EINVAL)
-			log_err("chfind: %s%s: unknown test or malformed value", bad[0] ? "" : "missing value after ",
-			        bad[0] ? bad : argv[argc - 1]);
+			log_err("chfind: %s%s: unknown test or malformed value",
+			        bad[0] ? "" : "missing value after ", bad[0] ? bad : argv[argc - 1]);
 		else if (bad)
 			log_err("chfind: %s: %s", bad, strerror(-rc));
 		return rc == -ENOENT ? -ENOENT : rc;

@@ -97,7 +97,8 @@ static int visit(void *arg, const char *path, const struct chfs_md *md)
 static int walk(struct storage *st, struct find_session *s, const struct findpred *pred, const char *cursor,
                 uint64_t *visited)
 {
-	struct collect c = {.start = s->start, .startlen = strlen(s->start), .cursor = cursor, .pred = pred, .s = s};
+	struct collect c = {
+	        .start = s->start, .startlen = strlen(s->start), .cursor = cursor, .pred = pred, .s = s};
 	for (size_t i = 0; i < s->n; i++)
 		free(s->m[i].rel);
 	s->n = 0;

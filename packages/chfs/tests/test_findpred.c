@@ -94,9 +94,23 @@ static void test_other_terms(void)
 
 static void test_parse_errors(void)
 {
-	const char *bad[] = {"-size", "-size 1x", "-size k", "-size +-1", "-size 99999999999999999999",
-	                     "-type x", "-type f,", "-type ,f", "-type fd", "-name", "-o", "!", "-print",
-	                     "-newer nosuch", "( -name a )", "-size 1kk", "-size 1 -type"};
+	const char *bad[] = {"-size",
+	                     "-size 1x",
+	                     "-size k",
+	                     "-size +-1",
+	                     "-size 99999999999999999999",
+	                     "-type x",
+	                     "-type f,",
+	                     "-type ,f",
+	                     "-type fd",
+	                     "-name",
+	                     "-o",
+	                     "!",
+	                     "-print",
+	                     "-newer nosuch",
+	                     "( -name a )",
+	                     "-size 1kk",
+	                     "-size 1 -type"};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		int rc = parse(bad[i]);
 		if (rc == 0)
@@ -162,13 +176,13 @@ static size_t body(uint8_t *buf, uint32_t nterms, uint32_t kind, uint32_t a, uin
 static void test_malformed_fields(void)
 {
 	CHECK_EQ(findpred_decode(enc, body(enc, 1, FP_SIZE, FP_GT, 3, 1024), Q), 0);
-	CHECK_EQ(findpred_decode(enc, body(enc, 1, FP_SIZE, 3, 3, 1024), Q), -EINVAL);   /* cmp */
-	CHECK_EQ(findpred_decode(enc, body(enc, 1, FP_SIZE, FP_EQ, 3, 0), Q), -EINVAL);  /* unit 0 */
+	CHECK_EQ(findpred_decode(enc, body(enc, 1, FP_SIZE, 3, 3, 1024), Q), -EINVAL);     /* cmp */
+	CHECK_EQ(findpred_decode(enc, body(enc, 1, FP_SIZE, FP_EQ, 3, 0), Q), -EINVAL);    /* unit 0 */
 	CHECK_EQ(findpred_decode(enc, body(enc, 1, FP_SIZE, FP_EQ, 3, 1000), Q), -EINVAL); /* unit */
-	CHECK_EQ(findpred_decode(enc, body(enc, 1, FP_TYPE, 0, 0, 0), Q), -EINVAL);     /* no type */
-	CHECK_EQ(findpred_decode(enc, body(enc, 1, FP_TYPE, 8, 0, 0), Q), -EINVAL);     /* unknown */
+	CHECK_EQ(findpred_decode(enc, body(enc, 1, FP_TYPE, 0, 0, 0), Q), -EINVAL);        /* no type */
+	CHECK_EQ(findpred_decode(enc, body(enc, 1, FP_TYPE, 8, 0, 0), Q), -EINVAL);        /* unknown */
 	CHECK_EQ(findpred_decode(enc, body(enc, 1, FP_TYPE, FP_T_DIR, 0, 0), Q), 0);
-	CHECK_EQ(findpred_decode(enc, body(enc, 1, 0, 0, 0, 0), Q), -EINVAL);           /* kind 0 */
+	CHECK_EQ(findpred_decode(enc, body(enc, 1, 0, 0, 0, 0), Q), -EINVAL); /* kind 0 */
 	CHECK_EQ(findpred_decode(enc, body(enc, 1, 99, 0, 0, 0), Q), -EINVAL);
 	CHECK_EQ(findpred_decode(enc, body(enc, FINDPRED_TERMS + 1, FP_TYPE, 1, 0, 0), Q), -EINVAL);
 	CHECK_EQ(findpred_decode(enc, body(enc, 0xffffffffu, FP_TYPE, 1, 0, 0), Q), -EINVAL);
@@ -254,8 +268,10 @@ static void test_find_request(void)
 	}
 	const char *badpaths[] = {"/a", "a/", "a//b", "../a", "a/./b", "a/.."};
 	for (size_t i = 0; i < sizeof badpaths / sizeof *badpaths; i++) {
-		CHECK(wire_decode_req(msg, find_req(msg, sizeof msg, badpaths[i], "", enc, (size_t)plen), &req) < 0);
-		CHECK(wire_decode_req(msg, find_req(msg, sizeof msg, "a", badpaths[i], enc, (size_t)plen), &req) < 0);
+		CHECK(wire_decode_req(msg, find_req(msg, sizeof msg, badpaths[i], "", enc, (size_t)plen),
+		                      &req) < 0);
+		CHECK(wire_decode_req(msg, find_req(msg, sizeof msg, "a", badpaths[i], enc, (size_t)plen),
+		                      &req) < 0);
 	}
 	size_t bl = body(enc2, 1, FP_SIZE, FP_EQ, 1, 1000); /* a bad predicate inside */
 	CHECK_EQ(wire_decode_req(msg, find_req(msg, sizeof msg, "a", "", enc2, bl), &req), -EINVAL);

@@ -161,7 +161,8 @@ static int parse_num(const char *s, int *out)
 
 int main(int argc, char **argv)
 {
-	int rank = env_int("PMI_RANK", "OMPI_COMM_WORLD_RANK"), nranks = env_int("PMI_SIZE", "OMPI_COMM_WORLD_SIZE");
+	int rank = env_int("PMI_RANK", "OMPI_COMM_WORLD_RANK"),
+	    nranks = env_int("PMI_SIZE", "OMPI_COMM_WORLD_SIZE");
 	int walk = 0, i = 1;
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		const char *a = argv[i];
@@ -177,13 +178,16 @@ int main(int argc, char **argv)
 			verbose = 0;
 		} else if (!strcmp(a, "--walk")) {
 			walk = 1;
-		} else if (!strcmp(a, "--rank") || !strcmp(a, "--mpi_rank") || !strncmp(a, "--mpi_rank=", 11)) {
+		} else if (!strcmp(a, "--rank") || !strcmp(a, "--mpi_rank") ||
+		           !strncmp(a, "--mpi_rank=", 11)) {
 			if (parse_num(strchr(a, '=') ? strchr(a, '=') + 1 : argv[++i], &rank)) {
 				fprintf(stderr, "chfind: %s needs a number\n", a);
 				return 2;
 			}
-		} else if (!strcmp(a, "--nranks") || !strcmp(a, "--mpi_size") || !strncmp(a, "--mpi_size=", 11)) {
-			if (parse_num(strchr(a, '=') ? strchr(a, '=') + 1 : argv[++i], &nranks) || nranks == 0) {
+		} else if (!strcmp(a, "--nranks") || !strcmp(a, "--mpi_size") ||
+		           !strncmp(a, "--mpi_size=", 11)) {
+			if (parse_num(strchr(a, '=') ? strchr(a, '=') + 1 : argv[++i], &nranks) ||
+			    nranks == 0) {
 				fprintf(stderr, "chfind: %s needs a positive number\n", a);
 				return 2;
 			}
@@ -241,7 +245,8 @@ int main(int argc, char **argv)
 		for (int s = 0; s < n && !walk; s++) {
 			if ((unsigned)s % (unsigned)nranks == (unsigned)rank)
 				fprintf(stderr, "chfind: server %d: %llu matched of %llu examined\n", s,
-				        (unsigned long long)tot[s].matched, (unsigned long long)tot[s].visited);
+				        (unsigned long long)tot[s].matched,
+				        (unsigned long long)tot[s].visited);
 			all += tot[s].visited;
 		}
 		fprintf(stderr, "MATCHED %llu/%llu\n", (unsigned long long)matched,
