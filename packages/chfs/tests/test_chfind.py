@@ -173,3 +173,18 @@ def test_chfind_results_larger_than_a_reply_page_through(chfs_pool, tmp_path):
     per_server = [int(m) for m in re.findall(r"server \d+: (\d+) matched", r.stderr)]
     assert sum(per_server) == len(want)
     assert sizes[0] / 4 > 3 * 120000, sizes  # several pages per server on average
+
+
+@pytest.mark.timeout(300)
+def test_chfind_equals_gnu_find_across_namespaced_nodes(netns_cluster, tree):
+    """4 servers, each in its own network namespace, and the client on a fifth node."""
+    lines, local = tree
+    c = netns_cluster
+    pool = c.start_chfs(servers=[0, 1, 2, 3])
+    runner = lambda argv, **kw: c.run(4, argv, **kw)
+    build_chfs(lines, pool.env, runner=runner)
+    compare_all(lambda a: c.run(4, ["chfind", *a], env=pool.env, check=False), local, lines)
+    r = c.run(4, ["chfindrun", "-n", "4", "-v", "--", "/t", "-type", "f"], env=pool.env, check=False)
+    nfiles = sum(1 for l in lines if l.startswith("f "))
+    assert r.returncode == 0 and len(find_set(r.stdout, "/")) == nfiles, r.stderr
+    assert f"MATCHED {nfiles}/{len(lines) - 1}" in r.stderr
