@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 static int verbose;
 static uint64_t matched, visited;
@@ -32,7 +33,8 @@ static void usage(FILE *f)
 	           "  -size [+-]N[cwbkMG]   size rounded up to units (default 512-byte blocks) >, < or = N\n"
 	           "  -newer FILE           modified after FILE (a CHFS path, else a local file)\n"
 	           "  -type f|d|l[,...]     regular file, directory, symbolic link\n"
-	           "  -v  per-server counts and MATCHED found/examined on stderr   -q  no counts\n"
+	           "  -v  per-server counts, search time and MATCHED found/examined on stderr\n"
+	           "  -q  no counts\n"
 	           "  --rank R --nranks N   ask only the servers with index %% N == R (chfindrun);\n"
 	           "                        taken from PMI_RANK/PMI_SIZE under mpiexec\n"
 	           "  --walk                evaluate on the client by a readdir walk (for comparison)\n"
@@ -220,6 +222,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "chfind: out of memory\n");
 		return 1;
 	}
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int k = 0; k < np; k++) {
 		if (walk && rank == 0) {
 			rc |= client_walk(paths[k], argc - i, argv + i);
@@ -240,7 +244,10 @@ int main(int argc, char **argv)
 		}
 	}
 	fflush(stdout);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (verbose) {
+		fprintf(stderr, "chfind: searched in %.6f s (after chfs_init)\n",
+		        (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 		uint64_t all = 0;
 		for (int s = 0; s < n && !walk; s++) {
 			if ((unsigned)s % (unsigned)nranks == (unsigned)rank)
