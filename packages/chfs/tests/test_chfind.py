@@ -188,3 +188,10 @@ def test_chfind_equals_gnu_find_across_namespaced_nodes(netns_cluster, tree):
     nfiles = sum(1 for l in lines if l.startswith("f "))
     assert r.returncode == 0 and len(find_set(r.stdout, "/")) == nfiles, r.stderr
     assert f"MATCHED {nfiles}/{len(lines) - 1}" in r.stderr
+
+
+@pytest.mark.parametrize("tool", ["chfind", "chfindrun"])
+def test_chfind_tools_have_help(tool):
+    from ci.testlib.chfs_pool import stack_env
+    r = subprocess.run([tool, "--help"], env=stack_env(), capture_output=True, text=True, timeout=20)
+    assert r.returncode == 0 and f"usage: {tool}" in r.stdout
