@@ -195,3 +195,22 @@ def test_chfind_tools_have_help(tool):
     from ci.testlib.chfs_pool import stack_env
     r = subprocess.run([tool, "--help"], env=stack_env(), capture_output=True, text=True, timeout=20)
     assert r.returncode == 0 and f"usage: {tool}" in r.stdout
+
+
+@pytest.mark.timeout(300)
+def test_chfind_under_mpiexec_splits_the_servers(chfs_pool, tree):
+    """Under mpiexec each rank asks its share of the servers (PMI_RANK/PMI_SIZE; chfind does
+    not link MPI): the ranks' outputs together are the whole result, each path once."""
+    import shutil
+    if not shutil.which("mpiexec", path=chfs_pool.env["PATH"]):
+        pytest.skip("mpiexec not installed")
+    lines, local = tree
+    build_chfs(lines, chfs_pool.env)
+    r = chfs_pool.run(["mpiexec", "-n", "2", "chfind", "-v", "/t", "-type", "f"], check=False,
+                      capture_output=True)
+    assert r.returncode == 0, r.stderr
+    got = r.stdout.splitlines()
+    nfiles = sum(1 for l in lines if l.startswith("f "))
+    assert len(got) == len(set(got)) == nfiles
+    assert find_set(r.stdout, "/") == gnu_find(local, lines, ["-type", "f"])
+    assert len(re.findall(r"^MATCHED \d+/\d+$", r.stderr, re.M)) == 2  # one line per rank
