@@ -108,7 +108,7 @@ static int walk(struct storage *st, struct find_session *s, const struct findpre
 	int rc = st_ns_walk(st, visit, &c);
 	if (rc == 0)
 		rc = c.err;
-	if (rc == 0)
+	if (rc == 0 && s->n) /* (s->m is NULL when nothing matched: qsort(NULL, 0) is undefined) */
 		qsort(s->m, s->n, sizeof *s->m, match_cmp);
 	*visited = c.visited;
 	return rc;

@@ -155,7 +155,7 @@ int main(void)
 	set_pred("-name", "f[0-9][0-9][0-9]", "-type", "f");
 	for (size_t cap = WIRE_HDR_LEN + WIRE_FIND_MAX; cap >= 200; cap /= 4) {
 		run("a", &r, cap);
-		CHECK(expect(&r, 1, 1)); /* + a/implicit/deep/f999 */
+		CHECK(expect(&r, 1, 1));         /* + a/implicit/deep/f999 */
 		CHECK_EQ(r.visited, NFILES + 2); /* files, a/sub, f999 (implicit dirs have no record) */
 		if (cap < 1000)
 			CHECK(r.pages > NFILES / (2 * 8)); /* at most 2 x FIND_KEEP - 1 per walk */
@@ -174,6 +174,15 @@ int main(void)
 	free_result(&r);
 	run("ab", &r, 300);
 	CHECK(r.n == 1 && !strcmp(r.paths[0], "f000"));
+	free_result(&r);
+
+	/* nothing matches: one empty page (no sorting of an empty set: qsort(NULL, 0) is UB) */
+	set_pred("-name", "no-such-name", NULL, NULL);
+	run("a", &r, 300);
+	CHECK(r.n == 0 && r.eof && r.pages == 1 && r.visited == NFILES + 2);
+	free_result(&r);
+	run("nosuchdir", &r, 300);
+	CHECK(r.n == 0 && r.eof && r.visited == 0);
 	free_result(&r);
 
 	/* more concurrent finds than sessions: the evicted ones resume from their cursor */
