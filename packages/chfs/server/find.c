@@ -29,8 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef FIND_KEEP              /* (the unit test makes it small) */
-#define FIND_KEEP (256u << 10) /* matches kept per walk (x2 while collecting) */
+#ifndef FIND_KEEP /* (the unit test makes it small) */
+#define FIND_KEEP \
+	(64u      \
+	 << 10) /* matches kept per walk (x2 while collecting): with 32 sessions, a few hundred MB at most */
 #endif
 
 struct collect {
