@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "wire.h"
+#include "findpred.h"
 #include "placement.h"
 
 #include <errno.h>
@@ -42,6 +43,7 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_MIG_DROP_DATA] = "mig_drop_data",
         [WOP_MIG_HINT] = "mig_hint",
         [WOP_MIG_DONE] = "mig_done",
+        [WOP_FIND] = "find",
 };
 
 const char *wire_op_name(unsigned op)
@@ -653,6 +655,23 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		break;
 	case WOP_DATA_REMOVE:
 	case WOP_MOVED: r->fileid = wdec_u64(&d); break;
+	case WOP_FIND: {
+		dec_path(&d, r->path, 1, &bad);
+		r->fileid = wdec_u64(&d);                        /* session */
+		dec_path(&d, r->path2, 1, &bad);                 /* cursor, relative to the start */
+		r->data = wdec_bytes(&d, FINDPRED_WIRE_MAX, &n); /* predicate */
+		r->data_len = n;
+		if (d.err || bad)
+			break;
+		struct findpred *fp = malloc(sizeof *fp);
+		if (!fp)
+			return -ENOMEM;
+		bad = findpred_decode(r->data, n, fp);
+		free(fp);
+		if (bad == -EBADMSG)
+			bad = -EINVAL;
+		break;
+	}
 	default: return -EBADMSG;
 	}
 	if (bad && !d.err)

@@ -40,6 +40,7 @@
 #define WIRE_MAX_SEGS 1024
 #define WIRE_MAX_OFFSET (1ull << 62) /* largest logical file offset */
 #define WIRE_READDIR_MAX 60000       /* reply budget for readdir entries */
+#define WIRE_FIND_MAX 120000         /* reply budget for find entries */
 
 enum wire_op {
 	WOP_NODE_LIST = 1, /* -> member-list body (wire_list_put) */
@@ -75,6 +76,12 @@ enum wire_op {
 	WOP_MIG_DROP_DATA,  /* u64 fileid, u64 off, u64 len (punch; the file goes when empty) */
 	WOP_MIG_HINT,       /* u32 n, n x (u32 kind, str path | u64 fileid, tag, u64 chunk index) */
 	WOP_MIG_DONE,       /* u64 ring epoch, str id */
+	/* chfind (server/find.c): the entries this server owns below a start path that match a
+	 * predicate (common/findpred.h), page by page in path order. session: 0 on the first
+	 * call, then the one the last reply gave (the server keeps the sorted matches a while);
+	 * cursor: the last relative path delivered ("" first). visited: entries examined. */
+	WOP_FIND, /* str start, u64 session, str cursor, bytes pred -> u64 session, u32 n, u32 eof,
+	           * u64 visited, n x (str relative path, u32 mode, u64 size, i64 mtime) */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);

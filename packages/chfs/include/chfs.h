@@ -149,6 +149,23 @@ int chfs_local_backing_path(int fd, char *buf, size_t size);
  * stay valid. libchfs registers this with pthread_atfork(); raw clone() users call it. */
 void chfs_after_fork(void);
 
+/* Find evaluated on the servers (chfind). argv[0..argc): find-style tests, all of which must
+ * hold: -name GLOB, -size [+-]N[cwbkMG], -newer FILE (FILE's mtime from CHFS, or from the local
+ * file system if CHFS has no FILE), -type f|d|l. Every server tests the entries it owns below
+ * `path` and returns the matches (one request per server, a few more for large results); the
+ * servers with index % nranks == rank are asked, in parallel, and rank 0 also tests `path`
+ * itself. fn(arg, p, st) gets each match (p: `path` as given joined with the entry's path
+ * below it; st: type, permissions, size, mtime) in no particular order; a non-zero return
+ * stops the search. counts (NULL, or ncounts >= chfs_size() entries) gets, per server, its
+ * matches and the entries below `path` it examined. 0, or -1 with errno (EINVAL: a malformed
+ * expression, logged). */
+struct chfs_find_count {
+	uint64_t matched, visited;
+};
+int chfs_find(const char *path, int argc, char *const argv[], int rank, int nranks,
+              int (*fn)(void *arg, const char *path, const struct stat *st), void *arg,
+              struct chfs_find_count *counts, int ncounts);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include "chfsd.h"
+#include "find.h"
 #include "moved.h"
 
 #include "log.h"
@@ -351,6 +352,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 			wenc_md(e, &md);
 		}
 		return rc;
+	case WOP_FIND: return find_handle(d->st, q, e);
 	case WOP_WRITE: return do_write(d, r, q, w, e);
 	case WOP_READ: return do_read(d, r, q, w, e);
 	case WOP_DATA_TRUNCATE:
@@ -415,6 +417,7 @@ static int placed(unsigned op)
 	case WOP_SYNC:
 	case WOP_MOVED:
 	case WOP_LOCAL_PATH:
+	case WOP_FIND: /* whatever this server holds; a long walk must not hold the ring gate */
 	case WOP_DATA_STAT: return 0;
 	default: return 1;
 	}
