@@ -395,6 +395,57 @@ def test_concurrent_o_creat_of_one_new_file_loses_no_byte(chfs_pool):
         assert native_get(chfs_pool, f"/creat{it}") == want, f"round {it}"
 
 
+def start_with_secret_until_main(pool, argv, secret, env=None):
+    """Starts argv under chfs-run with a private copy of the pool secret, waits until the
+    program's main has printed "ready", removes the secret and lets the program go on (it
+    reads a line): what it can still do in CHFS then, it can only do if it joined the pool
+    (libchfs reads the secret at chfs_init) before main. Returns (returncode, stderr)."""
+    shutil.copy(pool.secret_file, secret)
+    os.chmod(secret, 0o600)
+    p = subprocess.Popen(["chfs-run", "--"] + argv, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**pool.env, "CHFS_HOOK_LOCAL": "0", "CHFS_SECRET_FILE": str(secret),
+                              **(env or {})})
+    try:
+        assert p.stdout.readline() == "ready\n"
+        os.unlink(secret)
+        _, err = p.communicate("go\n", timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return p.returncode, err
+
+
+WRITE_AFTER_READY = ("import sys; print('ready', flush=True); sys.stdin.readline(); "
+                     "open(sys.argv[1], 'w').write('joined before main\\n')")
+
+
+def test_a_process_whose_command_line_names_a_chfs_path_joins_the_pool_before_main(
+        chfs_pool, tmp_path):
+    """Issue 18: IOR on one shared file (2 ranks, -t 1m -b 8m -s 4) wrote at 193 MiB/s through
+    the hook against 768 MiB/s through chfs.h, because only rank 0 touches the file before the
+    timed phase: rank 1 loaded the hook library and joined the pool (0.26-0.30 s) inside its
+    timed create, where IOR's CHFS backend had called chfs_init before timing. A process whose
+    command line names a path under a mount point now joins while it starts."""
+    rc, err = start_with_secret_until_main(
+        chfs_pool, [python3(), "-c", WRITE_AFTER_READY, "/chfs/joined-early"],
+        tmp_path / "secret")
+    assert rc == 0, err
+    assert native_get(chfs_pool, "/joined-early") == b"joined before main\n"
+
+
+def test_chfs_hook_eager_0_joins_on_first_use_only(chfs_pool, tmp_path):
+    """The opt-out (and the proof that the test above can fail): with CHFS_HOOK_EAGER=0 the
+    same program joins at its first CHFS call, after the secret is gone, and cannot."""
+    rc, err = start_with_secret_until_main(
+        chfs_pool, [python3(), "-c", WRITE_AFTER_READY, "/chfs/joined-late"],
+        tmp_path / "secret", env={"CHFS_HOOK_EAGER": "0"})
+    assert rc != 0 and "cannot join the CHFS pool" in err, err
+    r = chfs_pool.run(["chfs-io", "stat", "/joined-late"], check=False)
+    assert r.returncode != 0, r.stdout
+
+
 def test_chfs_run_usage_and_configuration_errors(chfs_pool):
     r = subprocess.run(["chfs-run", "--help"], env=chfs_pool.env, capture_output=True,
                        text=True, timeout=30)
