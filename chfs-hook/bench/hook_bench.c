@@ -16,6 +16,11 @@
  *     the native file also pass the rewritten sites, at ~20 ns each: a bias against native.)
  *   chfs-hook-bench getpid N
  *     ns per getpid syscall (fastest batch of 10000 of N calls: the least disturbed one).
+ *   chfs-hook-bench seek PATH N
+ *     ns per lseek(SEEK_CUR) on PATH (created if missing), fastest batch as for getpid: on a
+ *     CHFS file under chfs-run that is the hook's whole per-call overhead on a descriptor
+ *     (filter, XSAVE/XRSTOR, dispatch) plus the one lseek on the placeholder; on a local file
+ *     the bare syscall. A hooked read or write is one intercepted call plus two such lseeks.
  */
 #define _GNU_SOURCE
 #include <chfs.h>
@@ -301,6 +306,26 @@ int main(int argc, char **argv)
 		printf("%.1f\n", best);
 		return 0;
 	}
+	if (argc == 4 && strcmp(argv[1], "seek") == 0) {
+		int fd = open(argv[2], O_CREAT | O_RDWR, 0644);
+		if (fd < 0)
+			die("open", argv[2]);
+		long n = atol(argv[3]), batches = n / 10000 > 0 ? n / 10000 : 1;
+		double best = 1e30;
+		for (long b = 0; b < batches; b++) {
+			double t0 = now();
+			for (int i = 0; i < 10000; i++)
+				if (lseek(fd, 0, SEEK_CUR) != 0)
+					die("lseek", argv[2]);
+			double t = (now() - t0) * 1e9 / 10000;
+			if (t < best)
+				best = t;
+		}
+		close(fd);
+		unlink(argv[2]);
+		printf("%.1f\n", best);
+		return 0;
+	}
 	int paired = argc >= 2 && strcmp(argv[1], "paired") == 0;
 	if (argc >= 2 && (strcmp(argv[1], "io") == 0 || paired)) {
 		struct io_opts o = {0, NULL, 0, 0, 1};
@@ -327,6 +352,7 @@ int main(int argc, char **argv)
 	                "--block BYTES (divides size) --procs N(<=64)\n"
 	                "       chfs-hook-bench paired --dir DIR --native-dir CHFSDIR --size BYTES "
 	                "--block BYTES --procs N   (under chfs-run)\n"
-	                "       chfs-hook-bench getpid N\n");
+	                "       chfs-hook-bench getpid N\n"
+	                "       chfs-hook-bench seek PATH N\n");
 	return 2;
 }

@@ -446,6 +446,22 @@ def test_chfs_hook_eager_0_joins_on_first_use_only(chfs_pool, tmp_path):
     assert r.returncode != 0, r.stdout
 
 
+def test_ior_shaped_shared_file_segments_through_the_hook(chfs_pool):
+    """IOR's shared-file write phase (2 MPI ranks, lseek + write of 64 KiB transfers into
+    interleaved 256 KiB segments, every rank opening with O_CREAT) through the hook, and the
+    same through chfs.h: chfs-hook-shared-bench reads every byte back and fails on any other."""
+    bench = os.path.join(stack_prefix(), "bin", "chfs-hook-shared-bench")
+    assert os.path.exists(bench), "chfs-hook-shared-bench not built (MPI missing at ci/build?)"
+    for argv in (["chfs-run", "--", "mpiexec", "-n", "2", bench, "posix", "/chfs/ior-shared"],
+                 ["mpiexec", "-n", "2", bench, "chfs", "/ior-shared-native"]):
+        r = subprocess.run(argv + ["262144", "65536", "3"], env={**chfs_pool.env,
+                           "CHFS_HOOK_LOCAL": "0"}, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert len(r.stdout.split()) == 3, r.stdout
+    assert native_stat(chfs_pool, "/ior-shared")[1] == 2 * 3 * 262144
+    assert native_stat(chfs_pool, "/ior-shared-native")[1] == 2 * 3 * 262144
+
+
 def test_chfs_run_usage_and_configuration_errors(chfs_pool):
     r = subprocess.run(["chfs-run", "--help"], env=chfs_pool.env, capture_output=True,
                        text=True, timeout=30)
