@@ -7,10 +7,10 @@
  * after the rewrite, so their syscalls go straight to the kernel and the hook never recurses
  * into itself. It is loaded at once when the process inherited CHFS state through execve
  * (CHFS_HOOK_CWD, CHFS_HOOK_INHERIT), when CHFS_HOOK_EAGER is set and not 0, or when
- * CHFS_HOOK_EAGER is unset and an argument names a path under a mount point (the program is
- * about to use CHFS: the hook library then joins the pool before main, where a chfs.h program
- * calls chfs_init — not inside the program's first, perhaps timed, CHFS call); else on first
- * need (gate.c). Until the hook library is installed every syscall passes through unchanged.
+ * CHFS_HOOK_EAGER is unset, the process is an MPI rank and an argument names a path under a
+ * mount point (the hook library then joins the pool before main, where a chfs.h program calls
+ * chfs_init — not inside a collectively timed first CHFS call; see hook/join.c); else on
+ * first need (gate.c). Until the hook library is installed every syscall passes through unchanged.
  *
  * Environment: CHFS_HOOK_LIB (path of the hook library; default libchfs-hook.so next to this
  * loader; "none" runs the rewritten process with every syscall passed through, which is how
@@ -81,6 +81,12 @@ static int load_hook_library_once(void)
 	return 0;
 }
 
+/* Set by the launchers of MPICH (hydra), Open MPI and PMIx in every rank, not in mpiexec. */
+static int is_mpi_rank(void)
+{
+	return getenv("PMI_RANK") || getenv("PMIX_RANK") || getenv("OMPI_COMM_WORLD_RANK");
+}
+
 static int args_name_mount(int argc, char **argv)
 {
 	for (int i = 1; i < argc && argv; i++)
@@ -108,6 +114,6 @@ __attribute__((constructor(101))) static void chfs_hook_loader_init(int argc, ch
 		return;
 	}
 	chfs_gate_set_lazy(load_hook_library, getenv("CHFS_HOOK_MOUNTS"), loader_path);
-	if (!eager && args_name_mount(argc, argv) && load_hook_library() < 0)
+	if (!eager && is_mpi_rank() && args_name_mount(argc, argv) && load_hook_library() < 0)
 		_exit(127);
 }

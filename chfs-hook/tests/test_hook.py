@@ -421,28 +421,33 @@ WRITE_AFTER_READY = ("import sys; print('ready', flush=True); sys.stdin.readline
                      "open(sys.argv[1], 'w').write('joined before main\\n')")
 
 
-def test_a_process_whose_command_line_names_a_chfs_path_joins_the_pool_before_main(
+def test_an_mpi_rank_whose_command_line_names_a_chfs_path_joins_the_pool_before_main(
         chfs_pool, tmp_path):
     """Issue 18: IOR on one shared file (2 ranks, -t 1m -b 8m -s 4) wrote at 193 MiB/s through
     the hook against 768 MiB/s through chfs.h, because only rank 0 touches the file before the
     timed phase: rank 1 loaded the hook library and joined the pool (0.26-0.30 s) inside its
-    timed create, where IOR's CHFS backend had called chfs_init before timing. A process whose
-    command line names a path under a mount point now joins while it starts."""
+    timed create, where IOR's CHFS backend had called chfs_init before timing. An MPI rank
+    whose command line names a path under a mount point now joins while it starts."""
     rc, err = start_with_secret_until_main(
-        chfs_pool, [python3(), "-c", WRITE_AFTER_READY, "/chfs/joined-early"],
-        tmp_path / "secret")
+        chfs_pool, ["mpiexec", "-n", "1", python3(), "-c", WRITE_AFTER_READY,
+                    "/chfs/joined-early"], tmp_path / "secret")
     assert rc == 0, err
     assert native_get(chfs_pool, "/joined-early") == b"joined before main\n"
 
 
-def test_chfs_hook_eager_0_joins_on_first_use_only(chfs_pool, tmp_path):
-    """The opt-out (and the proof that the test above can fail): with CHFS_HOOK_EAGER=0 the
-    same program joins at its first CHFS call, after the secret is gone, and cannot."""
-    rc, err = start_with_secret_until_main(
-        chfs_pool, [python3(), "-c", WRITE_AFTER_READY, "/chfs/joined-late"],
-        tmp_path / "secret", env={"CHFS_HOOK_EAGER": "0"})
+@pytest.mark.parametrize("case", ["not-mpi", "mpi-eager-0"])
+def test_other_processes_join_on_first_use_only(chfs_pool, tmp_path, case):
+    """The same program joins at its first CHFS call, after the secret is gone, and cannot,
+    when it is no MPI rank (a process that only names a CHFS path, like echo or mpiexec, must
+    not pay the join) or when CHFS_HOOK_EAGER=0 (the opt-out). Also shows that the test above
+    can fail."""
+    argv = [python3(), "-c", WRITE_AFTER_READY, f"/chfs/joined-late-{case}"]
+    env = {}
+    if case == "mpi-eager-0":
+        argv, env = ["mpiexec", "-n", "1"] + argv, {"CHFS_HOOK_EAGER": "0"}
+    rc, err = start_with_secret_until_main(chfs_pool, argv, tmp_path / "secret", env=env)
     assert rc != 0 and "cannot join the CHFS pool" in err, err
-    r = chfs_pool.run(["chfs-io", "stat", "/joined-late"], check=False)
+    r = chfs_pool.run(["chfs-io", "stat", f"/joined-late-{case}"], check=False)
     assert r.returncode != 0, r.stdout
 
 
