@@ -12,10 +12,18 @@
  *     alternating a block through the hook (DIR/pair-h-<rank>) and a block through chfs.h
  *     (CHFSDIR/pair-n-<rank>), and times each call: both paths see the same moment's load,
  *     which on a shared machine dwarfs the difference being measured. Prints
- *     "native_write hook_write native_read hook_read" in MiB/s. (libchfs's own syscalls for
- *     the native file also pass the rewritten sites, at ~20 ns each: a bias against native.)
+ *     "native_write hook_write native_read hook_read" in MiB/s, then the median over block
+ *     pairs of hook time / native time for writes and for reads (each pair ran back to back,
+ *     so a burst of other load rarely hits one side of a pair only; the mean over processes of
+ *     their medians), both as native time / hook time (a bandwidth ratio). (libchfs's own syscalls for the native file also pass the
+ *     rewritten sites, at ~20 ns each: a bias against native.)
  *   chfs-hook-bench getpid N
  *     ns per getpid syscall (fastest batch of 10000 of N calls: the least disturbed one).
+ *   chfs-hook-bench seek PATH N
+ *     ns per lseek(SEEK_CUR) on PATH (created if missing), fastest batch as for getpid: on a
+ *     CHFS file under chfs-run that is the hook's whole per-call overhead on a descriptor
+ *     (filter, XSAVE/XRSTOR, dispatch) plus the one lseek on the placeholder; on a local file
+ *     the bare syscall. A hooked read or write is one intercepted call plus two such lseeks.
  */
 #define _GNU_SOURCE
 #include <chfs.h>
@@ -118,8 +126,24 @@ static void child(const struct io_opts *o, int rank, int go, int done)
 /* ---- paired: hook and native interleaved in one process ---------------------------- */
 
 struct pair_times {
-	double t[4]; /* native write, hook write, native read, hook read (seconds) */
+	double t[4];        /* native write, hook write, native read, hook read (seconds) */
+	double pair_med[2]; /* median over block pairs of hook / native: write, read */
 };
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Median over the n block pairs of cost[2i+1] / cost[2i] (hook / native); ratio is scratch. */
+static double pair_median(const double *cost, double *ratio, long n)
+{
+	for (long i = 0; i < n; i++)
+		ratio[i] = cost[2 * i + 1] / (cost[2 * i] > 0 ? cost[2 * i] : 1e-9);
+	qsort(ratio, (size_t)n, sizeof *ratio, cmp_double);
+	return n % 2 ? ratio[n / 2] : (ratio[n / 2 - 1] + ratio[n / 2]) / 2;
+}
 
 static void paired_child(const struct io_opts *o, const char *ndir, int rank, int go, int done)
 {
@@ -131,7 +155,12 @@ static void paired_child(const struct io_opts *o, const char *ndir, int rank, in
 	struct stat st;
 	if (chfs_init(NULL) != 0 || stat(o->dir, &st) != 0)
 		die("joining the pool for", o->dir);
-	struct pair_times pt = {{0, 0, 0, 0}};
+	struct pair_times pt = {{0, 0, 0, 0}, {0, 0}};
+	long npairs = o->size / o->block;
+	double *cost = malloc(2 * sizeof(double) * (size_t)npairs),
+	       *ratio = malloc(sizeof(double) * (size_t)npairs);
+	if (!cost || !ratio)
+		die("malloc", "");
 	if (read(go, &c, 1) != 1)
 		_exit(1);
 	double t0 = now();
@@ -143,13 +172,15 @@ static void paired_child(const struct io_opts *o, const char *ndir, int rank, in
 		die("create", hp);
 	pt.t[0] += t1 - t0;
 	pt.t[1] += t2 - t1;
-	for (long i = 0; i < o->size / o->block; i++) {
+	for (long i = 0; i < npairs; i++) {
 		for (int k = 0; k < 2; k++) { /* alternate which path goes first */
 			int native = (k == 0) == (i % 2 == 0);
 			double a = now();
 			ssize_t w = native ? chfs_write(nfd, buf, (size_t)o->block)
 			                   : write(hfd, buf, (size_t)o->block);
-			pt.t[native ? 0 : 1] += now() - a;
+			double d = now() - a;
+			pt.t[native ? 0 : 1] += d;
+			cost[2 * i + !native] = d;
 			if (w != o->block)
 				die("write", native ? np : hp);
 		}
@@ -163,6 +194,7 @@ static void paired_child(const struct io_opts *o, const char *ndir, int rank, in
 	t2 = now();
 	pt.t[0] += t1 - t0;
 	pt.t[1] += t2 - t1;
+	pt.pair_med[0] = pair_median(cost, ratio, npairs);
 	if (write(done, &pt, sizeof pt) != sizeof pt || read(go, &c, 1) != 1)
 		_exit(1);
 	t0 = now();
@@ -180,7 +212,9 @@ static void paired_child(const struct io_opts *o, const char *ndir, int rank, in
 			double a = now();
 			ssize_t r = native ? chfs_read(nfd, buf, (size_t)o->block)
 			                   : read(hfd, buf, (size_t)o->block);
-			pt.t[native ? 2 : 3] += now() - a;
+			double d = now() - a;
+			pt.t[native ? 2 : 3] += d;
+			cost[2 * i + !native] = d;
 			if (r != o->block)
 				die("read", native ? np : hp);
 		}
@@ -192,6 +226,7 @@ static void paired_child(const struct io_opts *o, const char *ndir, int rank, in
 	t2 = now();
 	pt.t[2] += t1 - t0;
 	pt.t[3] += t2 - t1;
+	pt.pair_med[1] = pair_median(cost, ratio, npairs);
 	if (write(done, &pt, sizeof pt) != sizeof pt)
 		_exit(1);
 	chfs_unlink(np);
@@ -211,7 +246,7 @@ static int run_paired(const struct io_opts *o, const char *ndir)
 		if (p == 0)
 			paired_child(o, ndir, r, go[0], done[1]);
 	}
-	double worst[4] = {0, 0, 0, 0};
+	double worst[4] = {0, 0, 0, 0}, pair_med[2] = {0, 0};
 	for (int ph = 0; ph < 2; ph++) {
 		char c[64] = {0};
 		if (write(go[1], c, (size_t)o->procs) != o->procs)
@@ -225,13 +260,16 @@ static int run_paired(const struct io_opts *o, const char *ndir)
 			for (int k = 2 * ph; k < 2 * ph + 2; k++)
 				if (pt.t[k] > worst[k])
 					worst[k] = pt.t[k];
+			pair_med[ph] += pt.pair_med[ph] / o->procs;
 		}
 	}
 	int st, bad = 0;
 	while (wait(&st) > 0)
 		bad |= !WIFEXITED(st) || WEXITSTATUS(st);
 	double mib = (double)o->size * o->procs / (1 << 20);
-	printf("%.1f %.1f %.1f %.1f\n", mib / worst[0], mib / worst[1], mib / worst[2], mib / worst[3]);
+	/* the pair medians as bandwidth ratios hook / native, like the first four figures */
+	printf("%.1f %.1f %.1f %.1f %.4f %.4f\n", mib / worst[0], mib / worst[1], mib / worst[2],
+	       mib / worst[3], 1 / pair_med[0], 1 / pair_med[1]);
 	return bad;
 }
 
@@ -301,6 +339,26 @@ int main(int argc, char **argv)
 		printf("%.1f\n", best);
 		return 0;
 	}
+	if (argc == 4 && strcmp(argv[1], "seek") == 0) {
+		int fd = open(argv[2], O_CREAT | O_RDWR, 0644);
+		if (fd < 0)
+			die("open", argv[2]);
+		long n = atol(argv[3]), batches = n / 10000 > 0 ? n / 10000 : 1;
+		double best = 1e30;
+		for (long b = 0; b < batches; b++) {
+			double t0 = now();
+			for (int i = 0; i < 10000; i++)
+				if (lseek(fd, 0, SEEK_CUR) != 0)
+					die("lseek", argv[2]);
+			double t = (now() - t0) * 1e9 / 10000;
+			if (t < best)
+				best = t;
+		}
+		close(fd);
+		unlink(argv[2]);
+		printf("%.1f\n", best);
+		return 0;
+	}
 	int paired = argc >= 2 && strcmp(argv[1], "paired") == 0;
 	if (argc >= 2 && (strcmp(argv[1], "io") == 0 || paired)) {
 		struct io_opts o = {0, NULL, 0, 0, 1};
@@ -327,6 +385,7 @@ int main(int argc, char **argv)
 	                "--block BYTES (divides size) --procs N(<=64)\n"
 	                "       chfs-hook-bench paired --dir DIR --native-dir CHFSDIR --size BYTES "
 	                "--block BYTES --procs N   (under chfs-run)\n"
-	                "       chfs-hook-bench getpid N\n");
+	                "       chfs-hook-bench getpid N\n"
+	                "       chfs-hook-bench seek PATH N\n");
 	return 2;
 }

@@ -325,6 +325,7 @@ __attribute__((visibility("default"))) int chfs_hook_init(const struct chfs_hook
 	hook_cfg.loader_path = host->loader_path;
 	if (hook_init_modules() < 0)
 		return -1;
+	hook_join_early();
 	ops->syscall = hook_syscall;
 	ops->after_fork = hook_after_fork_saved;
 	return 0;

@@ -4,7 +4,8 @@
  * The hook library (libchfs-hook.so) runs in its own link-map namespace: its libc, libchfs
  * and libfabric make real syscalls, never re-entering the hook. Module map:
  *   hook.c     init, the per-syscall filter (vector-register-free) and the dispatch switch
- *   config.c   CHFS_HOOK_* environment, umask
+ *   config.c   CHFS_HOOK_* environment, umask, the lazy chfs_init()
+ *   join.c     joining the pool at start (an MPI rank whose command line names a CHFS path)
  *   paths.c    mount points, lexical normalisation, virtual cwd, path classification
  *   fdtable.c  CHFS files behind reserved kernel descriptors (placeholders)
  *   files.c    open/close/read/write/seek/dup/fcntl/copy on CHFS descriptors
@@ -119,6 +120,9 @@ static inline int hook_chfs_used(void)
 	return atomic_load_explicit(&hook_chfs_inited, memory_order_relaxed);
 }
 int hook_init_modules(void); /* config, tables, inherited descriptors; -1 after printing */
+/* Joins the pool now if CHFS_HOOK_EAGER asks, or (unset) this MPI rank's command line names a
+ * CHFS path. */
+void hook_join_early(void);
 
 /* ---- handlers (files.c, meta.c, dirs.c, procs.c, mmap.c) ---- */
 long hook_do_open(int dirfd, const char *path, int flags, mode_t mode, const struct chfs_sysargs *s);

@@ -16,7 +16,8 @@
  * - The hook library (libchfs, libfabric and a second libc: ~0.2 s to load on a busy node) is
  *   loaded on the first syscall that can concern CHFS: a name under a mount point, or an
  *   execve whose environment lost the loader. Until then there are no CHFS descriptors and no
- *   virtual cwd, so nothing else can. Programs that never touch CHFS never pay for it.
+ *   virtual cwd, so nothing else can. Programs that never touch CHFS never pay for it; an
+ *   MPI rank whose command line names a path under a mount point loads it at start (loader.c).
  *
  * Compiled with -mgeneral-regs-only: this runs on every syscall of the process, and must not
  * touch the application's vector registers, which the kernel would have preserved.
@@ -84,6 +85,15 @@ static int under_mount(const char *p)
 			return 1;
 	}
 	return 0;
+}
+
+int chfs_gate_names_mount(const char *arg)
+{
+	if (under_mount(arg))
+		return 1;
+	while (*arg && *arg != '=') /* --option=/chfs/... */
+		arg++;
+	return *arg == '=' && under_mount(arg + 1);
 }
 
 /* Bit i set: argument i of the syscall is a file name. */

@@ -51,5 +51,8 @@ void chfs_gate_install(const struct chfs_hook_ops *ops);
  * syscall naming something under one of `mount_list`'s mount points (CHFS_HOOK_MOUNTS syntax)
  * or exec'ing with an environment that lost `loader_path`. */
 void chfs_gate_set_lazy(int (*load)(void), const char *mount_list, const char *loader_path);
+/* 1 if arg (or what follows its first '=') is an absolute name under one of the mount points
+ * given to chfs_gate_set_lazy. */
+int chfs_gate_names_mount(const char *arg);
 
 #endif

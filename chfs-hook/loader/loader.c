@@ -6,9 +6,11 @@
  * dlmopen(LM_ID_NEWLM): it comes with its own copies of libc, libchfs and libfabric, loaded
  * after the rewrite, so their syscalls go straight to the kernel and the hook never recurses
  * into itself. It is loaded at once when the process inherited CHFS state through execve
- * (CHFS_HOOK_CWD, CHFS_HOOK_INHERIT) or when CHFS_HOOK_EAGER is set, else on first need
- * (gate.c). Until the hook library is
- * installed every syscall passes through unchanged.
+ * (CHFS_HOOK_CWD, CHFS_HOOK_INHERIT), when CHFS_HOOK_EAGER is set and not 0, or when
+ * CHFS_HOOK_EAGER is unset, the process is an MPI rank and an argument names a path under a
+ * mount point (the hook library then joins the pool before main, where a chfs.h program calls
+ * chfs_init — not inside a collectively timed first CHFS call; see hook/join.c); else on
+ * first need (gate.c). Until the hook library is installed every syscall passes through unchanged.
  *
  * Environment: CHFS_HOOK_LIB (path of the hook library; default libchfs-hook.so next to this
  * loader; "none" runs the rewritten process with every syscall passed through, which is how
@@ -79,7 +81,22 @@ static int load_hook_library_once(void)
 	return 0;
 }
 
-__attribute__((constructor(101))) static void chfs_hook_loader_init(void)
+/* Set by the launchers of MPICH (hydra), Open MPI and PMIx in every rank, not in mpiexec. */
+static int is_mpi_rank(void)
+{
+	return getenv("PMI_RANK") || getenv("PMIX_RANK") || getenv("OMPI_COMM_WORLD_RANK");
+}
+
+static int args_name_mount(int argc, char **argv)
+{
+	for (int i = 1; i < argc && argv; i++)
+		if (argv[i] && chfs_gate_names_mount(argv[i]))
+			return 1;
+	return 0;
+}
+
+/* glibc passes (argc, argv, envp) to the constructors of preloaded objects too. */
+__attribute__((constructor(101))) static void chfs_hook_loader_init(int argc, char **argv)
 {
 	Dl_info info;
 	if (dladdr((void *)chfs_hook_loader_init, &info) && info.dli_fname &&
@@ -90,10 +107,13 @@ __attribute__((constructor(101))) static void chfs_hook_loader_init(void)
 	const char *lib = getenv("CHFS_HOOK_LIB");
 	if (lib && strcmp(lib, "none") == 0)
 		return;
-	if (getenv("CHFS_HOOK_CWD") || getenv("CHFS_HOOK_INHERIT") || getenv("CHFS_HOOK_EAGER")) {
+	const char *eager = getenv("CHFS_HOOK_EAGER");
+	if (getenv("CHFS_HOOK_CWD") || getenv("CHFS_HOOK_INHERIT") || (eager && strcmp(eager, "0"))) {
 		if (load_hook_library() < 0)
 			_exit(127);
 		return;
 	}
 	chfs_gate_set_lazy(load_hook_library, getenv("CHFS_HOOK_MOUNTS"), loader_path);
+	if (!eager && is_mpi_rank() && args_name_mount(argc, argv) && load_hook_library() < 0)
+		_exit(127);
 }
