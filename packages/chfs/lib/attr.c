@@ -4,7 +4,8 @@
  *
  * Each is one SETATTR to the owner of the name (symlinks followed, except by chfs_lchown),
  * after the permission rules of perm.c for the identity the call acts for. The root has no
- * record (it is fixed: root-owned, mode 1777), so changing it is EPERM. This process's
+ * record (it is fixed: root-owned, mode 1777, like /tmp): setting what it already has succeeds
+ * (`chmod 1777` of a mount point, `chown 0:0`), anything else is EPERM. This process's
  * pending writes to the file are reported first: their size report bumps mtime, and it must
  * not land after (and override) the times set here — cp -p and tar set them right after
  * writing.
@@ -42,8 +43,13 @@ static int setattr_path(const char *path, struct attr_change *a)
 		return rc;
 	const char *name = a->nofollow ? c->cp : c->real;
 	struct chfs_md *md = &c->md;
-	if (!name[0])
-		return -EPERM;
+	if (!name[0]) {
+		int same = !(a->set.which & ~(uint32_t)(WIRE_SET_MODE | WIRE_SET_UID | WIRE_SET_GID)) &&
+		           (!(a->set.which & WIRE_SET_MODE) || a->set.mode == (md->mode & 07777)) &&
+		           (!(a->set.which & WIRE_SET_UID) || a->set.uid == md->uid) &&
+		           (!(a->set.which & WIRE_SET_GID) || a->set.gid == md->gid);
+		return same && perm_owner(md) == 0 ? 0 : -EPERM;
+	}
 	switch (a->rule) {
 	case RULE_OWNER: rc = perm_owner(md); break;
 	case RULE_TIMES_NOW: rc = perm_times(md, 1); break;
@@ -102,8 +108,9 @@ static int64_t ts_ns(const struct timespec *t, int64_t now)
 int chfs_utimens(const char *path, const struct timespec times[2])
 {
 	int64_t now = now_ns();
-	struct attr_change a = {.set = {.which = WIRE_SET_ATIME | WIRE_SET_MTIME, .atime_ns = now, .mtime_ns = now},
-	                        .rule = RULE_TIMES_NOW};
+	struct attr_change a = {
+	        .set = {.which = WIRE_SET_ATIME | WIRE_SET_MTIME, .atime_ns = now, .mtime_ns = now},
+	        .rule = RULE_TIMES_NOW};
 	if (times) {
 		int explicit = 0;
 		for (int i = 0; i < 2; i++) {

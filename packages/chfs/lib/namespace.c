@@ -377,16 +377,19 @@ static int check_parent(struct srvlist *s, const char *cpath, struct chfs_md *pm
 			*pmd = known_parent_md;
 		return 0;
 	}
-	int rc = ns_resolve(s, parent, NULL, &known_parent_md);
-	if (rc)
-		return rc;
-	if (!S_ISDIR(known_parent_md.mode))
-		return -ENOTDIR;
-	memcpy(known_parent, parent, sizeof known_parent);
-	known_parent_at = now;
-	if (pmd)
-		*pmd = known_parent_md;
-	return 0;
+	struct chfs_md *md = malloc(sizeof *md);
+	int rc = md ? ns_resolve(s, parent, NULL, md) : -ENOMEM;
+	if (rc == 0 && !S_ISDIR(md->mode))
+		rc = -ENOTDIR;
+	if (rc == 0) { /* only a directory is remembered, with its own name */
+		known_parent_md = *md;
+		memcpy(known_parent, parent, sizeof known_parent);
+		known_parent_at = now;
+		if (pmd)
+			*pmd = *md;
+	}
+	free(md);
+	return rc;
 }
 
 /* May the caller remove (or replace) the entry at cp? Write and search on its directory, and

@@ -130,6 +130,9 @@ def test_two_users_on_chfuse_allow_other_behave_as_on_tmpfs(chfs_pool, shared_di
         while not mounted(mnt):
             assert daemon.poll() is None and time.time() < end, open(log.name).read()
             time.sleep(0.05)
+        os.chmod(mnt, 0o1777)  # what the root already is: allowed (was EPERM even for root)
+        with pytest.raises(PermissionError):
+            os.chmod(mnt, 0o755)  # the root is fixed
         base = os.path.join(mnt, "scenario")
         os.mkdir(base)
         os.chmod(base, 0o1777)
@@ -149,17 +152,24 @@ def test_two_users_on_chfuse_allow_other_behave_as_on_tmpfs(chfs_pool, shared_di
         log.close()
 
 
+def world_readable_install(shared_dir):
+    """The installed build lives under /root (0700 here): give the users a copy of what the
+    hook loads, as a site installs it world-readable. Returns its chfs-run."""
+    inst = os.path.join(shared_dir, "inst")
+    os.makedirs(os.path.join(inst, "bin"))
+    shutil.copytree(os.path.join(stack_prefix(), "lib"), os.path.join(inst, "lib"), symlinks=True)
+    shutil.copy(os.path.join(stack_prefix(), "bin", "chfs-run"), os.path.join(inst, "bin"))
+    return os.path.join(inst, "bin", "chfs-run")
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
 def test_two_users_under_the_hook_behave_as_on_tmpfs(chfs_pool, shared_dir):
     assert os.geteuid() == 0, "this test acts as two users and must run as root"
     want = reference(shared_dir)
-    # The installed build lives under /root (0700 here): give the users a copy of what the hook
-    # loads, as a site installs it world-readable; and each user its own copy of the secret.
-    inst = os.path.join(shared_dir, "inst")
-    os.makedirs(os.path.join(inst, "bin"))
-    shutil.copytree(os.path.join(stack_prefix(), "lib"), os.path.join(inst, "lib"), symlinks=True)
-    shutil.copy(os.path.join(stack_prefix(), "bin", "chfs-run"), os.path.join(inst, "bin"))
+    chfs_run = world_readable_install(shared_dir)
+    inst = os.path.dirname(os.path.dirname(chfs_run))
+    # Each user joins with its own copy of the secret.
     secrets = {}
     for user in ("root", *USERS):
         secrets[user] = os.path.join(shared_dir, f"secret.{user}")
@@ -172,10 +182,42 @@ def test_two_users_under_the_hook_behave_as_on_tmpfs(chfs_pool, shared_dir):
         return dict(chfs_pool.env, HOME="/", CHFS_SECRET_FILE=secrets[user], CHFS_HOOK_LOCAL="0",
                     LD_LIBRARY_PATH=os.path.join(inst, "lib"), PATH="/usr/bin:/bin")
 
-    run = [os.path.join(inst, "bin", "chfs-run"), "--mount", "/chfs", "--"]
+    run = [chfs_run, "--mount", "/chfs", "--"]
     r = subprocess.run(run + ["sh", "-c", "mkdir /chfs/scenario && chmod 1777 /chfs/scenario"],
                        env=env_for("root"), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     got = play("/chfs/scenario", lambda u: run, env_for, os.path.join(shared_dir, "owners_steps.py"))
     assert got == want, "\n".join(f"{'  ' if g == w else '!!'} hook:  {g}\n   tmpfs: {w}"
                                   for g, w in zip(got, want))
+
+
+DROPPED = """
+import os, sys
+fd = os.open("/chfs/dropped/f", os.O_CREAT | os.O_WRONLY, 0o644)
+os.write(fd, b"x")
+os.close(fd)
+st = os.stat("/chfs/dropped/f")
+print(st.st_uid, st.st_gid)
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
+def test_hooked_process_that_drops_root_stays_in_the_pool_as_the_new_user(chfs_pool, shared_dir):
+    """root starts the job; it drops to uid 1000 (setpriv, as su or a daemon would) and execs a
+    program that then opens CHFS for the first time: the secret file is root's 0600, so it
+    joins with the descriptor chfs-run handed down, and what it creates is uid 1000's. Before,
+    every CHFS call of such a process failed with EACCES."""
+    assert os.geteuid() == 0, "this test acts as another user and must run as root"
+    chfs_run = world_readable_install(shared_dir)
+    inst = os.path.dirname(os.path.dirname(chfs_run))
+    env = dict(chfs_pool.env, HOME="/", CHFS_HOOK_LOCAL="0", LD_LIBRARY_PATH=os.path.join(inst, "lib"),
+               PATH="/usr/bin:/bin")
+    r = subprocess.run([chfs_run, "--", "sh", "-c", "mkdir /chfs/dropped && chmod 1777 /chfs/dropped"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert oct(os.stat(chfs_pool.secret_file).st_mode & 0o777) == "0o600"
+    r = subprocess.run([chfs_run, "--", *as_user("A", [PY, "-c", DROPPED])], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1000", "1000"]
