@@ -6,9 +6,9 @@
  * Every handler first resolves its name(s); a name outside CHFS goes to the kernel (made
  * absolute if it was relative to a virtual cwd). Crossing between CHFS and the kernel is
  * EXDEV for rename and link, as between two file systems, so mv falls back to copying.
- * CHFS has no owners, hard links, device nodes or xattrs: chown is accepted and ignored (as
- * upstream chfs-zpoline does, so cp -p and tar work as a user would expect), link and mknod
- * are EPERM, xattr calls ENOTSUP.
+ * Owners are CHFS's (chown/lchown/fchown/fchownat go to chfs_chown/chfs_lchown, which apply
+ * POSIX's rules for the process's credentials). CHFS has no hard links, device nodes or
+ * xattrs: link and mknod are EPERM, xattr calls ENOTSUP.
  */
 #define _GNU_SOURCE
 #include "hook.h"
@@ -135,6 +135,7 @@ enum name_op {
 	OP_TRUNCATE,
 	OP_CHMOD,
 	OP_CHOWN,
+	OP_LCHOWN,
 	OP_UTIMENS,
 	OP_STATFS,
 	OP_XATTR,
@@ -168,11 +169,8 @@ static long chfs_name_op(enum name_op op, const char *p, const long *x)
 		r = chfs_truncate(p, (off_t)x[0]);
 		break;
 	case OP_CHMOD: r = chfs_chmod(p, (mode_t)x[0] & 07777); break;
-	case OP_CHOWN: {
-		struct stat st;
-		r = chfs_stat(p, &st); /* accepted and ignored, but the name must exist */
-		break;
-	}
+	case OP_CHOWN: r = chfs_chown(p, (uid_t)x[0], (gid_t)x[1]); break;
+	case OP_LCHOWN: r = chfs_lchown(p, (uid_t)x[0], (gid_t)x[1]); break;
 	case OP_UTIMENS: r = chfs_utimens(p, (const struct timespec *)x[0]); break;
 	case OP_STATFS: {
 		struct stat st;
@@ -344,7 +342,7 @@ static long fd_meta(const struct chfs_sysargs *s, struct hook_file *h)
 		return rc;
 	}
 	case SYS_fchmod: return chfs_chmod(h->cpath, (mode_t)s->a[1] & 07777) == 0 ? 0 : chfs_err();
-	case SYS_fchown: return 0;
+	case SYS_fchown: return chfs_chown(h->cpath, (uid_t)s->a[1], (gid_t)s->a[2]) == 0 ? 0 : chfs_err();
 	default: /* f*xattr */ return -ENOTSUP;
 	}
 }
@@ -394,8 +392,27 @@ long hook_do_meta(const struct chfs_sysargs *s)
 	case SYS_chmod: x[0] = a[1]; return name_op(s, OP_CHMOD, AT_FDCWD, (const char *)a[0], x);
 	case SYS_fchmodat: x[0] = a[2]; return name_op(s, OP_CHMOD, (int)a[0], (const char *)a[1], x);
 	case SYS_chown:
-	case SYS_lchown: return name_op(s, OP_CHOWN, AT_FDCWD, (const char *)a[0], x);
-	case SYS_fchownat: return name_op(s, OP_CHOWN, (int)a[0], (const char *)a[1], x);
+	case SYS_lchown:
+		x[0] = a[1];
+		x[1] = a[2];
+		return name_op(s, s->nr == SYS_lchown ? OP_LCHOWN : OP_CHOWN, AT_FDCWD, (const char *)a[0],
+		               x);
+	case SYS_fchownat:
+		if (a[4] & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
+			return -EINVAL;
+		if ((a[4] & AT_EMPTY_PATH) && a[1] && !*(const char *)a[1]) { /* fchown of dirfd */
+			struct hook_file *h = hook_file_of((int)a[0]);
+			if (!h)
+				return hook_pass(s);
+			long rc = ready();
+			if (rc < 0)
+				return rc;
+			return chfs_lchown(h->cpath, (uid_t)a[2], (gid_t)a[3]) == 0 ? 0 : chfs_err();
+		}
+		x[0] = a[2];
+		x[1] = a[3];
+		return name_op(s, (a[4] & AT_SYMLINK_NOFOLLOW) ? OP_LCHOWN : OP_CHOWN, (int)a[0],
+		               (const char *)a[1], x);
 	case SYS_statfs: x[0] = a[1]; return name_op(s, OP_STATFS, AT_FDCWD, (const char *)a[0], x);
 	case SYS_getxattr:
 	case SYS_lgetxattr:

@@ -101,6 +101,12 @@ int chfs_config_load(struct chfs_config *c, char *err, size_t errlen)
 		strcpy(c->server, v);
 	}
 	chfs_config_default_secret_file(c->secret_file, sizeof c->secret_file);
+	c->secret_fd = -1;
+	if ((v = getenv("CHFS_SECRET_FD")) && *v) {
+		if (parse_int(v, 0, INT_MAX, &l))
+			BAD("CHFS_SECRET_FD", "expected a file descriptor number");
+		c->secret_fd = (int)l;
+	}
 	if ((v = getenv("CHFS_CHUNK_SIZE")) && *v) {
 		if (chfs_parse_size(v, &u) || u == 0 || u > CHFS_MAX_CHUNK_SIZE)
 			BAD("CHFS_CHUNK_SIZE", "expected a size between 1 and 1G (K/M/G suffix allowed)");

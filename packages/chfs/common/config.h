@@ -16,6 +16,7 @@ enum chfs_placement_mode { CHFS_PLACE_HASH = 0, CHFS_PLACE_LOCAL = 1 };
 struct chfs_config {
 	char server[4096];           /* CHFS_SERVER, comma separated ("" if unset) */
 	char secret_file[4096];      /* CHFS_SECRET_FILE or $HOME/.chfs/secret */
+	int secret_fd;               /* CHFS_SECRET_FD: the secret file opened by a launcher (-1: none) */
 	uint32_t chunk_size;         /* CHFS_CHUNK_SIZE */
 	int placement;               /* CHFS_PLACEMENT */
 	int async_access;            /* CHFS_ASYNC_ACCESS */

@@ -28,14 +28,20 @@ int secret_load(const char *path, uint8_t out[CHFS_SECRET_LEN])
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -errno;
+	int rc = secret_load_fd(fd, out);
+	close(fd);
+	return rc;
+}
+
+int secret_load_fd(int fd, uint8_t out[CHFS_SECRET_LEN])
+{
 	struct stat st;
 	char buf[2 * CHFS_SECRET_LEN + 2];
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & 077)) {
-		close(fd);
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || (st.st_mode & 077))
 		return -EACCES;
-	}
-	ssize_t n = read(fd, buf, sizeof buf);
-	close(fd);
+	ssize_t n = pread(fd, buf, sizeof buf, 0);
 	if (n < 2 * CHFS_SECRET_LEN)
 		return -EINVAL;
 	for (int i = 0; i < CHFS_SECRET_LEN; i++) {

@@ -14,6 +14,8 @@
 /* Read the secret. -ENOENT if missing, -EACCES if unreadable or readable by group/others,
  * -EINVAL if malformed. */
 int secret_load(const char *path, uint8_t out[CHFS_SECRET_LEN]);
+/* The same from an open descriptor of the secret file (read at offset 0; fd stays open). */
+int secret_load_fd(int fd, uint8_t out[CHFS_SECRET_LEN]);
 /* Create a new random secret file (mode 0600, parent dir created 0700). */
 int secret_create(const char *path);
 /* Constant-time equality. */

@@ -620,7 +620,10 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		r->atime_ns = wdec_i64(&d);
 		r->mtime_ns = wdec_i64(&d);
 		r->size = wdec_u64(&d);
-		if (!d.err && (r->which == 0 || r->which > 31 || r->size > WIRE_MAX_OFFSET))
+		r->uid = wdec_u32(&d);
+		r->gid = wdec_u32(&d);
+		if (!d.err &&
+		    (r->which == 0 || (r->which & ~(uint32_t)WIRE_SET_ALL) || r->size > WIRE_MAX_OFFSET))
 			bad = -EINVAL;
 		break;
 	case WOP_WRITE:

@@ -1,6 +1,7 @@
 /*
- * wire.h — the CHFS RPC wire format (version 3: membership epoch in every header, placement tag
- * in data requests, rebalance ops), shared by libchfs and chfsd.
+ * wire.h — the CHFS RPC wire format (version 4: owner and group in SETATTR; version 3 brought the
+ * membership epoch in every header, the placement tag in data requests and the rebalance ops),
+ * shared by libchfs and chfsd.
  *
  * Every message = a fixed 64-byte header + a body. Header (little endian):
  *   u32 magic 'CHFS' | u16 version | u16 op | u64 request id | u8 secret[32] | u32 body length |
@@ -31,7 +32,7 @@
 #include "secret.h"
 
 #define WIRE_MAGIC 0x53464843u /* "CHFS" */
-#define WIRE_VERSION 3
+#define WIRE_VERSION 4
 #define WIRE_HDR_LEN 64
 #define WIRE_REPLY 0x8000
 #define WIRE_ADDR_MAX 256
@@ -52,13 +53,14 @@ enum wire_op {
 	WOP_RMDIR,         /* str path */
 	WOP_DIR_EMPTY,     /* str path -> u32 has_entries */
 	WOP_READDIR, /* str path, str cursor -> u32 n, u32 eof, n x (str name, u32 mode, u64 size, i64 mtime) */
-	WOP_UNLINK,    /* str path -> md (of the removed entry) */
-	WOP_INSERT,    /* str path, md, u32 flags -> u32 replaced, md old (rename, other owner) */
-	WOP_REMOVE_IF, /* str path, u64 fileid (rename source, other owner) */
-	WOP_RENAME,    /* str from, str to -> u32 replaced, md old (both on this server) */
-	WOP_SETATTR,   /* str path, u64 fileid, u32 which, u32 mode, i64 atime, i64 mtime, u64 size -> md */
-	WOP_WRITE,     /* u64 fileid, segs, rma?, bytes data -> u64 written */
-	WOP_READ,      /* u64 fileid, segs, rma? -> u32 n, n x u64 got, bytes data */
+	WOP_UNLINK,        /* str path -> md (of the removed entry) */
+	WOP_INSERT,        /* str path, md, u32 flags -> u32 replaced, md old (rename, other owner) */
+	WOP_REMOVE_IF,     /* str path, u64 fileid (rename source, other owner) */
+	WOP_RENAME,        /* str from, str to -> u32 replaced, md old (both on this server) */
+	WOP_SETATTR,       /* str path, u64 fileid, u32 which, u32 mode, i64 atime, i64 mtime, u64 size,
+	                * u32 uid, u32 gid -> md */
+	WOP_WRITE,         /* u64 fileid, segs, rma?, bytes data -> u64 written */
+	WOP_READ,          /* u64 fileid, segs, rma? -> u32 n, n x u64 got, bytes data */
 	WOP_DATA_TRUNCATE, /* u64 fileid, u64 len */
 	WOP_DATA_REMOVE,   /* u64 fileid */
 	WOP_DATA_STAT,     /* u64 fileid, u64 size, i64 mtime, i64 ctime (the metadata's) -> u64 size,
@@ -102,6 +104,16 @@ enum { WIRE_MIG_ENTRY = 1, WIRE_MIG_CHUNK = 2 };
 #define WIRE_SET_MTIME 4
 #define WIRE_SET_SIZE_MAX 8 /* size = max(size, arg) and mtime = now (writes reported) */
 #define WIRE_SET_SIZE 16    /* size = arg (truncate) */
+#define WIRE_SET_UID 32     /* owner = uid (chown; the client applied POSIX's rules) */
+#define WIRE_SET_GID 64     /* group = gid */
+#define WIRE_SET_ALL 127
+
+/* What a SETATTR changes: the WIRE_SET_* bits in `which` and their values. */
+struct wire_setattr {
+	uint32_t which, mode, uid, gid;
+	int64_t atime_ns, mtime_ns;
+	uint64_t size;
+};
 
 /* md.flags */
 #define MD_LOCAL 1 /* all chunks on md.home */
@@ -166,6 +178,7 @@ struct wire_req {
 	const uint8_t *items;                     /* wire_mig_items_next() from here */
 	size_t items_len;
 	uint32_t flags, which, mode, vnodes;
+	uint32_t uid, gid; /* SETATTR */
 	int64_t atime_ns, mtime_ns;
 	uint32_t nseg;
 	uint64_t seg_total;

@@ -133,6 +133,23 @@ int chfs_access(const char *path, int mode); /* F_OK/R_OK/W_OK/X_OK against the 
 int chfs_chmod(const char *path, mode_t mode);
 /* times[0] = atime, times[1] = mtime; UTIME_NOW and UTIME_OMIT as in utimensat(2). */
 int chfs_utimens(const char *path, const struct timespec times[2]);
+/* Owner and group (-1 leaves one unchanged): root changes anything, an owner may change the
+ * group to one of its groups (EPERM otherwise); set-user-ID, and set-group-ID of a group-
+ * executable file, are cleared on anything but a directory. chfs_lchown does not follow a
+ * final symlink. */
+int chfs_chown(const char *path, uid_t uid, gid_t gid);
+int chfs_lchown(const char *path, uid_t uid, gid_t gid);
+
+/* Act for another identity in the calling thread (a FUSE daemon serving many users): new
+ * entries get uid/gid (or a set-group-ID directory's group) and permission checks use uid,
+ * gid and groups (at most CHFS_ACT_MAX_GROUPS are used). CHFS_ACT_CHECKED: the caller (the
+ * kernel, with FUSE's default_permissions) has checked access; libchfs only records owners.
+ * uid (uid_t)-1 returns to the process's own credentials. Every other call checks access
+ * for the process's effective uid, gid and supplementary groups, as a local file system
+ * does (search permission on ancestors excepted); the pool secret is what admits a client. */
+#define CHFS_ACT_CHECKED 1
+#define CHFS_ACT_MAX_GROUPS 64
+int chfs_act_as(uid_t uid, gid_t gid, int ngroups, const gid_t *groups, int flags);
 /* The chunk size of an open file. */
 int chfs_chunk_size_of(int fd);
 

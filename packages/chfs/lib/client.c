@@ -446,6 +446,11 @@ int chfs_init(const char *server)
 	chfs_log_level = chfs_client.cfg.log_priority;
 	atomic_store(&chfs_client.async_access, chfs_client.cfg.async_access);
 	rc = secret_load(chfs_client.cfg.secret_file, chfs_client.secret);
+	/* A launcher (chfs-run) may hand down the secret file open: a process that changed its uid
+	 * since (su, setpriv, daemons dropping root) keeps the admission it started with. */
+	if (rc && chfs_client.cfg.secret_fd >= 0 &&
+	    secret_load_fd(chfs_client.cfg.secret_fd, chfs_client.secret) == 0)
+		rc = 0;
 	if (rc) {
 		/* Servers drop requests without the secret unanswered: fail here, clearly. */
 		log_err("pool secret %s: %s%s", chfs_client.cfg.secret_file, strerror(-rc),

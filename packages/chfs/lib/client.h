@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -157,6 +158,25 @@ int fd_sync_sizes(uint64_t fileid);
 void fd_foreach_fileid(uint64_t fileid, void (*fn)(struct chfs_file *, void *), void *arg);
 
 /* ---- namespace.c ---- */
+/* The prologue every path call shares (as Redis's lookupKeyReadOrReply, libuv's PATH/INIT):
+ * canonicalise, take the server list, optionally report this process's pending sizes first
+ * (so the call sees its own writes), then look the name up (NS_LOOKUP), follow its symlinks
+ * (NS_RESOLVE: the final name in c->real) or check that its parent is a directory the caller
+ * may add names to (NS_PARENT: its record in c->parent). Returns 0 or -errno; the caller
+ * converts once with set_err. */
+enum { NS_SYNC = 1, NS_LOOKUP = 2, NS_RESOLVE = 4, NS_PARENT = 8 };
+struct ns_call {
+	struct srvlist *s;
+	struct chfs_md md, parent;
+	char cp[CHFS_PATH_MAX];   /* canonical path */
+	char real[CHFS_PATH_MAX]; /* NS_RESOLVE: the path after following symlinks */
+};
+int ns_begin(const char *path, unsigned how, struct ns_call *c);
+static inline void ns_call_free(struct ns_call **c) { free(*c); }
+/* A struct ns_call is ~17 KB (paths and records): on the heap, freed at the end of the scope,
+ * so that no libchfs call needs a big stack frame (ctest chfs_stack_usage). */
+#define NS_CALL_DECL(c) \
+	struct ns_call *c __attribute__((cleanup(ns_call_free))) = malloc(sizeof(struct ns_call))
 int ns_lookup(struct srvlist *s, const char *cpath, struct chfs_md *md);
 /* Follow symlinks at the last component (up to 8); writes the resolved path to out. */
 int ns_resolve(struct srvlist *s, const char *cpath, char *out, struct chfs_md *md);
@@ -170,6 +190,23 @@ int ns_lookup_fileid(struct srvlist *s, uint64_t fileid, struct chfs_md *md, cha
 void ns_merge_home(struct srvlist *s, struct chfs_md *md);
 int data_truncate_all(struct srvlist *s, const struct chfs_md *md, uint64_t len);
 int data_remove_all(struct srvlist *s, const struct chfs_md *md);
+
+/* ---- perm.c: who a call acts for, and POSIX permission checks (0 or -EACCES/-EPERM) ---- */
+enum { PERM_X = 1, PERM_W = 2, PERM_R = 4 };
+/* Owner and group of a new entry in directory dir (NULL: the root): the caller's, or dir's
+ * group and set-group-ID bit when dir has set-group-ID. */
+void perm_new_owner(struct chfs_md *md, const struct chfs_md *dir);
+int perm_access(const struct chfs_md *md, int want);
+/* Adding (victim NULL) or removing/replacing victim in dir: write+search, sticky rule. */
+int perm_dir_change(const struct chfs_md *dir, const struct chfs_md *victim);
+int perm_owner(const struct chfs_md *md);
+/* 1 when no check can fail (uid 0, or chfs_act_as with CHFS_ACT_CHECKED): skip lookups. */
+int perm_exempt(void);
+/* 1 when removing from dir needs the entry's owner (sticky, and the caller does not own dir). */
+int perm_sticky_applies(const struct chfs_md *dir);
+int perm_times(const struct chfs_md *md, int to_now);
+int perm_chown(const struct chfs_md *md, uid_t uid, gid_t gid);
+uint32_t perm_chmod_mode(const struct chfs_md *md, uint32_t mode);
 
 /* ---- io.c ---- */
 ssize_t io_transfer(struct chfs_file *f, int is_write, void *buf, size_t size, uint64_t off);

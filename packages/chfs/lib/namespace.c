@@ -142,6 +142,8 @@ static int setattr_size(struct srvlist *s, const char *path, uint64_t fileid, ui
 	wenc_i64(&r.e, 0);
 	wenc_i64(&r.e, 0);
 	wenc_u64(&r.e, size);
+	wenc_u32(&r.e, 0); /* uid, gid: unchanged */
+	wenc_u32(&r.e, 0);
 	return rpc_call_path(s, path, &r);
 }
 
@@ -347,29 +349,69 @@ int data_remove_all(struct srvlist *s, const struct chfs_md *md)
 	return data_bcast(s, md, WOP_DATA_REMOVE, 0);
 }
 
-/* Does the parent of cpath exist as a directory? */
+/* Does the parent of cpath exist as a directory? Its record goes to *pmd (NULL: not wanted). */
 static __thread char known_parent[CHFS_PATH_MAX];
+static __thread struct chfs_md known_parent_md;
 static __thread time_t known_parent_at;
 
-static int check_parent(struct srvlist *s, const char *cpath)
+/* The root has no record anywhere (server/ns_store.c root_md): world-writable and sticky. */
+static void root_md(struct chfs_md *md)
+{
+	memset(md, 0, sizeof *md);
+	md->mode = S_IFDIR | 01777;
+}
+
+static int check_parent(struct srvlist *s, const char *cpath, struct chfs_md *pmd)
 {
 	char parent[CHFS_PATH_MAX];
-	struct chfs_md md;
 	if (!path_split(cpath, parent))
 		return -EEXIST; /* the root */
-	if (!parent[0])
+	if (!parent[0]) {
+		if (pmd)
+			root_md(pmd);
 		return 0;
+	}
 	time_t now = time(NULL);
-	if (now == known_parent_at && strcmp(parent, known_parent) == 0)
+	if (now == known_parent_at && strcmp(parent, known_parent) == 0) {
+		if (pmd)
+			*pmd = known_parent_md;
 		return 0;
-	int rc = ns_resolve(s, parent, NULL, &md);
-	if (rc)
-		return rc;
-	if (!S_ISDIR(md.mode))
-		return -ENOTDIR;
-	memcpy(known_parent, parent, sizeof known_parent);
-	known_parent_at = now;
-	return 0;
+	}
+	struct chfs_md *md = malloc(sizeof *md);
+	int rc = md ? ns_resolve(s, parent, NULL, md) : -ENOMEM;
+	if (rc == 0 && !S_ISDIR(md->mode))
+		rc = -ENOTDIR;
+	if (rc == 0) { /* only a directory is remembered, with its own name */
+		known_parent_md = *md;
+		memcpy(known_parent, parent, sizeof known_parent);
+		known_parent_at = now;
+		if (pmd)
+			*pmd = *md;
+	}
+	free(md);
+	return rc;
+}
+
+/* May the caller remove (or replace) the entry at cp? Write and search on its directory, and
+ * in a sticky directory ownership of the entry (looked up only then) or of the directory. */
+static int may_remove(struct srvlist *s, const char *cp, const struct chfs_md *entry)
+{
+	if (perm_exempt())
+		return 0;
+	struct chfs_md *dir = malloc(2 * sizeof *dir);
+	if (!dir)
+		return -ENOMEM;
+	int rc = check_parent(s, cp, dir);
+	if (rc == -EEXIST)
+		rc = -EBUSY; /* the root */
+	if (rc == 0 && (rc = perm_dir_change(dir, NULL)) == 0 && perm_sticky_applies(dir)) {
+		if (!entry && (rc = ns_lookup(s, cp, dir + 1)) == 0)
+			entry = dir + 1;
+		if (rc == 0)
+			rc = perm_dir_change(dir, entry);
+	}
+	free(dir);
+	return rc;
 }
 
 static void forget_parent(void) { known_parent_at = 0; }
@@ -379,21 +421,7 @@ static void forget_parent(void) { known_parent_at = 0; }
  * (so the call sees its own writes), then look the name up (NS_LOOKUP), follow its symlinks
  * (NS_RESOLVE: the final name in c->real) or check that its parent is a directory
  * (NS_PARENT). Returns 0 or -errno; the caller converts once with set_err. */
-enum { NS_SYNC = 1, NS_LOOKUP = 2, NS_RESOLVE = 4, NS_PARENT = 8 };
-struct ns_call {
-	struct srvlist *s;
-	struct chfs_md md;
-	char cp[CHFS_PATH_MAX];   /* canonical path */
-	char real[CHFS_PATH_MAX]; /* NS_RESOLVE: the path after following symlinks */
-};
-
-static void ns_call_free(struct ns_call **c) { free(*c); }
-/* A struct ns_call is 12 KB (three paths): on the heap, freed at the end of the scope, so that
- * no libchfs call needs a big stack frame (ctest chfs_stack_usage). */
-#define NS_CALL_DECL(c) \
-	struct ns_call *c __attribute__((cleanup(ns_call_free))) = malloc(sizeof(struct ns_call))
-
-static int ns_begin(const char *path, unsigned how, struct ns_call *c)
+int ns_begin(const char *path, unsigned how, struct ns_call *c)
 {
 	if (!c)
 		return -ENOMEM;
@@ -408,16 +436,18 @@ static int ns_begin(const char *path, unsigned how, struct ns_call *c)
 	if (rc == 0 && (how & NS_RESOLVE))
 		rc = ns_resolve(c->s, c->cp, c->real, &c->md);
 	if (rc == 0 && (how & NS_PARENT))
-		rc = check_parent(c->s, c->cp);
+		rc = check_parent(c->s, c->cp, &c->parent);
+	if (rc == 0 && (how & NS_PARENT))
+		rc = perm_dir_change(&c->parent, NULL);
 	return rc;
 }
 
-static void md_new(struct chfs_md *md, mode_t mode)
+/* A new entry's record; dir is its directory's (owner and group rules: perm.c). */
+static void md_new(struct chfs_md *md, mode_t mode, const struct chfs_md *dir)
 {
 	memset(md, 0, sizeof *md);
 	md->mode = mode;
-	md->uid = geteuid();
-	md->gid = getegid();
+	perm_new_owner(md, dir);
 	md->chunk_size = chfs_client.cfg.chunk_size;
 	md->atime_ns = md->mtime_ns = md->ctime_ns = now_ns();
 }
@@ -454,38 +484,40 @@ static int new_file(const char *cpath, const struct chfs_md *md, int accmode, in
 static int make_parents(struct srvlist *s, const char *cpath)
 {
 	char parent[CHFS_PATH_MAX], dir[CHFS_PATH_MAX];
-	struct chfs_md md;
-	if (!path_split(cpath, parent))
-		return -EEXIST;
-	for (size_t i = 0; parent[i]; i++) {
+	struct chfs_md *md = malloc(2 * sizeof *md), *up = md + 1; /* new one, and its directory */
+	if (!md)
+		return -ENOMEM;
+	int rc = path_split(cpath, parent) ? 0 : -EEXIST;
+	root_md(up);
+	for (size_t i = 0; rc == 0 && parent[i]; i++) {
 		if (parent[i + 1] != '/' && parent[i + 1] != '\0')
 			continue;
 		memcpy(dir, parent, i + 1);
 		dir[i + 1] = '\0';
-		md_new(&md, S_IFDIR | 0755);
+		md_new(md, S_IFDIR | 0755, up);
 		RPC_DECL(r);
 		rpc_begin(&r, WOP_MKDIR);
 		wenc_str(&r.e, dir);
-		wenc_md(&r.e, &md);
-		int rc = rpc_call_path(s, dir, &r);
-		if (rc == -EEXIST) {
-			rc = ns_resolve(s, dir, NULL, &md);
-			if (rc == 0 && !S_ISDIR(md.mode))
-				rc = -ENOTDIR;
+		wenc_md(&r.e, md);
+		if ((rc = perm_dir_change(up, NULL)) == 0)
+			rc = rpc_call_path(s, dir, &r);
+		if (rc == 0 || rc == -EEXIST || rc == -EACCES) {
+			int exists = ns_resolve(s, dir, NULL, up);
+			if (exists == 0)
+				rc = S_ISDIR(up->mode) ? 0 : -ENOTDIR;
 		}
-		if (rc)
-			return rc;
 	}
-	return 0;
+	free(md);
+	return rc;
 }
 
 /* Create cpath exclusively (WOP_CREATE with EXCL): -EEXIST if any entry has the name, so an
  * existing file is never reset by a create. */
 static int create_excl(struct srvlist *s, const char *cp, int32_t flags, mode_t mode, int chunk_size,
-                       struct chfs_md *got)
+                       const struct chfs_md *dir, struct chfs_md *got)
 {
 	struct chfs_md md;
-	md_new(&md, S_IFREG | (mode & 07777));
+	md_new(&md, S_IFREG | (mode & 07777), dir);
 	if (chunk_size > 0 && (unsigned)chunk_size <= CHFS_MAX_CHUNK_SIZE)
 		md.chunk_size = (uint32_t)chunk_size;
 	md.pkey = placement_new_key(cp);
@@ -519,7 +551,7 @@ static int create_excl(struct srvlist *s, const char *cp, int32_t flags, mode_t 
  * O_TRUNC through ns_truncate, which first reports this process's own dirty writes of the
  * file and clamps its descriptors — else their later size report would resurrect the old
  * length as zeros. */
-static int open_existing(struct ns_call *c, int32_t flags)
+static int open_existing(struct ns_call *c, int32_t flags, int posix)
 {
 	struct chfs_md *md = &c->md;
 	int rc = fd_sync_sizes(0);
@@ -532,6 +564,11 @@ static int open_existing(struct ns_call *c, int32_t flags)
 		return -EISDIR;
 	if (!S_ISDIR(md->mode) && (flags & O_DIRECTORY))
 		return -ENOTDIR;
+	/* Only real O_ flags say what access is asked (upstream's chfs_open takes IOR's words). */
+	if (posix && (rc = perm_access(md, acc == O_RDONLY   ? PERM_R
+	                                   : acc == O_WRONLY ? PERM_W
+	                                                     : PERM_R | PERM_W)) < 0)
+		return rc;
 	if ((flags & O_TRUNC) && acc != O_RDONLY && S_ISREG(md->mode)) {
 		if ((rc = ns_truncate(c->s, c->real, md, 0)) < 0)
 			return rc;
@@ -545,30 +582,39 @@ static int open_existing(struct ns_call *c, int32_t flags)
  * concurrent creators of one file (IOR's ranks, two nodes through FUSE) all share the first
  * one's file and nobody's bytes are truncated. A name removed between the two steps is
  * created again. Missing parents are created when `make_missing`, else ENOENT. */
-static int open_file(const char *path, int32_t flags, mode_t mode, int chunk_size, int make_missing)
+static int open_file(const char *path, int32_t flags, mode_t mode, int chunk_size, int make_missing,
+                     int posix)
 {
 	NS_CALL_DECL(c);
 	int rc = ns_begin(path, 0, c);
 	if (rc)
 		return rc;
 	if (!(flags & O_CREAT))
-		return open_existing(c, flags);
+		return open_existing(c, flags, posix);
 	const char *cp = c->cp;
 	struct srvlist *s = c->s;
-	rc = check_parent(s, cp);
-	if (rc == -ENOENT && make_missing)
-		rc = make_parents(s, cp);
+	rc = check_parent(s, cp, &c->parent);
+	if (rc == -ENOENT && make_missing && (rc = make_parents(s, cp)) == 0)
+		rc = check_parent(s, cp, &c->parent);
 	if (rc == -EEXIST)
 		rc = -EISDIR; /* the root */
 	if (rc)
 		return rc;
+	int may_add = perm_dir_change(&c->parent, NULL);
+	if (may_add) { /* O_CREAT without the right to add a name opens what is there */
+		if ((rc = ns_lookup(s, cp, &c->md)) == 0 && (flags & O_EXCL))
+			rc = -EEXIST;
+		if (rc == 0)
+			rc = open_existing(c, flags, posix);
+		return rc == -ENOENT ? may_add : rc;
+	}
 	for (int attempt = 0; attempt < 4; attempt++) {
-		rc = create_excl(s, cp, flags, mode, chunk_size, &c->md);
+		rc = create_excl(s, cp, flags, mode, chunk_size, &c->parent, &c->md);
 		if (rc == 0)
 			return new_file(cp, &c->md, flags & O_ACCMODE, !!(flags & O_APPEND));
 		if (rc != -EEXIST || (flags & O_EXCL))
 			return rc;
-		rc = open_existing(c, flags);
+		rc = open_existing(c, flags, posix);
 		if (rc != -ENOENT)
 			return rc;
 	}
@@ -580,7 +626,7 @@ int chfs_create_chunk_size(const char *path, int32_t flags, mode_t mode, int chu
 	/* O_EXCL is ignored, as upstream's create does: IOR passes its own flag word, where 0x80
 	 * (IOR_DIRECT, -B) is O_EXCL, and `ior -B` on an existing file must not fail. The POSIX
 	 * access paths (chfs_open_posix) honour it. */
-	return set_err(open_file(path, (flags | O_CREAT) & ~O_EXCL, mode, chunk_size, 1));
+	return set_err(open_file(path, (flags | O_CREAT) & ~O_EXCL, mode, chunk_size, 1, 0));
 }
 
 int chfs_create(const char *path, int32_t flags, mode_t mode)
@@ -591,12 +637,12 @@ int chfs_create(const char *path, int32_t flags, mode_t mode)
 int chfs_open(const char *path, int32_t flags)
 {
 	/* O_CREAT and O_EXCL are not open's business (IOR_EXCL is 0x40 = O_CREAT) */
-	return set_err(open_file(path, flags & ~(O_CREAT | O_EXCL), 0, 0, 0));
+	return set_err(open_file(path, flags & ~(O_CREAT | O_EXCL), 0, 0, 0, 0));
 }
 
 int chfs_open_posix(const char *path, int32_t flags, mode_t mode, int chunk_size)
 {
-	return set_err(open_file(path, flags, mode, chunk_size, 0));
+	return set_err(open_file(path, flags, mode, chunk_size, 0, 1));
 }
 
 int chfs_stat(const char *path, struct stat *st)
@@ -617,32 +663,6 @@ int chfs_lstat(const char *path, struct stat *st)
 	return set_err(rc);
 }
 
-int chfs_access(const char *path, int mode)
-{
-	struct stat st;
-	if (chfs_stat(path, &st) < 0)
-		return -1;
-	if (mode == F_OK)
-		return 0;
-	uid_t uid = geteuid();
-	mode_t bits;
-	if (uid == 0) {
-		if ((mode & X_OK) && !(st.st_mode & 0111) && !S_ISDIR(st.st_mode))
-			return set_err(-EACCES);
-		return 0;
-	}
-	if (st.st_uid == uid)
-		bits = (st.st_mode >> 6) & 7;
-	else if (st.st_gid == getegid())
-		bits = (st.st_mode >> 3) & 7;
-	else
-		bits = st.st_mode & 7;
-	if (((mode & R_OK) && !(bits & 4)) || ((mode & W_OK) && !(bits & 2)) ||
-	    ((mode & X_OK) && !(bits & 1)))
-		return set_err(-EACCES);
-	return 0;
-}
-
 int chfs_mkdir(const char *path, mode_t mode)
 {
 	NS_CALL_DECL(c);
@@ -652,7 +672,7 @@ int chfs_mkdir(const char *path, mode_t mode)
 	const char *cp = c->cp;
 	struct srvlist *s = c->s;
 	struct chfs_md *md = &c->md;
-	md_new(md, S_IFDIR | (mode & 07777));
+	md_new(md, S_IFDIR | (mode & 07777), &c->parent);
 	RPC_DECL(r);
 	rpc_begin(&r, WOP_MKDIR);
 	wenc_str(&r.e, cp);
@@ -717,6 +737,8 @@ int chfs_rmdir(const char *path)
 		rc = -EBUSY;
 	if (rc == 0 && !S_ISDIR(c->md.mode))
 		rc = -ENOTDIR;
+	if (rc == 0)
+		rc = may_remove(s, cp, &c->md);
 	if (rc == 0) {
 		rc = dir_nonempty(s, cp);
 		if (rc > 0)
@@ -743,6 +765,8 @@ int chfs_unlink(const char *path)
 	struct chfs_md md;
 	if (rc == 0 && !cp[0])
 		rc = -EISDIR;
+	if (rc == 0)
+		rc = may_remove(s, cp, NULL);
 	if (rc)
 		return set_err(rc);
 	RPC_DECL(r);
@@ -757,6 +781,30 @@ int chfs_unlink(const char *path)
 	if (rc == 0 && S_ISREG(md.mode))
 		data_remove_all(s, &md); /* best effort: the name is gone either way */
 	return set_err(rc);
+}
+
+/* Permissions and the target's parent for renaming cf (record md) to ct: removing the name
+ * from its directory, adding (or replacing) one in the target's, and, for a directory moved to
+ * another parent, write access to it (its ".." changes). */
+static int may_rename(struct srvlist *s, const char *cf, const struct chfs_md *md, const char *ct)
+{
+	struct chfs_md *dir = malloc(sizeof *dir);
+	if (!dir)
+		return -ENOMEM;
+	int rc = check_parent(s, ct, dir);
+	if (rc == 0 && !perm_exempt()) {
+		rc = may_remove(s, cf, md);
+		if (rc == 0)
+			rc = perm_sticky_applies(dir) ? may_remove(s, ct, NULL) : perm_dir_change(dir, NULL);
+		if (rc == -ENOENT)
+			rc = perm_dir_change(dir, NULL); /* nothing to replace */
+		char pf[CHFS_PATH_MAX], pt[CHFS_PATH_MAX];
+		if (rc == 0 && S_ISDIR(md->mode) && path_split(cf, pf) && path_split(ct, pt) &&
+		    strcmp(pf, pt))
+			rc = perm_access(md, PERM_W);
+	}
+	free(dir);
+	return rc;
 }
 
 static void rename_fd(struct chfs_file *f, void *arg)
@@ -787,7 +835,7 @@ int chfs_rename(const char *from, const char *to)
 	size_t lf = strlen(cf);
 	if (S_ISDIR(md->mode) && strncmp(ct, cf, lf) == 0 && ct[lf] == '/')
 		return set_err(-EINVAL);
-	if ((rc = check_parent(s, ct)) < 0)
+	if ((rc = may_rename(s, cf, md, ct)) < 0)
 		return set_err(rc);
 	if (S_ISDIR(md->mode)) {
 		rc = dir_nonempty(s, cf);
@@ -854,7 +902,7 @@ int chfs_symlink(const char *target, const char *path)
 	const char *cp = c->cp;
 	struct srvlist *s = c->s;
 	struct chfs_md *md = &c->md;
-	md_new(md, S_IFLNK | 0777);
+	md_new(md, S_IFLNK | 0777, &c->parent);
 	snprintf(md->link, sizeof md->link, "%s", target);
 	md->size = strlen(target);
 	RPC_DECL(r);
@@ -936,68 +984,9 @@ int chfs_truncate(const char *path, off_t len)
 {
 	NS_CALL_DECL(c);
 	int rc = ns_begin(path, NS_RESOLVE, c);
+	if (rc == 0 && !S_ISDIR(c->md.mode))
+		rc = perm_access(&c->md, PERM_W);
 	if (rc == 0)
 		rc = ns_truncate(c->s, c->real, &c->md, len);
 	return set_err(rc);
-}
-
-static int setattr_path(const char *path, uint32_t which, uint32_t mode, int64_t at, int64_t mt)
-{
-	NS_CALL_DECL(c);
-	int rc = ns_begin(path, NS_RESOLVE, c);
-	if (rc)
-		return set_err(rc);
-	const char *real = c->real;
-	struct srvlist *s = c->s;
-	struct chfs_md *md = &c->md;
-	if (rc == 0 && !real[0])
-		rc = -EPERM;
-	/* Report this process's pending writes first: their size report bumps mtime, and it must
-	 * not land after (and override) the times set here — cp -p and tar set them right after
-	 * writing. */
-	if (rc == 0 && S_ISREG(md->mode))
-		rc = fd_sync_sizes(md->fileid);
-	if (rc)
-		return rc;
-	RPC_DECL(r);
-	rpc_begin(&r, WOP_SETATTR);
-	wenc_str(&r.e, real);
-	wenc_u64(&r.e, 0);
-	wenc_u32(&r.e, which);
-	wenc_u32(&r.e, mode);
-	wenc_i64(&r.e, at);
-	wenc_i64(&r.e, mt);
-	wenc_u64(&r.e, 0);
-	return rpc_call_path(s, real, &r);
-}
-
-int chfs_chmod(const char *path, mode_t mode)
-{
-	return set_err(setattr_path(path, WIRE_SET_MODE, mode & 07777, 0, 0));
-}
-
-static int64_t ts_ns(const struct timespec *t, int64_t now)
-{
-	return t->tv_nsec == UTIME_NOW ? now : (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
-}
-
-int chfs_utimens(const char *path, const struct timespec times[2])
-{
-	int64_t now = now_ns(), at = now, mt = now;
-	uint32_t which = WIRE_SET_ATIME | WIRE_SET_MTIME;
-	if (times) {
-		for (int i = 0; i < 2; i++)
-			if (times[i].tv_nsec != UTIME_NOW && times[i].tv_nsec != UTIME_OMIT &&
-			    (times[i].tv_nsec < 0 || times[i].tv_nsec >= 1000000000))
-				return set_err(-EINVAL);
-		if (times[0].tv_nsec == UTIME_OMIT)
-			which &= ~(uint32_t)WIRE_SET_ATIME;
-		if (times[1].tv_nsec == UTIME_OMIT)
-			which &= ~(uint32_t)WIRE_SET_MTIME;
-		if (!which)
-			return 0;
-		at = ts_ns(&times[0], now);
-		mt = ts_ns(&times[1], now);
-	}
-	return set_err(setattr_path(path, which, 0, at, mt));
 }

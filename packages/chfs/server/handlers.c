@@ -343,8 +343,15 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		}
 		return rc;
 	case WOP_SETATTR:
-		rc = st_setattr(d->st, q->path, q->fileid, q->which, q->mode, q->atime_ns, q->mtime_ns,
-		                q->size, &md);
+		rc = st_setattr(d->st, q->path, q->fileid,
+		                &(struct wire_setattr){.which = q->which,
+		                                       .mode = q->mode,
+		                                       .uid = q->uid,
+		                                       .gid = q->gid,
+		                                       .atime_ns = q->atime_ns,
+		                                       .mtime_ns = q->mtime_ns,
+		                                       .size = q->size},
+		                &md);
 		if (rc == 0) {
 			if (q->which & WIRE_SET_SIZE)
 				st_data_truncate(d->st, md.fileid, q->size); /* local-placement home */

@@ -626,9 +626,43 @@ out:
 	return rc;
 }
 
-int ns_setattr(struct ns_store *ns, const char *path, uint64_t fileid, uint32_t which, uint32_t mode,
-               int64_t atime_ns, int64_t mtime_ns, uint64_t size, struct chfs_md *out)
+/* The entry's attributes after applying a (see ns_setattr in ns_store.h). */
+static void apply_setattr(struct chfs_md *md, const struct wire_setattr *a, int64_t now)
 {
+	uint32_t which = a->which;
+	if (which & WIRE_SET_MODE)
+		md->mode = (md->mode & S_IFMT) | (a->mode & 07777);
+	if (which & (WIRE_SET_UID | WIRE_SET_GID)) {
+		if (which & WIRE_SET_UID)
+			md->uid = a->uid;
+		if (which & WIRE_SET_GID)
+			md->gid = a->gid;
+		if (!S_ISDIR(md->mode)) {
+			md->mode &= ~(uint32_t)S_ISUID;
+			if (md->mode & S_IXGRP)
+				md->mode &= ~(uint32_t)S_ISGID;
+		}
+	}
+	if (which & WIRE_SET_ATIME)
+		md->atime_ns = a->atime_ns;
+	if (which & WIRE_SET_MTIME)
+		md->mtime_ns = a->mtime_ns;
+	if (which & WIRE_SET_SIZE_MAX) {
+		if (a->size > md->size)
+			md->size = a->size;
+		md->mtime_ns = now;
+	}
+	if (which & WIRE_SET_SIZE) {
+		md->size = a->size;
+		md->mtime_ns = now;
+	}
+	md->ctime_ns = now;
+}
+
+int ns_setattr(struct ns_store *ns, const char *path, uint64_t fileid, const struct wire_setattr *a,
+               struct chfs_md *out)
+{
+	uint32_t which = a->which;
 	char leaf[CHFS_NAME_MAX + 2];
 	if (!*path)
 		return -EPERM;
@@ -646,23 +680,7 @@ int ns_setattr(struct ns_store *ns, const char *path, uint64_t fileid, uint32_t 
 			rc = isdir ? -EISDIR : -EINVAL;
 	}
 	if (rc == 0) {
-		int64_t now = now_ns();
-		if (which & WIRE_SET_MODE)
-			out->mode = (out->mode & S_IFMT) | (mode & 07777);
-		if (which & WIRE_SET_ATIME)
-			out->atime_ns = atime_ns;
-		if (which & WIRE_SET_MTIME)
-			out->mtime_ns = mtime_ns;
-		if (which & WIRE_SET_SIZE_MAX) {
-			if (size > out->size)
-				out->size = size;
-			out->mtime_ns = now;
-		}
-		if (which & WIRE_SET_SIZE) {
-			out->size = size;
-			out->mtime_ns = now;
-		}
-		out->ctime_ns = now;
+		apply_setattr(out, a, now_ns());
 		rc = rec_write(dfd, leaf, isdir, out);
 	}
 	close(dfd);

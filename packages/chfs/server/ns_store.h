@@ -49,9 +49,12 @@ int ns_insert(struct ns_store *ns, const char *path, const struct chfs_md *md, i
 int ns_remove_if(struct ns_store *ns, const char *path, uint64_t fileid);
 /* Rename within this server (both names owned here). */
 int ns_rename(struct ns_store *ns, const char *from, const char *to, struct chfs_md *old, int *replaced);
-/* Apply the WIRE_SET_* bits in which; fileid != 0 must match the entry's (-ESTALE). */
-int ns_setattr(struct ns_store *ns, const char *path, uint64_t fileid, uint32_t which, uint32_t mode,
-               int64_t atime_ns, int64_t mtime_ns, uint64_t size, struct chfs_md *out);
+/* Apply the WIRE_SET_* bits in a->which; fileid != 0 must match the entry's (-ESTALE). Changing
+ * the owner or group also clears the set-user-ID bit, and the set-group-ID bit of a group-
+ * executable file, of anything but a directory (as Linux's chown does); permission to change
+ * them was the client's to check. */
+int ns_setattr(struct ns_store *ns, const char *path, uint64_t fileid, const struct wire_setattr *a,
+               struct chfs_md *out);
 
 /* Rebalance. ns_walk calls fn(arg, path, md) for every entry recorded here (files, symlinks,
  * owned directories), parents before children, until fn returns non-zero (returned). Entries

@@ -110,10 +110,10 @@ int st_rename(struct storage *st, const char *from, const char *to, struct chfs_
 	return ns_rename(st->ns, from, to, old, replaced);
 }
 
-int st_setattr(struct storage *st, const char *path, uint64_t fileid, uint32_t which, uint32_t mode,
-               int64_t atime_ns, int64_t mtime_ns, uint64_t size, struct chfs_md *out)
+int st_setattr(struct storage *st, const char *path, uint64_t fileid, const struct wire_setattr *a,
+               struct chfs_md *out)
 {
-	return ns_setattr(st->ns, path, fileid, which, mode, atime_ns, mtime_ns, size, out);
+	return ns_setattr(st->ns, path, fileid, a, out);
 }
 
 /* ---- backing files (data_store.c) ---- */

@@ -45,8 +45,8 @@ int st_insert(struct storage *st, const char *path, const struct chfs_md *md, in
               struct chfs_md *old, int *replaced);
 int st_remove_if(struct storage *st, const char *path, uint64_t fileid);
 int st_rename(struct storage *st, const char *from, const char *to, struct chfs_md *old, int *replaced);
-int st_setattr(struct storage *st, const char *path, uint64_t fileid, uint32_t which, uint32_t mode,
-               int64_t atime_ns, int64_t mtime_ns, uint64_t size, struct chfs_md *out);
+int st_setattr(struct storage *st, const char *path, uint64_t fileid, const struct wire_setattr *a,
+               struct chfs_md *out);
 
 /* Backing files (data_store.h). st_data_open returns an fd (caller closes); -ENOENT if absent
  * and !create. */

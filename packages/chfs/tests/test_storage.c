@@ -64,12 +64,37 @@ int main(void)
 	CHECK_EQ(st_create(st, "a/b/file", &in, 0, &out, &existed), 0);
 	CHECK(existed == 0 && out.fileid != 0);
 	uint64_t id = out.fileid;
-	CHECK_EQ(st_setattr(st, "a/b/file", id, WIRE_SET_SIZE_MAX, 0, 0, 0, 5000, &out), 0);
-	CHECK_EQ(st_setattr(st, "a/b/file", id, WIRE_SET_SIZE_MAX, 0, 0, 0, 100, &out), 0);
+	CHECK_EQ(st_setattr(st, "a/b/file", id,
+	                    &(struct wire_setattr){.which = WIRE_SET_SIZE_MAX, .size = 5000}, &out),
+	         0);
+	CHECK_EQ(st_setattr(st, "a/b/file", id,
+	                    &(struct wire_setattr){.which = WIRE_SET_SIZE_MAX, .size = 100}, &out),
+	         0);
 	CHECK_EQ(out.size, 5000u);
-	CHECK_EQ(st_setattr(st, "a/b/file", id + 1, WIRE_SET_SIZE_MAX, 0, 0, 0, 1, &out), -ESTALE);
+	CHECK_EQ(st_setattr(st, "a/b/file", id + 1,
+	                    &(struct wire_setattr){.which = WIRE_SET_SIZE_MAX, .size = 1}, &out),
+	         -ESTALE);
 	CHECK_EQ(st_lookup(st, "a/b/file", &out), 0);
 	CHECK(out.fileid == id && out.size == 5000);
+	/* chown: owner and group change; set-user-ID always and set-group-ID of a group-executable
+	 * file cleared (Linux's rule); a directory keeps both. */
+	CHECK_EQ(st_setattr(st, "a/b/file", id, &(struct wire_setattr){.which = WIRE_SET_MODE, .mode = 06755},
+	                    &out),
+	         0);
+	CHECK_EQ(st_setattr(st, "a/b/file", id,
+	                    &(struct wire_setattr){
+	                            .which = WIRE_SET_UID | WIRE_SET_GID, .uid = 1001, .gid = 2002},
+	                    &out),
+	         0);
+	CHECK_EQ(st_lookup(st, "a/b/file", &out), 0);
+	CHECK(out.uid == 1001 && out.gid == 2002 && (out.mode & 07777) == 0755);
+	CHECK_EQ(st_setattr(st, "a/b/file", id, &(struct wire_setattr){.which = WIRE_SET_MODE, .mode = 02644},
+	                    &out),
+	         0);
+	CHECK_EQ(
+	        st_setattr(st, "a/b/file", id, &(struct wire_setattr){.which = WIRE_SET_GID, .gid = 3}, &out),
+	        0);
+	CHECK((out.mode & 07777) == 02644 && out.gid == 3 && out.uid == 1001); /* not group-exec: kept */
 	CHECK_EQ(st_create(st, "a/b/file", &in, 0, &out, &existed), 0);
 	CHECK(existed == 1 && out.size == 0 && out.fileid == id);
 	CHECK_EQ(st_create(st, "a/b/file", &in, 1, &out, &existed), -EEXIST);
@@ -173,7 +198,8 @@ int main(void)
 	memset(loc.home, 'h', WIRE_ADDR_MAX - 1);
 	CHECK_EQ(st_create(st, "s/local", &loc, 1, &out, &existed), 0);
 	uint32_t which = WIRE_SET_SIZE_MAX | WIRE_SET_MODE | WIRE_SET_ATIME;
-	CHECK_EQ(st_setattr(st, "s/local", out.fileid, which, 0600, -5, 0, 123, &loc_was), 0);
+	struct wire_setattr set = {.which = which, .mode = 0600, .atime_ns = -5, .size = 123};
+	CHECK_EQ(st_setattr(st, "s/local", out.fileid, &set, &loc_was), 0);
 	CHECK_EQ(st_lookup(st, "d", &dir_was), 0);
 	st_close(st);
 	CHECK_EQ(st_open(dir, &st), 0);

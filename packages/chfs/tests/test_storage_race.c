@@ -38,8 +38,11 @@ static int64_t now_ns(void)
 static int stamp(const char *path, uint64_t id, int64_t k)
 {
 	struct chfs_md out;
-	return st_setattr(st, path, id, WIRE_SET_MODE | WIRE_SET_ATIME | WIRE_SET_MTIME, (uint32_t)(k & 0777),
-	                  k * 3, k * 3 + 1, 0, &out);
+	struct wire_setattr set = {.which = WIRE_SET_MODE | WIRE_SET_ATIME | WIRE_SET_MTIME,
+	                           .mode = (uint32_t)(k & 0777),
+	                           .atime_ns = k * 3,
+	                           .mtime_ns = k * 3 + 1};
+	return st_setattr(st, path, id, &set, &out);
 }
 
 static void *writer(void *arg)

@@ -341,11 +341,13 @@ int main(void)
 	begin(&e, buf, sizeof buf);
 	wenc_str(&e, "f");
 	wenc_u64(&e, 0);
-	wenc_u32(&e, 64);
+	wenc_u32(&e, 128);
 	wenc_u32(&e, 0);
 	wenc_i64(&e, 0);
 	wenc_i64(&e, 0);
 	wenc_u64(&e, 0);
+	wenc_u32(&e, 0);
+	wenc_u32(&e, 0);
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SETATTR), &req), -EINVAL);
 
 	/* The encoder reports overflow instead of writing past its buffer. */

@@ -10,9 +10,14 @@
  * libchfs. The server derives size and times of local files from the backing file, so writes
  * the kernel makes directly are visible to every other client's stat.
  *
- * What CHFS does not keep is refused with a clear errno, never faked: ownership changes other
- * than to the current owner (EPERM), hard links (EPERM, what the kernel makes of a missing
- * link operation), FIFOs and device nodes (ENOSYS), RENAME_EXCHANGE (EINVAL). statfs has no chfs.h call: it reports the file system holding this
+ * Owners: every operation on names acts for the requesting process (chfs_act_as with the
+ * uid/gid of fuse_get_context), so what a user creates is that user's, also under
+ * allow_other; the kernel checks permissions (default_permissions, including chown's rules)
+ * before a request reaches us, so libchfs only records owners (CHFS_ACT_CHECKED).
+ *
+ * What CHFS does not keep is refused with a clear errno, never faked: hard links (EPERM, what
+ * the kernel makes of a missing link operation), FIFOs and device nodes (ENOSYS),
+ * RENAME_EXCHANGE (EINVAL). statfs has no chfs.h call: it reports the file system holding this
  * node's backing files, scaled by the number of servers (an estimate for df, documented).
  */
 #include "chfuse.h"
@@ -44,6 +49,13 @@ static inline struct chfuse_file *file_of(struct fuse_file_info *fi)
 
 static int session_fd(void) { return fuse_session_fd(fuse_get_session(fuse_get_context()->fuse)); }
 
+/* This thread's libchfs calls act for the process that made the request (see the top). */
+static void act_for_caller(void)
+{
+	const struct fuse_context *ctx = fuse_get_context();
+	chfs_act_as(ctx->uid, ctx->gid, 0, NULL, CHFS_ACT_CHECKED);
+}
+
 static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
 	cfg->hard_remove = 1; /* unlink really unlinks; no .fuse_hidden renames */
@@ -74,7 +86,11 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	return rc < 0 ? neg_errno() : 0;
 }
 
-static int op_access(const char *path, int mask) { return chfs_access(path, mask) < 0 ? neg_errno() : 0; }
+static int op_access(const char *path, int mask)
+{
+	act_for_caller();
+	return chfs_access(path, mask) < 0 ? neg_errno() : 0;
+}
 
 static int op_readlink(const char *path, char *buf, size_t size)
 {
@@ -87,14 +103,27 @@ static int op_readlink(const char *path, char *buf, size_t size)
 	return 0;
 }
 
-static int op_mkdir(const char *path, mode_t mode) { return chfs_mkdir(path, mode) < 0 ? neg_errno() : 0; }
+static int op_mkdir(const char *path, mode_t mode)
+{
+	act_for_caller();
+	return chfs_mkdir(path, mode) < 0 ? neg_errno() : 0;
+}
 
-static int op_unlink(const char *path) { return chfs_unlink(path) < 0 ? neg_errno() : 0; }
+static int op_unlink(const char *path)
+{
+	act_for_caller();
+	return chfs_unlink(path) < 0 ? neg_errno() : 0;
+}
 
-static int op_rmdir(const char *path) { return chfs_rmdir(path) < 0 ? neg_errno() : 0; }
+static int op_rmdir(const char *path)
+{
+	act_for_caller();
+	return chfs_rmdir(path) < 0 ? neg_errno() : 0;
+}
 
 static int op_symlink(const char *target, const char *path)
 {
+	act_for_caller();
 	return chfs_symlink(target, path) < 0 ? neg_errno() : 0;
 }
 
@@ -102,6 +131,7 @@ static int op_rename(const char *from, const char *to, unsigned int flags)
 {
 	if (flags & RENAME_EXCHANGE)
 		return -EINVAL; /* CHFS has no atomic exchange */
+	act_for_caller();
 	if (flags & RENAME_NOREPLACE) {
 		struct stat st;
 		if (chfs_lstat(to, &st) == 0)
@@ -112,19 +142,14 @@ static int op_rename(const char *from, const char *to, unsigned int flags)
 
 static int op_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
+	act_for_caller();
 	return chfs_chmod(path, mode) < 0 ? neg_errno() : 0;
 }
 
 static int op_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)
 {
-	struct stat st;
-	int rc = fi ? chfs_fstat(file_of(fi)->fd, &st) : chfs_lstat(path, &st);
-	if (rc < 0)
-		return neg_errno();
-	/* CHFS stores no ownership: accept only "no change", which loses nothing. */
-	if ((uid != (uid_t)-1 && uid != st.st_uid) || (gid != (gid_t)-1 && gid != st.st_gid))
-		return -EPERM;
-	return 0;
+	act_for_caller();
+	return chfs_lchown(path, uid, gid) < 0 ? neg_errno() : 0;
 }
 
 /* Runs fn on the node-local backing file of `path` (fi's, if open with passthrough), if it
@@ -159,6 +184,7 @@ static int utimens_fd(int fd, const void *arg) { return futimens(fd, arg) < 0 ? 
 
 static int op_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 {
+	act_for_caller();
 	int rc = fi ? chfs_ftruncate(file_of(fi)->fd, size) : chfs_truncate(path, size);
 	if (rc < 0)
 		return neg_errno();
@@ -170,6 +196,7 @@ static int op_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 
 static int op_utimens(const char *path, const struct timespec tv[2], struct fuse_file_info *fi)
 {
+	act_for_caller();
 	if (chfs_utimens(path, tv) < 0)
 		return neg_errno();
 	/* The server derives a node-local file's times from its backing file: set them there. */
@@ -212,6 +239,7 @@ static int finish_open(const char *path, int fd, struct fuse_file_info *fi)
 
 static int op_open(const char *path, struct fuse_file_info *fi)
 {
+	act_for_caller();
 	int fd = chfs_open(path, fi->flags & (O_ACCMODE | O_TRUNC | O_APPEND | O_DIRECTORY));
 	if (fd < 0)
 		return neg_errno();
@@ -222,6 +250,7 @@ static int op_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
 	/* open-or-create-exclusive in one call: another node's concurrent create of the same
 	 * name is opened, not truncated; a missing parent is ENOENT */
+	act_for_caller();
 	int32_t flags = O_CREAT | (fi->flags & (O_ACCMODE | O_EXCL | O_TRUNC | O_APPEND));
 	if (chfuse_cfg.create_local)
 		flags |= CHFS_O_LOCAL;
@@ -323,6 +352,7 @@ static int op_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t
                       struct fuse_file_info *fi, enum fuse_readdir_flags flags)
 {
 	struct dir_fill d = {buf, filler};
+	act_for_caller();
 	return chfs_readdir(path, &d, dir_fill_one) < 0 ? neg_errno() : 0;
 }
 
