@@ -7,8 +7,9 @@ Everything lives in the cluster directory: a client key pair (the only authorize
 ed25519 host key per node, each node's sshd_config, pid and log file, a known_hosts file that
 names every node by address and by name, and an ssh_config the wrapper `DIR/bin/ssh` passes
 with -F. sshd listens only on its node's address (port 22 of that namespace), allows root
-with the key only (no password, no PAM), and accepts PATH, LD_LIBRARY_PATH and the CHFS_*,
-HYDRA_* and SLURM_CONF variables the wrapper sends, which stands in for the shared home
+with the key only (no password, no PAM), gives sessions the PATH of the process that set it up
+(DIR/bin first) and accepts LD_LIBRARY_PATH and the CHFS_*, HYDRA_* and SLURM_CONF variables
+the wrapper sends, which stands in for the shared home
 directory and login scripts of a real cluster: `chfsctl -h`, `mpiexec` and job scripts find
 the same build on every node. Nothing of the machine's own ssh set-up is read or changed; the
 one shared thing is sshd's privilege-separation directory /run/sshd (created if missing,
@@ -25,7 +26,7 @@ import subprocess
 import time
 
 SSHD = "/usr/sbin/sshd"
-SEND_ENV = "PATH LD_LIBRARY_PATH CHFS_* HYDRA_* SLURM_CONF"
+SEND_ENV = "LD_LIBRARY_PATH CHFS_* HYDRA_* SLURM_CONF"
 
 
 def _keygen(path):
@@ -52,6 +53,10 @@ class SshNodes:
         bindir = os.path.join(directory, "bin")
         os.makedirs(bindir, exist_ok=True)
         self.wrapper = os.path.join(bindir, "ssh")
+        # sshd does not take PATH from the client: sessions get the PATH of this process with
+        # the wrapper's directory first (a shared home's login scripts would do the same).
+        self.path = ":".join([bindir] + [p for p in os.environ.get("PATH", "").split(":")
+                                         if p and p != bindir and " " not in p])
         known = []
         for i in range(cluster.n):
             known.append(self._start(i))
@@ -82,6 +87,7 @@ StrictModes no
 X11Forwarding no
 PrintMotd no
 AcceptEnv {SEND_ENV}
+SetEnv PATH={self.path}
 MaxStartups 100:30:200
 MaxSessions 100
 Subsystem sftp internal-sftp
