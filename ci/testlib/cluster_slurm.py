@@ -86,7 +86,7 @@ class SlurmCluster:
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU",
             "SchedulerType=sched/backfill", "ReturnToService=2",
             "SlurmdParameters=config_overrides",
-            "SlurmctldTimeout=30", "SlurmdTimeout=60", "InactiveLimit=0", "KillWait=5",
+            "SlurmctldTimeout=30", "SlurmdTimeout=60", "InactiveLimit=0", "KillWait=15",
             "MinJobAge=60", "MessageTimeout=20",
         ]
         if epilog:
