@@ -7,9 +7,10 @@ Debian's slurm-wlm 22.05 as it is, configured entirely inside the cluster direct
 (DIR/slurm): slurm.conf, a munge key generated for this cluster, munged's socket, the
 controller's state, one spool directory, pid and log file per node (%n in the paths). munged and
 slurmctld run in the bridge namespace (the head, cluster.head_ip); each slurmd runs in its
-node's namespaces (NetnsCluster.isolate) as `slurmd -N NODE`, so jobs run on "their" node: its
-address, its host name, its /tmp. Nodes are NodeName=<namespace name> NodeAddr=<address>; a job script
-finds the addresses with `scontrol show node` (on a real cluster NodeAddr is the host name).
+node's namespaces (NetnsCluster.isolate) as `slurmd -N NODE`, so jobs run on "their" node:
+its address, its host name, its /tmp. Nodes are NodeName=<namespace name>
+NodeAddr=<address>; a job script finds the addresses with `scontrol show node` (on a real
+cluster NodeAddr is the host name).
 Cgroups are not used (proctrack/linuxproc, task/none): a VM or container often lacks a
 delegated cgroup tree, and nothing here needs limits. Everything runs as root (SlurmUser=root).
 
@@ -81,7 +82,8 @@ class SlurmCluster:
             f"SlurmctldPidFile={d}/slurmctld.pid", f"SlurmdPidFile={d}/slurmd-%n.pid",
             f"SlurmctldLogFile={d}/log/slurmctld.log", f"SlurmdLogFile={d}/log/slurmd-%n.log",
             "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
-            "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
             "JobCompType=jobcomp/none", "MpiDefault=none", "SwitchType=switch/none",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU",
             "SchedulerType=sched/backfill", "ReturnToService=2",

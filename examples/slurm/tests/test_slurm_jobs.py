@@ -49,7 +49,8 @@ def wait_done(sc, jobs, timeout):
     states = {}
     while time.time() < end:
         states = {j: job_state(sc, j) for j in jobs}
-        if all(s not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING") for s in states.values()):
+        active = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
+        if all(s not in active for s in states.values()):
             return states
         time.sleep(1)
     for j in jobs:
