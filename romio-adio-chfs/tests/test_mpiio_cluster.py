@@ -60,7 +60,7 @@ def test_mpiexec_over_ssh_puts_one_rank_on_each_node(sim_cluster, cluster_mpi):
 
 
 @pytest.mark.netns
-@pytest.mark.parametrize("mode", ["coll", "vector-coll", "indep"])
+@pytest.mark.parametrize("mode", ["coll", "indep"])
 def test_four_ranks_on_four_simulated_nodes(cluster_mpi, mode):
     run, mpiexec, bindir = cluster_mpi
     path = f"/cluster/{mode}"
