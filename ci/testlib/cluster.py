@@ -37,12 +37,12 @@ class SimCluster:
         os.makedirs(self.shared)
         self.cluster = None
         try:
-            self.cluster = NetnsCluster(nodes=nodes, host_link=True, prefix=prefix)
+            self.cluster = NetnsCluster(nodes=nodes, host_link=True, prefix=prefix, iface=prefix)
             self.n = nodes
             self.env = stack_env()
             bindir = os.path.join(self.dir, "bin")
             self.env["PATH"] = f"{bindir}:{self.env['PATH']}"
-            self.env["HYDRA_IFACE"] = "eth0"
+            self.env["HYDRA_IFACE"] = self.cluster.iface   # same name on host and nodes
             self.sshd = SshNodes(self.cluster, self.dir)
             self.slurm = None
             if slurm_nodes:

@@ -7,11 +7,13 @@
 
 Each cluster gets unique names (prefix "cn<pid%1000><n>", a random 10.x.y.0/24 subnet) so
 parallel runs do not collide. The bridge lives in its own namespace, not the host's, and every
-node has loopback up and one veth with address .(i+1). The bridge namespace itself has address
-.253 on br0 (the "head": where ci/testlib/cluster_slurm.py runs slurmctld and munged). With
-host_link=True the host gets one more veth on the bridge, address .254, and every node a default
-route through it, so the host's shell reaches the nodes (ssh, chfsctl, sbatch) and the nodes
-reach any address of the host (mpiexec's control port). Teardown (`close()`, also on failure
+node has loopback up and one veth with address .(i+1), named `iface` (default eth0). The bridge
+namespace itself has address .253 on br0 (the "head": where ci/testlib/cluster_slurm.py runs
+slurmctld and munged). With host_link=True the host gets one more veth on the bridge, address
+.254, named `iface` too when that name is the cluster's own (else "<prefix>hh"), and every node
+a default route through it: the host's shell reaches the nodes (ssh, chfsctl, sbatch), and one
+HYDRA_IFACE names the cluster's network on the host and on every node (mpiexec's control port
+is reachable from wherever it runs). Teardown (`close()`, also on failure
 and via the fixture) kills every process left in the namespaces and deletes them, which removes
 the veths (the host's too) and the bridge.
 
@@ -127,14 +129,17 @@ class NetnsPool:
 
 
 class NetnsCluster:
-    def __init__(self, nodes=5, host_link=False, prefix=None, subnet=None):
-        """prefix/subnet: given by a caller that records state() before the set-up starts."""
+    def __init__(self, nodes=5, host_link=False, prefix=None, subnet=None, iface="eth0"):
+        """prefix/subnet: given by a caller that records state() before the set-up starts;
+        iface: the nodes' interface name (the host's too if it starts with the prefix)."""
         self.n = nodes
         self.host_link = host_link
+        self.iface = iface
         tag = prefix or new_prefix()
         self.prefix = tag
         self.subnet = subnet or new_subnet()
         self.bridge_ns = f"{tag}br"
+        self.host_if = iface if iface.startswith(tag) else f"{tag}hh"
         self.names = [f"{tag}n{i}" for i in range(nodes)]
         self.pools = []
         self.holders = {}
@@ -154,7 +159,7 @@ class NetnsCluster:
         _sh(*br, "ip", "link", "set", "lo", "up")
         _sh(*br, "ip", "addr", "add", f"{self.head_ip}/24", "dev", "br0")
         if self.host_link:
-            host_end, br_end = f"{self.prefix}hh", f"{self.prefix}hb"
+            host_end, br_end = self.host_if, f"{self.prefix}hb"
             _sh("ip", "link", "add", host_end, "type", "veth", "peer", "name", br_end)
             _sh("ip", "link", "set", br_end, "netns", self.bridge_ns)
             _sh(*br, "ip", "link", "set", br_end, "master", "br0")
@@ -172,9 +177,9 @@ class NetnsCluster:
             _sh(*br, "ip", "link", "set", host_end, "up")
             ex = ["ip", "netns", "exec", ns]
             _sh(*ex, "ip", "link", "set", "lo", "up")
-            _sh(*ex, "ip", "link", "set", node_end, "name", "eth0")
-            _sh(*ex, "ip", "addr", "add", f"{self.ip(i)}/24", "dev", "eth0")
-            _sh(*ex, "ip", "link", "set", "eth0", "up")
+            _sh(*ex, "ip", "link", "set", node_end, "name", self.iface)
+            _sh(*ex, "ip", "addr", "add", f"{self.ip(i)}/24", "dev", self.iface)
+            _sh(*ex, "ip", "link", "set", self.iface, "up")
             if self.host_link:
                 _sh(*ex, "ip", "route", "add", "default", "via", self.host_ip)
 
@@ -218,7 +223,7 @@ class NetnsCluster:
     def state(self):
         """Everything teardown() needs, valid before the set-up too (it names every part)."""
         return {"prefix": self.prefix, "subnet": self.subnet, "nodes": self.n,
-                "namespaces": [self.bridge_ns] + list(self.names)}
+                "namespaces": [self.bridge_ns] + list(self.names), "host_if": self.host_if}
 
     @staticmethod
     def teardown(state):
@@ -226,7 +231,7 @@ class NetnsCluster:
         veth if a killed set-up left it behind (idempotent)."""
         for ns in reversed(state.get("namespaces", [])):
             _kill_netns(ns)
-        _sh("ip", "link", "delete", f"{state['prefix']}hh", check=False)
+        _sh("ip", "link", "delete", state.get("host_if", f"{state['prefix']}hh"), check=False)
 
     def run_head(self, argv, check=True, timeout=60, **kw):
         """subprocess.run in the bridge namespace (the head, address head_ip)."""

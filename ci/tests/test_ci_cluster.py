@@ -21,8 +21,8 @@ def remains(state):
     have = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     names = {line.split()[0] for line in have.splitlines() if line.strip()}
     left = [ns for ns in state["namespaces"] if ns in names]
-    link = subprocess.run(["ip", "link", "show", f"{state['prefix']}hh"], capture_output=True)
-    return left + ([f"{state['prefix']}hh"] if link.returncode == 0 else [])
+    link = subprocess.run(["ip", "link", "show", state["host_if"]], capture_output=True)
+    return left + ([state["host_if"]] if link.returncode == 0 else [])
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ echo "mpiexec: $(mpiexec -hosts "$hosts" -n 2 -ppn 1 hostname | sort | tr '\\n' 
     # the sshds listen on the nodes' addresses only: nothing of theirs on the host's port 22
     ss = subprocess.run(["ss", "-Hltn", "sport = :22"], capture_output=True, text=True).stdout
     assert state["subnet"] not in ss
-    assert remains(state) == state["namespaces"] + [f"{state['prefix']}hh"]
+    assert remains(state) == state["namespaces"] + [state["host_if"]]
     subprocess.run([CLUSTER, "down", "--dir", d], check=True, timeout=120)
     assert remains(state) == []
     assert not os.path.exists(os.path.join(d, "state.json"))

@@ -3,7 +3,7 @@
 Nodes 0-3 of the session's simulated cluster (sim_cluster: network namespaces, an sshd each)
 run one chfsd each (chfsctl -h over ssh) and one MPI rank each; mpiexec runs on node 4, the
 login node, and hydra's ssh launcher starts its proxies on the nodes through their sshd, as on
-a real cluster. Ranks talk MPI over the nodes' eth0 (HYDRA_IFACE=eth0) and reach CHFS servers on
+a real cluster. Ranks talk MPI over the nodes' cluster interface (HYDRA_IFACE) and reach CHFS servers on
 other nodes over the bridge, so every chunk RPC and every two-phase exchange crosses "the
 network". Files are then read through the native API from node 4. Programs live in the
 cluster's shared directory (each node has its own /tmp).
@@ -51,7 +51,8 @@ def cluster_mpi(sim_cluster, progs, mpich_lib):
 @pytest.mark.netns
 def test_mpiexec_over_ssh_puts_one_rank_on_each_node(sim_cluster, cluster_mpi):
     run, mpiexec, _ = cluster_mpi
-    r = run(f"{mpiexec} sh -c 'hostname; ip -o -4 addr show eth0'", timeout=60)
+    r = run(f"{mpiexec} sh -c 'hostname; ip -o -4 addr show {sim_cluster.cluster.iface}'",
+            timeout=60)
     assert r.returncode == 0, r.stderr
     names = {ln for ln in r.stdout.split("\n") if ln.startswith(sim_cluster.name(0)[:-1])}
     assert names == {sim_cluster.name(i) for i in range(4)}
