@@ -15,9 +15,9 @@
 # a trap, so the pool is stopped and everything removed when the script exits, fails, or is
 # cancelled (scancel sends SIGTERM, then SIGKILL after KillWait). Bash runs a trap only when
 # its foreground command ends, and mpiexec may take longer than KillWait to end: chfs_job_run
-# runs a command in the background (in its own process group: hydra's mpiexec signals its
-# whole group when Slurm cancels its step, which killed the script before its trap) and waits
-# for it, so the trap runs at once, stops the command and cleans up within KillWait. What a SIGKILL leaves behind,
+# runs a command in the background and waits for it, so the trap runs at once, stops the
+# command and cleans up within KillWait (with mpiexec in the foreground, the test's cancelled
+# job was SIGKILLed before its trap ran). What a SIGKILL leaves behind,
 # the Slurm epilog (examples/slurm/epilog, Epilog= in slurm.conf) removes on each node.
 #
 # Settings (exported to sbatch, or set in the script before chfs_job_begin):
@@ -59,7 +59,7 @@ chfs_job_begin() {
 
 chfs_job_run() {
   local rc=0
-  setsid "$@" &   # own process group: mpiexec signals its group when its step is cancelled
+  "$@" &
   _chfs_job_child=$!
   wait "$_chfs_job_child" || rc=$?
   _chfs_job_child=
