@@ -6,6 +6,10 @@
   See ci/testlib/chfs_pool.py for its attributes (.env, .dirs, .addrs, .kill(i), .restart(i)).
 - netns_cluster: 5 network namespaces on a private bridge (root only; skipped otherwise, and
   reported as skipped). See ci/testlib/netns.py (.run(node, argv), .start_chfs(servers=[...])).
+- sim_cluster (session): 5 simulated nodes with sshd each (key-only root, private keys) and
+  Slurm (slurmctld + slurmd) on nodes 0-3; node 4 is the "login node". One per pytest session;
+  root only (skipped otherwise), and skipped when sshd or the Slurm daemons are not installed.
+  See ci/testlib/cluster.py (.ssh(node, cmd), .hostfile(nodes), .env, .shared, .slurm).
 - chfs_stack_env: os.environ with the installed build on PATH/LD_LIBRARY_PATH/PKG_CONFIG_PATH.
 """
 import os
@@ -17,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from ci.testlib.chfs_pool import ChfsPool, stack_env  # noqa: E402
 from ci.testlib.netns import NetnsCluster  # noqa: E402
+from ci.testlib.cluster import ROOT, SimCluster  # noqa: E402
 
 
 @pytest.fixture
@@ -40,6 +45,21 @@ def netns_cluster(request):
         pytest.skip("network namespaces need root")
     params = dict(getattr(request, "param", {}) or {})
     cluster = NetnsCluster(**params)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(scope="session")
+def sim_cluster():
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    for daemon in ("/usr/sbin/sshd", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged"):
+        if not os.access(daemon, os.X_OK):
+            pytest.skip(f"{daemon} not installed (ci/setup-deps installs it)")
+    cluster = SimCluster(nodes=5, slurm_nodes=4,
+                         epilog=os.path.join(ROOT, "examples", "slurm", "epilog"))
     try:
         yield cluster
     finally:
