@@ -399,13 +399,15 @@ def start_with_secret_until_main(pool, argv, secret, env=None):
     """Starts argv under chfs-run with a private copy of the pool secret, waits until the
     program's main has printed "ready", removes the secret and lets the program go on (it
     reads a line): what it can still do in CHFS then, it can only do if it joined the pool
-    (libchfs reads the secret at chfs_init) before main. Returns (returncode, stderr)."""
+    (libchfs reads the secret at chfs_init) before main. chfs-run's hand-down of the secret
+    as an open descriptor (CHFS_SECRET_FD) is defeated with a descriptor number that is not
+    open: this is about when the file is read. Returns (returncode, stderr)."""
     shutil.copy(pool.secret_file, secret)
     os.chmod(secret, 0o600)
     p = subprocess.Popen(["chfs-run", "--"] + argv, stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env={**pool.env, "CHFS_HOOK_LOCAL": "0", "CHFS_SECRET_FILE": str(secret),
-                              **(env or {})})
+                              "CHFS_SECRET_FD": "1000", **(env or {})})
     try:
         assert p.stdout.readline() == "ready\n"
         os.unlink(secret)
