@@ -180,8 +180,8 @@ static int fetch_list(const char *addr, int timeout, struct srvlist **out)
 	if (rc == -EACCES)
 		log_err("server %s refused the client: wrong or missing pool secret (CHFS_SECRET_FILE=%s)",
 		        addr, chfs_client.cfg.secret_file);
-	else if (rc == -ENOTCONN)
-		log_info("server %s does not answer", addr);
+	else if (nodelist_no_answer(rc))
+		log_info("server %s: %s", addr, rc == -ENOTCONN ? "no answer" : strerror(-rc));
 	return rc;
 }
 
@@ -203,12 +203,35 @@ static unsigned random_index(unsigned n)
 	return n ? r % n : 0;
 }
 
-/* Try the bootstrap list (or one server) until one answers. Caller holds the lock. */
+/* Append "addr (why)" for a server that did not answer to the message in buf. */
+static void note_failure(char *buf, size_t size, int *shown, const char *addr, int rc, int timeout)
+{
+	size_t o = strlen(buf);
+	if (*shown == 3) {
+		snprintf(buf + o, size - o, ", ...");
+	} else if (*shown < 3) {
+		char why[64];
+		if (rc == -ENOTCONN)
+			snprintf(why, sizeof why, "no answer within %d ms", timeout);
+		else if (rc == -EHOSTUNREACH)
+			snprintf(why, sizeof why, "unreachable: no route, or no TCP answer");
+		else
+			snprintf(why, sizeof why, "%s", strerror(-rc));
+		snprintf(buf + o, size - o, "%s%s (%s)", *shown ? ", " : "", addr, why);
+	}
+	++*shown;
+}
+
+/* Try the bootstrap list (or one server) until one answers. Caller holds the lock. A server
+ * nobody listens at (refused, no route: the transport knows within a second) is not tried
+ * again with the long timeout. */
 static int connect_pool(const char *server)
 {
 	char list[sizeof chfs_client.cfg.server];
 	char *addrs[256];
-	int n = 0, rc = -ENOTCONN;
+	unsigned char gone[256] = {0};
+	char why[768] = "";
+	int n = 0, rc = -ENOTCONN, shown = 0, silent = 0;
 	snprintf(list, sizeof list, "%s", server ? server : chfs_client.cfg.server);
 	for (char *sv = NULL, *a = strtok_r(list, ",", &sv); a && n < 256; a = strtok_r(NULL, ",", &sv))
 		if (*a)
@@ -221,7 +244,10 @@ static int connect_pool(const char *server)
 	int full = rpc_timeout(), quick = full < LIST_QUICK_TIMEOUT_MS ? full : LIST_QUICK_TIMEOUT_MS;
 	for (int pass = quick < full ? 0 : 1; pass < 2; pass++) {
 		for (int k = 0; k < n; k++) {
-			const char *a = addrs[(start + (unsigned)k) % (unsigned)n];
+			unsigned i = (start + (unsigned)k) % (unsigned)n;
+			const char *a = addrs[i];
+			if (gone[i])
+				continue;
 			if (!wire_addr_ok(a, strlen(a))) {
 				log_err("CHFS_SERVER entry \"%s\" is not an address like tcp://10.0.0.1:40000",
 				        a);
@@ -236,7 +262,8 @@ static int connect_pool(const char *server)
 				}
 			}
 			struct srvlist *s;
-			rc = fetch_list(a, pass ? full : quick, &s);
+			int timeout = pass ? full : quick;
+			rc = fetch_list(a, timeout, &s);
 			if (rc == 0) {
 				snprintf(chfs_client.bootstrap, sizeof chfs_client.bootstrap, "%s", a);
 				s->older = atomic_load(&chfs_client.srv);
@@ -245,11 +272,18 @@ static int connect_pool(const char *server)
 			}
 			if (rc == -EACCES || rc == -ENOMEM)
 				return rc;
+			gone[i] = rc != -ENOTCONN && nodelist_no_answer(rc);
+			silent += pass == 1 && !gone[i];
+			if (gone[i] || pass == 1)
+				note_failure(why, sizeof why, &shown, a, rc, timeout);
 		}
 	}
-	log_err("no CHFS server answers (tried %d address%s from %s; servers do not answer without "
-	        "the pool secret, CHFS_SECRET_FILE=%s)",
-	        n, n > 1 ? "es" : "", server ? "the argument" : "CHFS_SERVER", chfs_client.cfg.secret_file);
+	if (silent)
+		log_err("no CHFS server answers: %s (from %s; servers do not answer without the pool "
+		        "secret, CHFS_SECRET_FILE=%s)",
+		        why, server ? "the argument" : "CHFS_SERVER", chfs_client.cfg.secret_file);
+	else
+		log_err("no CHFS server answers: %s (from %s)", why, server ? "the argument" : "CHFS_SERVER");
 	return -ENOTCONN;
 }
 
