@@ -147,6 +147,11 @@ int chfs_config_load(struct chfs_config *c, char *err, size_t errlen)
 			BAD("CHFS_LOCAL_FASTPATH", "expected 0 or 1");
 		c->local_fastpath = (int)l;
 	}
+	if ((v = getenv("CHFS_LIST_CACHE")) && *v) {
+		if (strcmp(v, "0") != 0 && (v[0] != '/' || strlen(v) >= sizeof c->list_cache - 64))
+			BAD("CHFS_LIST_CACHE", "expected 0 (no cache) or an absolute directory path");
+		strcpy(c->list_cache, v);
+	}
 	if ((v = getenv("CHFS_LOG_PRIORITY")) && *v) {
 		int p = chfs_log_parse_priority(v);
 		if (p < 0)

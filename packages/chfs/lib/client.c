@@ -160,6 +160,9 @@ static int srvlist_build(struct nodelist *l, struct srvlist **out)
 	return 0;
 }
 
+/* While the list reports a server down, look again this often: it may be back. */
+#define DOWN_RECHECK_S 2
+
 /* A member that does not answer the list request within this long is passed over first (a hung
  * server must not cost every new client its whole RPC timeout); the full timeout is the last
  * resort. */
@@ -222,10 +225,10 @@ static void note_failure(char *buf, size_t size, int *shown, const char *addr, i
 	++*shown;
 }
 
-/* Try the bootstrap list (or one server) until one answers. Caller holds the lock. A server
+/* Fetch the list from the bootstrap list (or one server): the first that answers. A server
  * nobody listens at (refused, no route: the transport knows within a second) is not tried
- * again with the long timeout. */
-static int connect_pool(const char *server)
+ * again with the long timeout. Opens the transport if there is none. */
+static int fetch_bootstrap(const char *server, struct srvlist **out)
 {
 	char list[sizeof chfs_client.cfg.server];
 	char *addrs[256];
@@ -266,8 +269,7 @@ static int connect_pool(const char *server)
 			rc = fetch_list(a, timeout, &s);
 			if (rc == 0) {
 				snprintf(chfs_client.bootstrap, sizeof chfs_client.bootstrap, "%s", a);
-				s->older = atomic_load(&chfs_client.srv);
-				atomic_store(&chfs_client.srv, s);
+				*out = s;
 				return 0;
 			}
 			if (rc == -EACCES || rc == -ENOMEM)
@@ -285,6 +287,74 @@ static int connect_pool(const char *server)
 	else
 		log_err("no CHFS server answers: %s (from %s)", why, server ? "the argument" : "CHFS_SERVER");
 	return -ENOTCONN;
+}
+
+/* Age limit of a cached list: what a process's own copy may reach. */
+static int cache_ttl(void)
+{
+	int t = chfs_client.cfg.node_list_cache_timeout;
+	return t > 0 ? t : CHFS_DEFAULT_NODE_LIST_CACHE_TIMEOUT;
+}
+
+/* The list from the node's cache, if there is a young enough one: no server is contacted. */
+static int connect_cached(const char *server)
+{
+	char first[WIRE_ADDR_MAX];
+	struct nodelist l;
+	time_t fetched, now = time(NULL);
+	snprintf(first, sizeof first, "%.*s", (int)strcspn(server, ","), server);
+	if (!wire_addr_ok(first, strlen(first)) || listcache_load(&chfs_client.lc, &l, &fetched) < 0)
+		return -ENOENT;
+	int ttl = l.ndown ? DOWN_RECHECK_S : cache_ttl();
+	if (fetched > now || now - fetched >= ttl) {
+		nodelist_free(&l);
+		return -ENOENT;
+	}
+	if (!chfs_client.x) {
+		proto_of(first, chfs_client.proto, sizeof chfs_client.proto);
+		if (open_transport(first) < 0) {
+			nodelist_free(&l);
+			return -ENOENT; /* the bootstrap path says why */
+		}
+	}
+	struct srvlist *s;
+	if (srvlist_build(&l, &s) < 0)
+		return -ENOENT;
+	s->fetched = fetched;
+	atomic_store(&s->cached, 1);
+	snprintf(chfs_client.bootstrap, sizeof chfs_client.bootstrap, "%s", first);
+	s->older = atomic_load(&chfs_client.srv);
+	atomic_store(&chfs_client.srv, s);
+	return 0;
+}
+
+/* Join the pool: the cached list, else the bootstrap servers'. Caller holds the lock. */
+static int connect_pool(const char *server)
+{
+	const char *list = server ? server : chfs_client.cfg.server;
+	if (connect_cached(list) == 0)
+		return 0;
+	struct srvlist *s;
+	int rc = fetch_bootstrap(server, &s);
+	if (rc == 0) {
+		listcache_store(&chfs_client.lc, &s->members, s->fetched);
+		s->older = atomic_load(&chfs_client.srv);
+		atomic_store(&chfs_client.srv, s);
+	}
+	return rc;
+}
+
+int client_cached_list_failed(struct srvlist *s, unsigned idx, int xrc)
+{
+	if (xrc != -ECONNREFUSED && xrc != -EHOSTUNREACH && xrc != -ENETUNREACH)
+		return 0;
+	if (!atomic_exchange(&s->cached, 0))
+		return 0;
+	log_info("cached member list names %s, which is not there (%s): fetching the list", s->addrs[idx],
+	         strerror(-xrc));
+	listcache_drop(&chfs_client.lc);
+	atomic_store(&s->refetch, 1);
+	return 1;
 }
 
 static void atfork_prepare(void) { pthread_mutex_lock(&chfs_client.lock); }
@@ -332,9 +402,6 @@ static int reopen_after_fork(void)
 	return 0;
 }
 
-/* While the list reports a server down, look again this often: it may be back. */
-#define DOWN_RECHECK_S 2
-
 /* Seconds a snapshot is used before it is fetched again (0: never). */
 static int list_ttl(const struct srvlist *s)
 {
@@ -364,8 +431,10 @@ static struct srvlist *install_list(struct srvlist *ns)
 			return cur;
 		}
 		ns->older = cur;
-		if (atomic_compare_exchange_weak(&chfs_client.srv, &cur, ns))
+		if (atomic_compare_exchange_weak(&chfs_client.srv, &cur, ns)) {
+			listcache_store(&chfs_client.lc, &ns->members, ns->fetched);
 			return ns;
+		}
 	}
 }
 
@@ -375,6 +444,11 @@ struct srvlist *client_list_retry(struct srvlist *s, unsigned idx, int attempt)
 	if (cur->epoch > s->epoch)
 		return cur; /* another thread has the newer list already */
 	struct srvlist *ns;
+	if (atomic_exchange(&s->refetch, 0)) { /* the cached list was wrong: ask the pool */
+		if (fetch_bootstrap(chfs_client.lc.server, &ns) == 0)
+			return install_list(ns);
+		return atomic_load(&chfs_client.srv);
+	}
 	if (fetch_list(s->addrs[idx], rpc_timeout(), &ns) == 0) {
 		if (ns->epoch > cur->epoch)
 			return install_list(ns);
@@ -488,6 +562,8 @@ int chfs_init(const char *server)
 		goto out;
 	}
 	chfs_client.pid = getpid();
+	listcache_init(&chfs_client.lc, &chfs_client.cfg, server ? server : chfs_client.cfg.server,
+	               chfs_client.secret);
 	rc = connect_pool(server);
 	if (rc == 0)
 		chfs_client.initialized = 1;
