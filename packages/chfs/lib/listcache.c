@@ -126,7 +126,8 @@ static char *read_entry(const struct listcache *c, size_t *len)
 			*len = (size_t)n;
 		}
 	} else if (fstat(fd, &st) == 0) {
-		log_info("list cache %s/%s ignored: not a private regular file of this user", c->dir, c->name);
+		log_info("list cache %s/%s ignored: not a private regular file of this user", c->dir,
+		         c->name);
 	}
 	close(fd);
 	return buf;
