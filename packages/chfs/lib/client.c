@@ -289,24 +289,21 @@ static int fetch_bootstrap(const char *server, struct srvlist **out)
 	return -ENOTCONN;
 }
 
-/* Age limit of a cached list: what a process's own copy may reach. */
-static int cache_ttl(void)
-{
-	int t = chfs_client.cfg.node_list_cache_timeout;
-	return t > 0 ? t : CHFS_DEFAULT_NODE_LIST_CACHE_TIMEOUT;
-}
-
-/* The list from the node's cache, if there is a young enough one: no server is contacted. */
+/* The list from the node's cache, if there is a young enough one: no server is contacted.
+ * Age limit CHFS_LIST_CACHE_MSEC (500 ms): the epoch corrects membership changes whatever the
+ * age, but a member the pool found down (or hung) since is only known from a fresh list, and a
+ * new process must learn it about as soon as one without the cache would — the failure
+ * detector itself takes over a second. A burst of processes (MPI ranks, a parallel make, the
+ * short steps of a workflow) still fetches the list about once per interval, not per process. */
 static int connect_cached(const char *server)
 {
 	char first[WIRE_ADDR_MAX];
 	struct nodelist l;
-	time_t fetched, now = time(NULL);
+	int64_t fetched, now = listcache_now_ms();
 	snprintf(first, sizeof first, "%.*s", (int)strcspn(server, ","), server);
 	if (!wire_addr_ok(first, strlen(first)) || listcache_load(&chfs_client.lc, &l, &fetched) < 0)
 		return -ENOENT;
-	int ttl = l.ndown ? DOWN_RECHECK_S : cache_ttl();
-	if (fetched > now || now - fetched >= ttl) {
+	if (fetched > now || now - fetched >= chfs_client.cfg.list_cache_msec) {
 		nodelist_free(&l);
 		return -ENOENT;
 	}
@@ -320,7 +317,7 @@ static int connect_cached(const char *server)
 	struct srvlist *s;
 	if (srvlist_build(&l, &s) < 0)
 		return -ENOENT;
-	s->fetched = fetched;
+	s->fetched = (time_t)(fetched / 1000);
 	atomic_store(&s->cached, 1);
 	snprintf(chfs_client.bootstrap, sizeof chfs_client.bootstrap, "%s", first);
 	s->older = atomic_load(&chfs_client.srv);
@@ -337,7 +334,7 @@ static int connect_pool(const char *server)
 	struct srvlist *s;
 	int rc = fetch_bootstrap(server, &s);
 	if (rc == 0) {
-		listcache_store(&chfs_client.lc, &s->members, s->fetched);
+		listcache_store(&chfs_client.lc, &s->members);
 		s->older = atomic_load(&chfs_client.srv);
 		atomic_store(&chfs_client.srv, s);
 	}
@@ -346,6 +343,10 @@ static int connect_pool(const char *server)
 
 int client_cached_list_failed(struct srvlist *s, unsigned idx, int xrc)
 {
+	if (xrc == -ETIMEDOUT && atomic_load(&s->cached)) {
+		listcache_drop(&chfs_client.lc); /* it did not say the server is down: do not share it */
+		return 0;
+	}
 	if (xrc != -ECONNREFUSED && xrc != -EHOSTUNREACH && xrc != -ENETUNREACH)
 		return 0;
 	if (!atomic_exchange(&s->cached, 0))
@@ -432,7 +433,7 @@ static struct srvlist *install_list(struct srvlist *ns)
 		}
 		ns->older = cur;
 		if (atomic_compare_exchange_weak(&chfs_client.srv, &cur, ns)) {
-			listcache_store(&chfs_client.lc, &ns->members, ns->fetched);
+			listcache_store(&chfs_client.lc, &ns->members);
 			return ns;
 		}
 	}

@@ -91,7 +91,8 @@ struct srvlist *client_list_retry(struct srvlist *s, unsigned idx, int attempt);
 #define CLIENT_RETRIES 50
 /* Server idx of s, from the list cache, is not there (refused, no route): drop the cached
  * entry and have the next client_list_retry fetch from the bootstrap servers. Returns 1 if s
- * was such a list (the caller then retries: -ERESTART), 0 if not (a real failure). */
+ * was such a list (the caller then retries: -ERESTART), 0 if not (a real failure). A timeout
+ * only drops the entry (returns 0). */
 int client_cached_list_failed(struct srvlist *s, unsigned idx, int xrc);
 
 /* ---- rpc.c ---- */

@@ -4,8 +4,10 @@
  * Every process that uses CHFS needs the member list before its first operation; asking a
  * server for it costs a connection and a round trip to the bootstrap server, which need not be
  * a server the process otherwise talks to. The list changes rarely (its epoch says when), so
- * the last list any process of this user fetched is kept in a small file and reused while it is
- * younger than CHFS_NODE_LIST_CACHE_TIMEOUT (the age a process's own copy may reach anyway).
+ * the last list any process of this user fetched is kept in a small file and reused by the
+ * processes that start within CHFS_LIST_CACHE_MSEC after it was fetched (500 ms by default:
+ * which servers the pool finds down is only known from a fresh list, and a new process must
+ * learn that about as soon as one without the cache; see client.c).
  *
  * Trust. The file lives in a directory that must be owned by the user, be a real directory
  * (opened with O_NOFOLLOW) and grant nothing to group or others; the file itself must be a
@@ -19,7 +21,7 @@
  * another epoch (WIRE_ERETRY) and the client fetches the newer list then (client.c); a cached
  * list naming a server that no longer answers is dropped and fetched afresh (rpc.c).
  *
- * Format (text, one "key value" per line): "chfs-list 1", server, fetched (unix time), epoch,
+ * Format (text, one "key value" per line): "chfs-list 1", server, fetched_ms (unix time in ms), epoch,
  * vnodes, ring_epoch, list, down, prev, sum (16 hex digits). Written to a temporary file and
  * renamed, so readers see the old or the new entry.
  */
@@ -158,7 +160,14 @@ static int number(const char *s, uint64_t *out)
 	return 0;
 }
 
-int listcache_load(const struct listcache *c, struct nodelist *out, time_t *fetched)
+int64_t listcache_now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+int listcache_load(const struct listcache *c, struct nodelist *out, int64_t *fetched_ms)
 {
 	if (!c->enabled)
 		return -ENOENT;
@@ -184,7 +193,7 @@ int listcache_load(const struct listcache *c, struct nodelist *out, time_t *fetc
 	if (strncmp(p, LISTCACHE_MAGIC "\n", strlen(LISTCACHE_MAGIC) + 1) != 0)
 		goto out;
 	p += strlen(LISTCACHE_MAGIC) + 1;
-	if (!(v = field(&p, "server")) || strcmp(v, c->server) != 0 || number(field(&p, "fetched"), &t) ||
+	if (!(v = field(&p, "server")) || strcmp(v, c->server) != 0 || number(field(&p, "fetched_ms"), &t) ||
 	    number(field(&p, "epoch"), &epoch) || epoch == 0 || number(field(&p, "vnodes"), &vnodes) ||
 	    vnodes == 0 || vnodes > UINT32_MAX || number(field(&p, "ring_epoch"), &ring_epoch))
 		goto out;
@@ -205,7 +214,7 @@ int listcache_load(const struct listcache *c, struct nodelist *out, time_t *fetc
 		nodelist_free(out);
 		goto out;
 	}
-	*fetched = (time_t)t;
+	*fetched_ms = (int64_t)t;
 	rc = 0;
 out:
 	if (rc)
@@ -214,7 +223,7 @@ out:
 	return rc;
 }
 
-void listcache_store(const struct listcache *c, const struct nodelist *l, time_t fetched)
+void listcache_store(const struct listcache *c, const struct nodelist *l)
 {
 	if (!c->enabled)
 		return;
@@ -223,11 +232,11 @@ void listcache_store(const struct listcache *c, const struct nodelist *l, time_t
 	if (!buf)
 		return;
 	int n = snprintf(buf, cap,
-	                 LISTCACHE_MAGIC "\nserver %s\nfetched %lld\nepoch %" PRIu64 "\nvnodes %" PRIu32
+	                 LISTCACHE_MAGIC "\nserver %s\nfetched_ms %lld\nepoch %" PRIu64 "\nvnodes %" PRIu32
 	                                 "\nring_epoch %" PRIu64 "\nlist %.*s\ndown %.*s\nprev %.*s\n",
-	                 c->server, (long long)fetched, l->epoch, l->vnodes, l->ring_epoch, (int)l->len,
-	                 l->list ? l->list : "", (int)l->ndown, l->down ? l->down : "", (int)l->nprev,
-	                 l->prev ? l->prev : "");
+	                 c->server, (long long)listcache_now_ms(), l->epoch, l->vnodes, l->ring_epoch,
+	                 (int)l->len, l->list ? l->list : "", (int)l->ndown, l->down ? l->down : "",
+	                 (int)l->nprev, l->prev ? l->prev : "");
 	if (n < 0 || (size_t)n + 32 > cap) {
 		free(buf);
 		return;

@@ -30,11 +30,14 @@ struct listcache {
  * directory; unset: $XDG_RUNTIME_DIR/chfs, else /tmp/chfs-<uid>). Computes names only. */
 void listcache_init(struct listcache *c, const struct chfs_config *cfg, const char *server,
                     const uint8_t secret[CHFS_SECRET_LEN]);
-/* The cached list and when it was fetched; -ENOENT if there is none that can be trusted. */
-int listcache_load(const struct listcache *c, struct nodelist *out, time_t *fetched);
-/* Replace the entry (atomically: a reader sees the old or the new one). Failures are ignored:
- * the cache only saves time. */
-void listcache_store(const struct listcache *c, const struct nodelist *l, time_t fetched);
+/* The cached list and when it was fetched (ms since the epoch, CLOCK_REALTIME); -ENOENT if
+ * there is none that can be trusted. */
+int listcache_load(const struct listcache *c, struct nodelist *out, int64_t *fetched_ms);
+/* Replace the entry (atomically: a reader sees the old or the new one), fetched now. Failures
+ * are ignored: the cache only saves time. */
+void listcache_store(const struct listcache *c, const struct nodelist *l);
+/* Now, in ms since the epoch (the clock of fetched_ms). */
+int64_t listcache_now_ms(void);
 /* Remove the entry (its list named a server that does not answer). */
 void listcache_drop(const struct listcache *c);
 

@@ -6,7 +6,8 @@ by the other server: a client that trusts the cache entry succeeds without the b
 server, a client that ignores it needs the bootstrap server and fails. So each "ignored" case
 (a file owned by another user, a symlink, a damaged file, a directory open to others) is shown
 by behaviour, not by a log line. A stale entry (older epoch, a member missing, a server that is
-gone) must be corrected by the servers / the retry path, never give wrong answers."""
+gone) must be corrected by the servers / the retry path, never give wrong answers; an entry
+older than CHFS_LIST_CACHE_MSEC is not used (down servers are only known from a fresh list)."""
 import os
 import shutil
 import signal
@@ -58,7 +59,7 @@ def parse(path):
 def write_entry(path, secret, fields):
     """An entry with a valid checksum (as libchfs writes it), from fields."""
     body = "chfs-list 1\n" + "".join(
-        f"{k} {fields[k]}\n" for k in ("server", "fetched", "epoch", "vnodes", "ring_epoch", "list", "down", "prev"))
+        f"{k} {fields[k]}\n" for k in ("server", "fetched_ms", "epoch", "vnodes", "ring_epoch", "list", "down", "prev"))
     data = body.encode()
     s = fnv(data, fnv(secret))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -72,8 +73,10 @@ def two(chfs_pool, tmp_path):
     the cache has been filled by one client run."""
     pool = chfs_pool
     d = cache_dir(tmp_path)
+    # Entries are used for 60 s here (default 500 ms), so a loaded machine cannot make them
+    # expire between the steps of a test.
     env = dict(pool.env, CHFS_SERVER=pool.addrs[0], CHFS_LIST_CACHE=str(d),
-               CHFS_RPC_TIMEOUT_MSEC="1500")
+               CHFS_RPC_TIMEOUT_MSEC="1500", CHFS_LIST_CACHE_MSEC="60000")
     name = next(f"/f{i}" for i in range(200) if owner(pool, f"/f{i}") == pool.addrs[1])
     io(pool, "put", name, 0, "create", input=b"hello", env=env)
     assert os.path.exists(entry(d)), "the first client wrote no cache entry"
@@ -153,7 +156,7 @@ def test_stale_epoch_in_cache_is_corrected(two):
     cur_epoch = int(f["epoch"])
     f["epoch"] = str(cur_epoch - 1)
     f["list"] = f["list"].split(",")[0]
-    f["fetched"] = str(int(time.time()))
+    f["fetched_ms"] = str(int(time.time() * 1000))
     write_entry(path, secret_bytes(pool), f)
     r = pool.run(["chfs-io", "stat", name], env=env)
     assert r.returncode == 0
@@ -173,10 +176,19 @@ def test_cache_naming_a_gone_server_is_dropped_and_refetched(two):
     f = parse(path)
     ident = f["list"].split(",")[0].split("=")[0]
     f["list"] = f"{ident}=tcp://127.0.0.1:1"
-    f["fetched"] = str(int(time.time()))
+    f["fetched_ms"] = str(int(time.time() * 1000))
     write_entry(path, secret_bytes(pool), f)
     t = time.monotonic()
     r = pool.run(["chfs-io", "get", name], env=env)
     assert r.stdout == "hello"
     assert time.monotonic() - t < 4
     assert "127.0.0.1:1" not in open(entry(d)).read()
+
+
+def test_entry_older_than_the_age_limit_is_not_used(two):
+    """Which servers are down is only in a fresh list: past CHFS_LIST_CACHE_MSEC the entry is
+    not used (the client needs the stopped bootstrap server and fails)."""
+    pool, env, d, name = two
+    time.sleep(0.3)
+    r, _ = stat_with_bootstrap_stopped(pool, dict(env, CHFS_LIST_CACHE_MSEC="200"), name)
+    assert r.returncode != 0, "an entry older than CHFS_LIST_CACHE_MSEC was used"
