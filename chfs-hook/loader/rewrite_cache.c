@@ -184,8 +184,7 @@ out:
 	return n;
 }
 
-void chfs_rcache_store(const struct chfs_rcache_key *k, uint64_t content_hash, const uint32_t *sites,
-                       long n)
+void chfs_rcache_store(const struct chfs_rcache_key *k, uint64_t content_hash, const uint32_t *sites, long n)
 {
 	if (n < 0 || (uint64_t)n > RC_MAX_SITES)
 		return;

@@ -20,6 +20,5 @@ uint64_t chfs_rcache_hash(const void *p, size_t len);
  * holds 0f 05. */
 long chfs_rcache_lookup(const struct chfs_rcache_key *k, uint64_t content_hash, uint32_t **sites);
 /* Record the sites found by a scan (failures ignored). */
-void chfs_rcache_store(const struct chfs_rcache_key *k, uint64_t content_hash, const uint32_t *sites,
-                       long n);
+void chfs_rcache_store(const struct chfs_rcache_key *k, uint64_t content_hash, const uint32_t *sites, long n);
 #endif
