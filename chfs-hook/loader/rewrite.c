@@ -24,6 +24,8 @@
 #include "rewrite_cache.h"
 
 #include <capstone/capstone.h>
+#include <dlfcn.h>
+#include <stdbool.h>
 #include <link.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -175,6 +177,36 @@ static int is_own_site(uintptr_t a)
 	return a == (uintptr_t)chfs_raw_syscall_site || a == (uintptr_t)chfs_sigreturn_site;
 }
 
+/* Capstone, loaded and opened on the first mapping that needs a scan — none when every mapping
+ * is in the rewrite cache: just loading the library (relocating ~3 MB) cost ~1 ms per process,
+ * a third of what a hooked process that never touches CHFS may pay. */
+#define CS_STR2(x) #x
+#define CS_STR(x) CS_STR2(x)
+static struct {
+	cs_err (*open)(cs_arch, cs_mode, csh *);
+	cs_err (*option)(csh, cs_opt_type, size_t);
+	cs_insn *(*malloc)(csh);
+	bool (*iter)(csh, const uint8_t **, size_t *, uint64_t *, cs_insn *);
+	void (*free)(cs_insn *, size_t);
+	cs_err (*close)(csh *);
+} cs_fn;
+
+static int capstone_load(void)
+{
+	void *h = dlopen("libcapstone.so." CS_STR(CS_API_MAJOR), RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		h = dlopen("libcapstone.so", RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return -1;
+	*(void **)&cs_fn.open = dlsym(h, "cs_open");
+	*(void **)&cs_fn.option = dlsym(h, "cs_option");
+	*(void **)&cs_fn.malloc = dlsym(h, "cs_malloc");
+	*(void **)&cs_fn.iter = dlsym(h, "cs_disasm_iter");
+	*(void **)&cs_fn.free = dlsym(h, "cs_free");
+	*(void **)&cs_fn.close = dlsym(h, "cs_close");
+	return cs_fn.open && cs_fn.option && cs_fn.malloc && cs_fn.iter && cs_fn.free && cs_fn.close ? 0 : -1;
+}
+
 struct sweep {
 	csh cs;
 	cs_insn *insn;
@@ -222,7 +254,7 @@ static void sweep_to(struct sweep *s, uintptr_t target)
 {
 	while (s->addr <= target && s->left > 0) {
 		uint64_t at = s->addr;
-		if (!cs_disasm_iter(s->cs, &s->code, &s->left, &s->addr, s->insn))
+		if (!cs_fn.iter(s->cs, &s->code, &s->left, &s->addr, s->insn))
 			break;
 		if (at != target || s->insn->id != X86_INS_SYSCALL || s->insn->size != 2 || is_own_site(at))
 			continue;
@@ -239,7 +271,6 @@ static void sweep_to(struct sweep *s, uintptr_t target)
 	}
 }
 
-/* Capstone, opened on the first mapping that needs a scan (none when every one is cached). */
 struct disasm {
 	int open; /* 1 open, -1 failed */
 	csh cs;
@@ -250,15 +281,17 @@ static int disasm_open(struct disasm *d)
 {
 	if (d->open == 0) {
 		d->open = -1;
-		if (cs_open(CS_ARCH_X86, CS_MODE_64, &d->cs) == CS_ERR_OK) {
-			cs_option(d->cs, CS_OPT_SKIPDATA, CS_OPT_ON);
-			if ((d->insn = cs_malloc(d->cs)))
+		if (capstone_load() == 0 && cs_fn.open(CS_ARCH_X86, CS_MODE_64, &d->cs) == CS_ERR_OK) {
+			cs_fn.option(d->cs, CS_OPT_SKIPDATA, CS_OPT_ON);
+			if ((d->insn = cs_fn.malloc(d->cs)))
 				d->open = 1;
 			else
-				cs_close(&d->cs);
+				cs_fn.close(&d->cs);
 		}
 		if (d->open < 0)
-			fputs("chfs-hook: capstone cannot open an x86-64 disassembler\n", stderr);
+			fputs("chfs-hook: cannot load capstone (libcapstone.so." CS_STR(
+			              CS_API_MAJOR) ") for an x86-64 disassembler\n",
+			      stderr);
 	}
 	return d->open > 0 ? 0 : -1;
 }
@@ -355,8 +388,8 @@ long chfs_rewrite_all(void)
 		total += n;
 	}
 	if (d.open > 0) {
-		cs_free(d.insn, 1);
-		cs_close(&d.cs);
+		cs_fn.free(d.insn, 1);
+		cs_fn.close(&d.cs);
 	}
 	free(regions);
 	return total;
