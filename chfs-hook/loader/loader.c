@@ -2,7 +2,9 @@
  * loader.c — libchfs-hook-loader.so, the LD_PRELOAD part of the syscall hook.
  *
  * Its constructor runs before the program's own: map the trampoline (trampoline.c), rewrite
- * every syscall site present (rewrite.c), and arrange for the hook library to be loaded with
+ * every syscall site present (rewrite.c; the sites found in a file's mapping are kept per node
+ * in the user's cache directory and reused while the mapped bytes are the same,
+ * rewrite_cache.c), and arrange for the hook library to be loaded with
  * dlmopen(LM_ID_NEWLM): it comes with its own copies of libc, libchfs and libfabric, loaded
  * after the rewrite, so their syscalls go straight to the kernel and the hook never recurses
  * into itself. It is loaded at once when the process inherited CHFS state through execve
@@ -14,8 +16,8 @@
  *
  * Environment: CHFS_HOOK_LIB (path of the hook library; default libchfs-hook.so next to this
  * loader; "none" runs the rewritten process with every syscall passed through, which is how
- * the benchmark isolates the cost of the trampoline itself). Everything else is read by the
- * hook library.
+ * the benchmark isolates the cost of the trampoline itself), CHFS_HOOK_CACHE (the rewrite
+ * cache's directory, "0" = none). Everything else is read by the hook library.
  */
 #define _GNU_SOURCE
 #include "loader.h"

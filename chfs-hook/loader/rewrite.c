@@ -21,8 +21,11 @@
  */
 #define _GNU_SOURCE
 #include "loader.h"
+#include "rewrite_cache.h"
 
 #include <capstone/capstone.h>
+#include <dlfcn.h>
+#include <stdbool.h>
 #include <link.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +38,8 @@ struct region {
 	uintptr_t from, to;
 	int prot;
 	const uint8_t *eh_hdr; /* .eh_frame_hdr of the object mapping this region, if any */
+	int has_key;           /* a file mapping: its sites may be cached (rewrite_cache.c) */
+	struct chfs_rcache_key key;
 };
 
 /* ---- unwind tables --------------------------------------------------------------------- */
@@ -125,9 +130,11 @@ static int read_regions(struct region **out, size_t *n)
 	struct region *r = malloc(cap * sizeof *r);
 	char line[4096];
 	while (r && fgets(line, sizeof line, f)) {
-		unsigned long from, to;
+		unsigned long from, to, off = 0, ino = 0;
+		unsigned maj = 0, min = 0;
 		char perms[8] = "", name[4096] = "";
-		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %4095[^\n]", &from, &to, perms, name) < 3)
+		if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %4095[^\n]", &from, &to, perms, &off, &maj, &min,
+		           &ino, name) < 3)
 			continue;
 		if (perms[2] != 'x' || skip_mapping(name, from))
 			continue;
@@ -141,10 +148,17 @@ static int read_regions(struct region **out, size_t *n)
 			r = g;
 			cap *= 2;
 		}
-		r[len++] = (struct region){from, to,
-		                           (perms[0] == 'r' ? PROT_READ : 0) |
-		                                   (perms[1] == 'w' ? PROT_WRITE : 0) | PROT_EXEC,
-		                           NULL};
+		struct region *g = &r[len++];
+		*g = (struct region){
+		        from,
+		        to,
+		        (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) | PROT_EXEC,
+		        NULL,
+		        0,
+		        {0}};
+		/* Writable code may change before we look (JIT): only read-only file text is cached. */
+		g->has_key =
+		        perms[1] != 'w' && chfs_rcache_key(name, maj, min, ino, off, to - from, &g->key) == 0;
 	}
 	fclose(f);
 	if (!r) {
@@ -163,6 +177,36 @@ static int is_own_site(uintptr_t a)
 	return a == (uintptr_t)chfs_raw_syscall_site || a == (uintptr_t)chfs_sigreturn_site;
 }
 
+/* Capstone, loaded and opened on the first mapping that needs a scan — none when every mapping
+ * is in the rewrite cache: just loading the library (relocating ~3 MB) cost ~1 ms per process,
+ * a third of what a hooked process that never touches CHFS may pay. */
+#define CS_STR2(x) #x
+#define CS_STR(x) CS_STR2(x)
+static struct {
+	cs_err (*open)(cs_arch, cs_mode, csh *);
+	cs_err (*option)(csh, cs_opt_type, size_t);
+	cs_insn *(*malloc)(csh);
+	bool (*iter)(csh, const uint8_t **, size_t *, uint64_t *, cs_insn *);
+	void (*free)(cs_insn *, size_t);
+	cs_err (*close)(csh *);
+} cs_fn;
+
+static int capstone_load(void)
+{
+	void *h = dlopen("libcapstone.so." CS_STR(CS_API_MAJOR), RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		h = dlopen("libcapstone.so", RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return -1;
+	*(void **)&cs_fn.open = dlsym(h, "cs_open");
+	*(void **)&cs_fn.option = dlsym(h, "cs_option");
+	*(void **)&cs_fn.malloc = dlsym(h, "cs_malloc");
+	*(void **)&cs_fn.iter = dlsym(h, "cs_disasm_iter");
+	*(void **)&cs_fn.free = dlsym(h, "cs_free");
+	*(void **)&cs_fn.close = dlsym(h, "cs_close");
+	return cs_fn.open && cs_fn.option && cs_fn.malloc && cs_fn.iter && cs_fn.free && cs_fn.close ? 0 : -1;
+}
+
 struct sweep {
 	csh cs;
 	cs_insn *insn;
@@ -173,7 +217,25 @@ struct sweep {
 	uint64_t addr;
 	int writable;
 	long rewritten;
+	uint32_t *sites; /* offsets rewritten (for the cache); NULL after an allocation failure */
+	size_t cap;
+	int sites_lost;
 };
+
+static void note_site(struct sweep *s, uintptr_t at)
+{
+	if ((size_t)s->rewritten >= s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 64;
+		uint32_t *v = realloc(s->sites, cap * sizeof *v);
+		if (!v) {
+			s->sites_lost = 1;
+			return;
+		}
+		s->sites = v;
+		s->cap = cap;
+	}
+	s->sites[s->rewritten] = (uint32_t)(at - s->r->from);
+}
 
 static int make_writable(struct sweep *s)
 {
@@ -192,24 +254,89 @@ static void sweep_to(struct sweep *s, uintptr_t target)
 {
 	while (s->addr <= target && s->left > 0) {
 		uint64_t at = s->addr;
-		if (!cs_disasm_iter(s->cs, &s->code, &s->left, &s->addr, s->insn))
+		if (!cs_fn.iter(s->cs, &s->code, &s->left, &s->addr, s->insn))
 			break;
-		if (at == target && s->insn->id == X86_INS_SYSCALL && s->insn->size == 2 &&
-		    !is_own_site(at) && make_writable(s) == 0) {
+		if (at != target || s->insn->id != X86_INS_SYSCALL || s->insn->size != 2 || is_own_site(at))
+			continue;
+		if (make_writable(s) < 0) {
+			s->sites_lost = 1; /* a site left as it is: do not record this scan */
+		} else {
 			uint8_t *p = (uint8_t *)(uintptr_t)at;
 			p[0] = 0xff; /* call *%rax */
 			p[1] = 0xd0;
+			if (!s->sites_lost)
+				note_site(s, at);
 			s->rewritten++;
 		}
 	}
 }
 
-static long rewrite_region(csh cs, cs_insn *insn, const struct region *r)
+struct disasm {
+	int open; /* 1 open, -1 failed */
+	csh cs;
+	cs_insn *insn;
+};
+
+static int disasm_open(struct disasm *d)
+{
+	if (d->open == 0) {
+		d->open = -1;
+		if (capstone_load() == 0 && cs_fn.open(CS_ARCH_X86, CS_MODE_64, &d->cs) == CS_ERR_OK) {
+			cs_fn.option(d->cs, CS_OPT_SKIPDATA, CS_OPT_ON);
+			if ((d->insn = cs_fn.malloc(d->cs)))
+				d->open = 1;
+			else
+				cs_fn.close(&d->cs);
+		}
+		if (d->open < 0)
+			fputs("chfs-hook: cannot load capstone (libcapstone.so." CS_STR(
+			              CS_API_MAJOR) ") for an x86-64 disassembler\n",
+			      stderr);
+	}
+	return d->open > 0 ? 0 : -1;
+}
+
+/* Rewrite the cached sites of r if they are all still `syscall` instructions; -1 if not. */
+static long apply_cached(const struct region *r, const uint32_t *sites, long n)
+{
+	for (long i = 0; i < n; i++) {
+		const uint8_t *p = (const uint8_t *)(r->from + sites[i]);
+		if (p[0] != 0x0f || p[1] != 0x05 || is_own_site((uintptr_t)p))
+			return -1;
+	}
+	if (n == 0)
+		return 0;
+	if (chfs_raw_syscall(__NR_mprotect, (long)r->from, (long)(r->to - r->from),
+	                     PROT_READ | PROT_WRITE | PROT_EXEC, 0, 0, 0) < 0)
+		return 0;
+	for (long i = 0; i < n; i++) {
+		uint8_t *p = (uint8_t *)(r->from + sites[i]);
+		p[0] = 0xff; /* call *%rax */
+		p[1] = 0xd0;
+	}
+	return n;
+}
+
+/* Returns the number of sites rewritten, or -1 if capstone is unusable. */
+static long rewrite_region(struct disasm *d, const struct region *r)
 {
 	if (!(r->prot & PROT_READ) && chfs_raw_syscall(__NR_mprotect, (long)r->from, (long)(r->to - r->from),
 	                                               PROT_READ | PROT_EXEC, 0, 0, 0) < 0)
 		return 0;
-	struct sweep s = {cs, insn, r, 0, NULL, 0, 0, 0, 0};
+	uint64_t hash = r->has_key ? chfs_rcache_hash((const void *)r->from, r->to - r->from) : 0;
+	uint32_t *cached = NULL;
+	long n = r->has_key ? chfs_rcache_lookup(&r->key, hash, &cached) : -1;
+	if (n >= 0 && (n = apply_cached(r, cached, n)) >= 0) {
+		free(cached);
+		if (n > 0 || !(r->prot & PROT_READ))
+			chfs_raw_syscall(__NR_mprotect, (long)r->from, (long)(r->to - r->from), r->prot, 0, 0,
+			                 0);
+		return n;
+	}
+	free(cached);
+	if (disasm_open(d) < 0)
+		return -1;
+	struct sweep s = {d->cs, d->insn, r, 0, NULL, 0, 0, 0, 0, NULL, 0, 0};
 	const uint8_t *base = (const uint8_t *)r->from, *end = (const uint8_t *)r->to;
 	for (const uint8_t *c = base; c + 1 < end; c++) {
 		c = memmem(c, (size_t)(end - c), "\x0f\x05", 2);
@@ -229,6 +356,9 @@ static long rewrite_region(csh cs, cs_insn *insn, const struct region *r)
 	}
 	if (s.writable || !(r->prot & PROT_READ))
 		chfs_raw_syscall(__NR_mprotect, (long)r->from, (long)(r->to - r->from), r->prot, 0, 0, 0);
+	if (r->has_key && !s.sites_lost)
+		chfs_rcache_store(&r->key, hash, s.sites, s.rewritten);
+	free(s.sites);
 	if (s.writable == 0 && s.rewritten == 0)
 		return 0;
 	return s.rewritten;
@@ -247,19 +377,20 @@ long chfs_rewrite_all(void)
 			if (regions[i].from < objs.v[j].to && objs.v[j].from < regions[i].to)
 				regions[i].eh_hdr = objs.v[j].eh_hdr;
 	free(objs.v);
-	csh cs;
-	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK) {
-		fputs("chfs-hook: capstone cannot open an x86-64 disassembler\n", stderr);
-		free(regions);
-		return -1;
-	}
-	cs_option(cs, CS_OPT_SKIPDATA, CS_OPT_ON);
-	cs_insn *insn = cs_malloc(cs);
+	struct disasm d = {0};
 	long total = 0;
-	for (size_t i = 0; i < nregions; i++)
-		total += rewrite_region(cs, insn, &regions[i]);
-	cs_free(insn, 1);
-	cs_close(&cs);
+	for (size_t i = 0; i < nregions; i++) {
+		long n = rewrite_region(&d, &regions[i]);
+		if (n < 0) {
+			free(regions);
+			return -1;
+		}
+		total += n;
+	}
+	if (d.open > 0) {
+		cs_fn.free(d.insn, 1);
+		cs_fn.close(&d.cs);
+	}
 	free(regions);
 	return total;
 }

@@ -91,6 +91,7 @@ int chfs_config_load(struct chfs_config *c, char *err, size_t errlen)
 	c->rdma_thresh = CHFS_DEFAULT_RDMA_THRESH;
 	c->rpc_timeout_msec = CHFS_DEFAULT_RPC_TIMEOUT;
 	c->node_list_cache_timeout = CHFS_DEFAULT_NODE_LIST_CACHE_TIMEOUT;
+	c->list_cache_msec = CHFS_DEFAULT_LIST_CACHE_MSEC;
 	c->log_priority = LOG_NOTICE;
 	c->local_fastpath = 1;
 	err[0] = '\0';
@@ -152,6 +153,16 @@ int chfs_config_load(struct chfs_config *c, char *err, size_t errlen)
 		if (parse_int(v, 0, 1, &l))
 			BAD("CHFS_LOCAL_FASTPATH", "expected 0 or 1");
 		c->local_fastpath = (int)l;
+	}
+	if ((v = getenv("CHFS_LIST_CACHE")) && *v) {
+		if (strcmp(v, "0") != 0 && (v[0] != '/' || strlen(v) >= sizeof c->list_cache - 64))
+			BAD("CHFS_LIST_CACHE", "expected 0 (no cache) or an absolute directory path");
+		strcpy(c->list_cache, v);
+	}
+	if ((v = getenv("CHFS_LIST_CACHE_MSEC")) && *v) {
+		if (parse_int(v, 0, INT_MAX, &l))
+			BAD("CHFS_LIST_CACHE_MSEC", "expected milliseconds >= 0");
+		c->list_cache_msec = (int)l;
 	}
 	if ((v = getenv("CHFS_LOG_PRIORITY")) && *v) {
 		int p = chfs_log_parse_priority(v);

@@ -26,6 +26,8 @@ struct chfs_config {
 	int node_list_cache_timeout; /* CHFS_NODE_LIST_CACHE_TIMEOUT seconds (0 = never refresh) */
 	int log_priority;            /* CHFS_LOG_PRIORITY */
 	int local_fastpath;          /* CHFS_LOCAL_FASTPATH: chunks on this node's servers by pread/pwrite */
+	char list_cache[4096];       /* CHFS_LIST_CACHE: "0" (off), a directory, or "" (default) */
+	int list_cache_msec;         /* CHFS_LIST_CACHE_MSEC: age up to which a cached list is used */
 };
 
 #define CHFS_DEFAULT_CHUNK_SIZE 65536u
@@ -33,6 +35,7 @@ struct chfs_config {
 #define CHFS_DEFAULT_RDMA_THRESH 32768u
 #define CHFS_DEFAULT_RPC_TIMEOUT 30000
 #define CHFS_DEFAULT_NODE_LIST_CACHE_TIMEOUT 120
+#define CHFS_DEFAULT_LIST_CACHE_MSEC 500
 
 /* Defaults, then the environment. Returns 0 or -EINVAL with a message in err. */
 int chfs_config_load(struct chfs_config *c, char *err, size_t errlen);

@@ -37,8 +37,9 @@ int nodelist_fetch(xprt_t *x, const char *addr, const uint8_t secret[CHFS_SECRET
 	uint8_t *rep = malloc(cap);
 	if (!rep)
 		return -ENOMEM;
-	if (xprt_call(x, p, req, e.len, rep, cap, &rl, timeout_ms)) {
-		rc = -ENOTCONN;
+	int xrc = xprt_call(x, p, req, e.len, rep, cap, &rl, timeout_ms);
+	if (xrc) {
+		rc = nodelist_no_answer(xrc) ? xrc : -ENOTCONN;
 	} else if (wire_hdr_get(rep, rl, &h) || h.op != (WIRE_REPLY | op)) {
 		rc = -EIO;
 	} else if (h.status) {

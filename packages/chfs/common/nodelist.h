@@ -6,6 +6,7 @@
 #ifndef CHFS_NODELIST_H
 #define CHFS_NODELIST_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,10 +26,16 @@ struct nodelist {
 };
 
 /* Ask server addr for the list; with join_id/join_addr (both or neither) send JOIN(id, addr)
- * instead. 0, -ENOTCONN (no answer within timeout_ms), -EIO (malformed reply), -ENOMEM, or the
- * server's status (-EACCES: wrong pool secret). */
+ * instead. 0, -ENOTCONN (no answer within timeout_ms), -ECONNREFUSED / -EHOSTUNREACH /
+ * -ENETUNREACH (nobody listens at addr: known at once), -EIO (malformed reply), -ENOMEM, or the
+ * server's status (-EACCES: wrong pool secret). nodelist_no_answer() tells the first group. */
 int nodelist_fetch(xprt_t *x, const char *addr, const uint8_t secret[CHFS_SECRET_LEN], int timeout_ms,
                    const char *join_id, const char *join_addr, struct nodelist *out);
 void nodelist_free(struct nodelist *l);
+/* True for the results of nodelist_fetch that mean the server did not answer at all. */
+static inline int nodelist_no_answer(int rc)
+{
+	return rc == -ENOTCONN || rc == -ECONNREFUSED || rc == -EHOSTUNREACH || rc == -ENETUNREACH;
+}
 
 #endif

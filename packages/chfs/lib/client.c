@@ -160,6 +160,9 @@ static int srvlist_build(struct nodelist *l, struct srvlist **out)
 	return 0;
 }
 
+/* While the list reports a server down, look again this often: it may be back. */
+#define DOWN_RECHECK_S 2
+
 /* A member that does not answer the list request within this long is passed over first (a hung
  * server must not cost every new client its whole RPC timeout); the full timeout is the last
  * resort. */
@@ -180,8 +183,8 @@ static int fetch_list(const char *addr, int timeout, struct srvlist **out)
 	if (rc == -EACCES)
 		log_err("server %s refused the client: wrong or missing pool secret (CHFS_SECRET_FILE=%s)",
 		        addr, chfs_client.cfg.secret_file);
-	else if (rc == -ENOTCONN)
-		log_info("server %s does not answer", addr);
+	else if (nodelist_no_answer(rc))
+		log_info("server %s: %s", addr, rc == -ENOTCONN ? "no answer" : strerror(-rc));
 	return rc;
 }
 
@@ -203,12 +206,35 @@ static unsigned random_index(unsigned n)
 	return n ? r % n : 0;
 }
 
-/* Try the bootstrap list (or one server) until one answers. Caller holds the lock. */
-static int connect_pool(const char *server)
+/* Append "addr (why)" for a server that did not answer to the message in buf. */
+static void note_failure(char *buf, size_t size, int *shown, const char *addr, int rc, int timeout)
+{
+	size_t o = strlen(buf);
+	if (*shown == 3) {
+		snprintf(buf + o, size - o, ", ...");
+	} else if (*shown < 3) {
+		char why[64];
+		if (rc == -ENOTCONN)
+			snprintf(why, sizeof why, "no answer within %d ms", timeout);
+		else if (rc == -EHOSTUNREACH)
+			snprintf(why, sizeof why, "unreachable: no route, or no TCP answer");
+		else
+			snprintf(why, sizeof why, "%s", strerror(-rc));
+		snprintf(buf + o, size - o, "%s%s (%s)", *shown ? ", " : "", addr, why);
+	}
+	++*shown;
+}
+
+/* Fetch the list from the bootstrap list (or one server): the first that answers. A server
+ * nobody listens at (refused, no route: the transport knows within a second) is not tried
+ * again with the long timeout. Opens the transport if there is none. */
+static int fetch_bootstrap(const char *server, struct srvlist **out)
 {
 	char list[sizeof chfs_client.cfg.server];
 	char *addrs[256];
-	int n = 0, rc = -ENOTCONN;
+	unsigned char gone[256] = {0};
+	char why[768] = "";
+	int n = 0, rc = -ENOTCONN, shown = 0, silent = 0;
 	snprintf(list, sizeof list, "%s", server ? server : chfs_client.cfg.server);
 	for (char *sv = NULL, *a = strtok_r(list, ",", &sv); a && n < 256; a = strtok_r(NULL, ",", &sv))
 		if (*a)
@@ -221,7 +247,10 @@ static int connect_pool(const char *server)
 	int full = rpc_timeout(), quick = full < LIST_QUICK_TIMEOUT_MS ? full : LIST_QUICK_TIMEOUT_MS;
 	for (int pass = quick < full ? 0 : 1; pass < 2; pass++) {
 		for (int k = 0; k < n; k++) {
-			const char *a = addrs[(start + (unsigned)k) % (unsigned)n];
+			unsigned i = (start + (unsigned)k) % (unsigned)n;
+			const char *a = addrs[i];
+			if (gone[i])
+				continue;
 			if (!wire_addr_ok(a, strlen(a))) {
 				log_err("CHFS_SERVER entry \"%s\" is not an address like tcp://10.0.0.1:40000",
 				        a);
@@ -236,21 +265,97 @@ static int connect_pool(const char *server)
 				}
 			}
 			struct srvlist *s;
-			rc = fetch_list(a, pass ? full : quick, &s);
+			int timeout = pass ? full : quick;
+			rc = fetch_list(a, timeout, &s);
 			if (rc == 0) {
 				snprintf(chfs_client.bootstrap, sizeof chfs_client.bootstrap, "%s", a);
-				s->older = atomic_load(&chfs_client.srv);
-				atomic_store(&chfs_client.srv, s);
+				*out = s;
 				return 0;
 			}
 			if (rc == -EACCES || rc == -ENOMEM)
 				return rc;
+			gone[i] = rc != -ENOTCONN && nodelist_no_answer(rc);
+			silent += pass == 1 && !gone[i];
+			if (gone[i] || pass == 1)
+				note_failure(why, sizeof why, &shown, a, rc, timeout);
 		}
 	}
-	log_err("no CHFS server answers (tried %d address%s from %s; servers do not answer without "
-	        "the pool secret, CHFS_SECRET_FILE=%s)",
-	        n, n > 1 ? "es" : "", server ? "the argument" : "CHFS_SERVER", chfs_client.cfg.secret_file);
+	if (silent)
+		log_err("no CHFS server answers: %s (from %s; servers do not answer without the pool "
+		        "secret, CHFS_SECRET_FILE=%s)",
+		        why, server ? "the argument" : "CHFS_SERVER", chfs_client.cfg.secret_file);
+	else
+		log_err("no CHFS server answers: %s (from %s)", why, server ? "the argument" : "CHFS_SERVER");
 	return -ENOTCONN;
+}
+
+/* The list from the node's cache, if there is a young enough one: no server is contacted.
+ * Age limit CHFS_LIST_CACHE_MSEC (500 ms): the epoch corrects membership changes whatever the
+ * age, but a member the pool found down (or hung) since is only known from a fresh list, and a
+ * new process must learn it about as soon as one without the cache would — the failure
+ * detector itself takes over a second. A burst of processes (MPI ranks, a parallel make, the
+ * short steps of a workflow) still fetches the list about once per interval, not per process. */
+static int connect_cached(const char *server)
+{
+	char first[WIRE_ADDR_MAX];
+	struct nodelist l;
+	int64_t fetched, now = listcache_now_ms();
+	snprintf(first, sizeof first, "%.*s", (int)strcspn(server, ","), server);
+	if (!wire_addr_ok(first, strlen(first)) || listcache_load(&chfs_client.lc, &l, &fetched) < 0)
+		return -ENOENT;
+	if (fetched > now || now - fetched >= chfs_client.cfg.list_cache_msec) {
+		nodelist_free(&l);
+		return -ENOENT;
+	}
+	if (!chfs_client.x) {
+		proto_of(first, chfs_client.proto, sizeof chfs_client.proto);
+		if (open_transport(first) < 0) {
+			nodelist_free(&l);
+			return -ENOENT; /* the bootstrap path says why */
+		}
+	}
+	struct srvlist *s;
+	if (srvlist_build(&l, &s) < 0)
+		return -ENOENT;
+	s->fetched = (time_t)(fetched / 1000);
+	atomic_store(&s->cached, 1);
+	snprintf(chfs_client.bootstrap, sizeof chfs_client.bootstrap, "%s", first);
+	s->older = atomic_load(&chfs_client.srv);
+	atomic_store(&chfs_client.srv, s);
+	return 0;
+}
+
+/* Join the pool: the cached list, else the bootstrap servers'. Caller holds the lock. */
+static int connect_pool(const char *server)
+{
+	const char *list = server ? server : chfs_client.cfg.server;
+	if (connect_cached(list) == 0)
+		return 0;
+	struct srvlist *s;
+	int rc = fetch_bootstrap(server, &s);
+	if (rc == 0) {
+		listcache_store(&chfs_client.lc, &s->members);
+		s->older = atomic_load(&chfs_client.srv);
+		atomic_store(&chfs_client.srv, s);
+	}
+	return rc;
+}
+
+int client_cached_list_failed(struct srvlist *s, unsigned idx, int xrc)
+{
+	if (xrc == -ETIMEDOUT && atomic_load(&s->cached)) {
+		listcache_drop(&chfs_client.lc); /* it did not say the server is down: do not share it */
+		return 0;
+	}
+	if (xrc != -ECONNREFUSED && xrc != -EHOSTUNREACH && xrc != -ENETUNREACH)
+		return 0;
+	if (!atomic_exchange(&s->cached, 0))
+		return 0;
+	log_info("cached member list names %s, which is not there (%s): fetching the list", s->addrs[idx],
+	         strerror(-xrc));
+	listcache_drop(&chfs_client.lc);
+	atomic_store(&s->refetch, 1);
+	return 1;
 }
 
 static void atfork_prepare(void) { pthread_mutex_lock(&chfs_client.lock); }
@@ -298,9 +403,6 @@ static int reopen_after_fork(void)
 	return 0;
 }
 
-/* While the list reports a server down, look again this often: it may be back. */
-#define DOWN_RECHECK_S 2
-
 /* Seconds a snapshot is used before it is fetched again (0: never). */
 static int list_ttl(const struct srvlist *s)
 {
@@ -330,8 +432,10 @@ static struct srvlist *install_list(struct srvlist *ns)
 			return cur;
 		}
 		ns->older = cur;
-		if (atomic_compare_exchange_weak(&chfs_client.srv, &cur, ns))
+		if (atomic_compare_exchange_weak(&chfs_client.srv, &cur, ns)) {
+			listcache_store(&chfs_client.lc, &ns->members);
 			return ns;
+		}
 	}
 }
 
@@ -341,6 +445,11 @@ struct srvlist *client_list_retry(struct srvlist *s, unsigned idx, int attempt)
 	if (cur->epoch > s->epoch)
 		return cur; /* another thread has the newer list already */
 	struct srvlist *ns;
+	if (atomic_exchange(&s->refetch, 0)) { /* the cached list was wrong: ask the pool */
+		if (fetch_bootstrap(chfs_client.lc.server, &ns) == 0)
+			return install_list(ns);
+		return atomic_load(&chfs_client.srv);
+	}
 	if (fetch_list(s->addrs[idx], rpc_timeout(), &ns) == 0) {
 		if (ns->epoch > cur->epoch)
 			return install_list(ns);
@@ -459,6 +568,8 @@ int chfs_init(const char *server)
 		goto out;
 	}
 	chfs_client.pid = getpid();
+	listcache_init(&chfs_client.lc, &chfs_client.cfg, server ? server : chfs_client.cfg.server,
+	               chfs_client.secret);
 	rc = connect_pool(server);
 	if (rc == 0)
 		chfs_client.initialized = 1;

@@ -26,6 +26,7 @@
 
 #include "chfs.h"
 #include "config.h"
+#include "listcache.h"
 #include "log.h"
 #include "nodelist.h"
 #include "path.h"
@@ -46,6 +47,8 @@ struct srvlist {
 	unsigned ndown;
 	int nlocal;
 	time_t fetched;
+	atomic_int cached;     /* taken from the node's list cache, no server has answered yet */
+	atomic_int refetch;    /* a cached list named a server nobody listens at: fetch afresh */
 	struct srvlist *older; /* kept until chfs_term: other threads may still hold it */
 };
 
@@ -58,6 +61,7 @@ struct client {
 	xprt_t *x;
 	char proto[16];
 	char bootstrap[WIRE_ADDR_MAX];
+	struct listcache lc; /* the node-local copy of the member list (listcache.c) */
 	struct srvlist *_Atomic srv;
 	atomic_uint_fast64_t reqid;
 	atomic_int dirty_fds; /* descriptors with unreported writes */
@@ -86,6 +90,11 @@ void client_list_stale(void);
  * wait the current one if there is none yet. Callers retry up to CLIENT_RETRIES times. */
 struct srvlist *client_list_retry(struct srvlist *s, unsigned idx, int attempt);
 #define CLIENT_RETRIES 50
+/* Server idx of s, from the list cache, is not there (refused, no route): drop the cached
+ * entry and have the next client_list_retry fetch from the bootstrap servers. Returns 1 if s
+ * was such a list (the caller then retries: -ERESTART), 0 if not (a real failure). A timeout
+ * only drops the entry (returns 0). */
+int client_cached_list_failed(struct srvlist *s, unsigned idx, int xrc);
 
 /* ---- rpc.c ---- */
 /* Size of the request buffer and of the default reply buffer of a struct rpc. */

@@ -76,6 +76,8 @@ int rpc_status(struct srvlist *s, unsigned idx, int xrc, const uint8_t *rep, siz
 	}
 	if (xrc == -ETIMEDOUT)
 		client_list_stale();
+	if (xrc < 0 && client_cached_list_failed(s, idx, xrc))
+		return -ERESTART;
 	if (xrc < 0) {
 		if (xrc == -ETIMEDOUT)
 			log_err("server %s: no reply within %d ms (down, or the pool secret differs: "

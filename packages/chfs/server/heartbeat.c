@@ -77,7 +77,7 @@ static void *heartbeat(void *arg)
 				nodelist_free(&l);
 			unsigned before = prev_misses(tab, ntab, m[i].id);
 			/* Any answer, even a refusal, means the process is alive. */
-			nt[i].misses = rc == -ENOTCONN ? before + 1 : 0;
+			nt[i].misses = nodelist_no_answer(rc) ? before + 1 : 0;
 			if (nt[i].misses == HB_MISSES)
 				log_warn("server %s (%s) is down: no answer to %d heartbeats", m[i].addr,
 				         m[i].id, HB_MISSES);

@@ -13,6 +13,10 @@
  * larger ones are copied into a send operation owned by the transport until its completion, so
  * neither the caller's buffer nor its lifetime matters. -FI_EAGAIN (queue full, connection being
  * set up) is retried, kicking the progress thread, until the call's deadline.
+ *
+ * A call to a tcp peer that has never answered checks, after a short wait, that anyone listens
+ * at its address at all (xprt_reach.c): rxm would otherwise retry a refused connection
+ * silently until the deadline.
  */
 #include "xprt_internal.h"
 
@@ -103,11 +107,22 @@ int xprt_send_msg(xprt_t *x, xprt_peer_t *p, int kind, uint64_t id, const void *
 		x->sends = s;
 		pthread_mutex_unlock(&x->send_mu);
 	}
+	/* A request to a peer that never answered: while rxm keeps the send pending (connecting),
+	 * check once after a short while that anyone listens there at all (xprt_reach.c). */
+	bool probe = kind == XPRT_MSG_REQUEST && xprt_reach_applies(x, p);
+	struct timespec probe_at;
+	xprt_deadline(&probe_at, XPRT_REACH_AFTER_MS);
 	for (unsigned spins = 0;; spins++) {
 		ssize_t rc = inject ? fi_inject(x->ep, msg, total, dest)
 		                    : fi_send(x->ep, msg, total, NULL, dest, &s->op);
 		if (rc == 0)
 			break;
+		if (rc == -FI_EAGAIN && probe && xprt_past(&probe_at)) {
+			probe = false;
+			int r = xprt_reach_probe(p, XPRT_REACH_PROBE_MS);
+			if (r < 0)
+				rc = r; /* an errno value, as libfabric's codes below FI_ERRNO_OFFSET */
+		}
 		if (rc != -FI_EAGAIN || xprt_past(deadline)) {
 			if (s) {
 				pthread_mutex_lock(&x->send_mu);
@@ -213,6 +228,7 @@ void xprt_call_deliver(xprt_t *x, uint64_t id, const void *body, size_t len, int
 			if (len)
 				memcpy(c->rep, body, len > c->repcap ? c->repcap : len);
 			atomic_fetch_add(&x->st.replies, 1);
+			atomic_store(&c->peer->answered, true);
 		}
 		c->done = true;
 		pthread_cond_signal(&c->cv);
@@ -239,6 +255,7 @@ static int call_begin(xprt_t *x, struct xprt_call *c, xprt_peer_t *p, const void
 	c->timeout_ms = timeout_ms;
 	c->id = atomic_fetch_add(&x->next_id, 1);
 	xprt_deadline(&c->deadline, timeout_ms);
+	xprt_deadline(&c->probe_at, XPRT_REACH_AFTER_MS);
 	int want = x->nbufs_base + atomic_fetch_add(&x->calls_in_flight, 1) + 1;
 	if (want > x->nbufs)
 		xprt_grow_bufs(x, want);
@@ -261,13 +278,48 @@ static int call_begin(xprt_t *x, struct xprt_call *c, xprt_peer_t *p, const void
 	return 0;
 }
 
+static bool ts_before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* Milliseconds left until ts (0 if past). */
+static int ms_until(const struct timespec *ts)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	long long ms = (long long)(ts->tv_sec - now.tv_sec) * 1000 + (ts->tv_nsec - now.tv_nsec) / 1000000;
+	return ms <= 0 ? 0 : ms > 1 << 30 ? 1 << 30 : (int)ms;
+}
+
+/* The call is still waiting for a peer that never answered: if nobody listens at its address,
+ * fail the call now instead of at its deadline (xprt_reach.c). Called with call_mu held. */
+static void call_check_reach(xprt_t *x, struct xprt_call *c)
+{
+	int left = ms_until(&c->deadline);
+	pthread_mutex_unlock(&x->call_mu);
+	int rc = xprt_reach_probe(c->peer, left < XPRT_REACH_PROBE_MS ? left : XPRT_REACH_PROBE_MS);
+	pthread_mutex_lock(&x->call_mu);
+	if (rc < 0 && !c->done && call_remove(x, c->id)) {
+		c->result = rc;
+		c->done = true;
+	}
+}
+
 static int call_finish(struct xprt_call *c, size_t *replen)
 {
 	xprt_t *x = c->x;
 	xprt_poll_before_wait(x, &c->done);
+	bool probe = xprt_reach_applies(x, c->peer) && ts_before(&c->probe_at, &c->deadline);
 	pthread_mutex_lock(&x->call_mu);
 	while (!c->done) {
-		if (pthread_cond_timedwait(&c->cv, &x->call_mu, &c->deadline) == ETIMEDOUT && !c->done) {
+		const struct timespec *until = probe ? &c->probe_at : &c->deadline;
+		if (pthread_cond_timedwait(&c->cv, &x->call_mu, until) != ETIMEDOUT || c->done)
+			continue;
+		if (probe) {
+			probe = false;
+			call_check_reach(x, c);
+		} else {
 			call_remove(x, c->id);
 			c->result = -ETIMEDOUT;
 			c->done = true;

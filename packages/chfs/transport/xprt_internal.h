@@ -5,7 +5,7 @@
  * strings, the peer cache), xprt_progress.c (the progress thread: reads the CQ and routes each
  * completion to its operation), xprt_call.c (client calls matched to replies by id), xprt_serve.c
  * (request queue, worker pool, replies, RMA), xprt_mem.c (memory registration), xprt_fastinit.c
- * (cheap libfabric start-up), xprt_shm.c (everything only the shm provider needs: incarnation
+ * (cheap libfabric start-up), xprt_reach.c (failing fast on a refused tcp peer), xprt_shm.c (everything only the shm provider needs: incarnation
  * names, peers that follow restarts, the sleeping progress loop), shm_doorbell.c (the futex
  * wake-up file it uses, as shm has no CQ wait object in libfabric 1.17).
  *
@@ -97,6 +97,7 @@ struct xprt_peer {
 	 * inserted twice with different meanings); the old entry is retired, never fi_av_remove'd. */
 	bool pinned;
 	char ep[XPRT_ADDR_MAX]; /* shm: endpoint name fi_addr was inserted for ("" = none) */
+	atomic_bool answered;   /* a reply from it arrived (xprt_reach.c probes only before) */
 };
 
 struct xprt_call {
@@ -110,6 +111,7 @@ struct xprt_call {
 	size_t repcap, replen;
 	int timeout_ms;
 	struct timespec deadline;
+	struct timespec probe_at; /* xprt_reach.c: when to check a never-answered peer */
 	xprt_t *x;
 	xprt_peer_t *peer;
 };
@@ -231,6 +233,14 @@ void xprt_shm_poll_before_wait(xprt_t *x, atomic_bool *flag);
 void xprt_fastinit_begin(void);
 void xprt_fastinit_end(void);
 
+/* xprt_reach.c: a call to a peer that never answered, without a reply after
+ * XPRT_REACH_AFTER_MS, probes the peer's TCP port (at most XPRT_REACH_PROBE_MS) and fails at
+ * once if nobody listens there. */
+#define XPRT_REACH_AFTER_MS 100
+#define XPRT_REACH_PROBE_MS 1000
+bool xprt_reach_applies(const xprt_t *x, const xprt_peer_t *p);
+/* 0 (someone listens, or cannot tell), -ECONNREFUSED, -EHOSTUNREACH or -ENETUNREACH. */
+int xprt_reach_probe(const xprt_peer_t *p, int timeout_ms);
 /* xprt_addr.c */
 int xprt_parse_proto(const char *proto, enum xprt_kind *kind);
 const char *xprt_kind_name(enum xprt_kind k);
