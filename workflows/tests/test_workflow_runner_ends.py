@@ -1,0 +1,126 @@
+"""How a workflow run ends when it does not succeed: a failing Montage step, an overrun of
+--timeout and Ctrl-C each end the run promptly with one clear line (no Ruby backtrace, no
+"rake aborted!", no Python traceback), and leave no working directory or engine process behind.
+Pwrake's multi-host mode is exercised when pwrake is installed (CI cannot install it)."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from montage_helpers import RUN, run_workflow
+
+
+def work_dirs(out):
+    return [d for d in os.listdir(out) if d.startswith("work-")]
+
+
+def engine_alive(out):
+    """A rake/pwrake still running in a working directory under out."""
+    r = subprocess.run(["pgrep", "-f", f"Rakefile.*TIMING_LOG={out}"], capture_output=True)
+    return r.returncode == 0
+
+
+@pytest.fixture
+def broken_tiles(tiny_tiles, tmp_path):
+    """The tiny input with one tile cut after its header: mImgtbl (headers only) accepts it,
+    mProjectPP fails on it in the middle of the workflow."""
+    d = tmp_path / "raw"
+    shutil.copytree(tiny_tiles, d)
+    victim = sorted(p for p in d.iterdir() if p.name.endswith(".fits"))[1]
+    data = victim.read_bytes()
+    victim.write_bytes(data[:2880 * 2])
+    return d
+
+
+def test_failing_step_ends_the_run_with_one_line(broken_tiles, tmp_path):
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    r = run_workflow("local", broken_tiles, out, timeout=120)
+    took = time.monotonic() - t0
+    err = r.stdout + r.stderr
+    assert r.returncode != 0, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("montage workflow:")]
+    assert len(lines) == 1 and "mProjectPP failed for" in lines[0], err
+    for noise in ("rake aborted", "Traceback", ".rb:", "Rakefile:"):
+        assert noise not in err, err
+    assert took < 60, f"a failing step took {took:.1f} s to end the run"
+    assert not work_dirs(out) and not engine_alive(out)
+
+
+def test_timeout_stops_the_workflow_and_cleans_up(tiny_tiles, tmp_path):
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    r = run_workflow("local", tiny_tiles, out, "--timeout", "0.5", timeout=120)
+    took = time.monotonic() - t0
+    assert r.returncode != 0
+    assert "did not finish within 0.5 s (--timeout)" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert took < 30, f"--timeout 0.5 ended the run after {took:.1f} s"
+    assert not work_dirs(out) and not engine_alive(out)
+
+
+def test_ctrl_c_cleans_up_without_a_traceback(tiny_tiles, tmp_path):
+    out = tmp_path / "out"
+    # A terminal's Ctrl-C signals the whole foreground process group: the runner's own session
+    # stands in for it.
+    p = subprocess.Popen([sys.executable, RUN, "--env", "local", "-j", "1", "--input",
+                          str(tiny_tiles), "--out", str(out)], stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        for line in p.stderr:
+            if line.startswith("run: env="):
+                break
+        time.sleep(0.3)         # the engine is running
+        assert p.poll() is None, "the run ended before it could be interrupted"
+        os.killpg(p.pid, signal.SIGINT)
+        err = p.stderr.read()
+        rc = p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert rc == 130 and "run: interrupted" in err, (rc, err)
+    assert not work_dirs(out) and not engine_alive(out)
+
+
+def test_pwrake_options_need_the_pwrake_runner(tiny_tiles, tmp_path):
+    r = run_workflow("local", tiny_tiles, tmp_path, "--log-dir", str(tmp_path / "logs"))
+    assert r.returncode == 2 and "add --runner pwrake" in r.stderr
+
+
+@pytest.mark.skipif(shutil.which("pwrake") is None,
+                    reason="pwrake not installed (not in Debian; RubyGems unreachable here)")
+def test_pwrake_workers_on_listed_hosts(tiny_tiles, local_baseline, tmp_path):
+    # The hosts here are this machine under two names; with ci/cluster's CHFS_STACK_HOSTFILE the
+    # same call spreads the workers over the namespace nodes (every node needs the working
+    # directory at the same path).
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost 1\n127.0.0.1 1\n")
+    out = tmp_path / "out"
+    r = run_workflow("local", tiny_tiles, out, "--runner", "pwrake", "--hosts", str(hosts),
+                     "--log-dir", str(tmp_path / "logs"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (out / "mosaic.fits").read_bytes() == (local_baseline / "mosaic.fits").read_bytes()
+    assert (tmp_path / "logs" / "pwrake.log").exists()
+
+
+@pytest.mark.skipif(shutil.which("chfuse") is None or not os.path.exists("/dev/fuse"),
+                    reason="chfuse (local build) or /dev/fuse missing")
+def test_fuse_shows_chfuses_own_message_for_an_unreachable_pool(tiny_tiles, tmp_path):
+    # Nothing listens on the discard port: chfuse gives up by itself (after libchfs's RPC
+    # time-out) and says why; the runner must wait for that and show it, not "timeout".
+    secret = tmp_path / "secret"
+    secret.write_text("0123456789abcdef" * 4 + "\n")   # 64 hex digits, as chfsctl writes
+    secret.chmod(0o600)
+    env = {**os.environ, "CHFS_SERVER": "tcp://127.0.0.1:9", "CHFS_SECRET_FILE": str(secret)}
+    r = run_workflow("fuse", tiny_tiles, tmp_path / "out", "--attach", environ=env, timeout=200)
+    assert r.returncode != 0
+    assert "chfuse did not mount" in r.stderr and "chfuse: cannot join the CHFS pool at " \
+        "tcp://127.0.0.1:9" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not [d for d in os.listdir(tmp_path / "out") if d.startswith("chfuse-")]
