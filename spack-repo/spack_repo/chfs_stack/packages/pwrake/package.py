@@ -32,3 +32,7 @@ class Pwrake(RubyPackage):
     depends_on("ruby-rake", type="run")
 
     patch("pwrake-2.3.1-ruby3-fiber-reentrant-lock.patch", when="@2.3.1")
+
+    # pwrake.gemspec lists its files with `git ls-files`: from a source without .git the gem is
+    # empty and `gem install` still succeeds. Spack must report that as a failed install.
+    sanity_check_is_file = [join_path("bin", "pwrake"), join_path("bin", "pwrake_branch")]
