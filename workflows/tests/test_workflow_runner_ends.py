@@ -51,6 +51,25 @@ def test_failing_step_ends_the_run_with_one_line(broken_tiles, tmp_path):
     assert not work_dirs(out) and not engine_alive(out)
 
 
+@pytest.mark.skipif(shutil.which("pwrake") is None,
+                    reason="pwrake not installed (not in Debian; RubyGems unreachable here)")
+def test_failing_step_ends_a_pwrake_run_with_one_line(broken_tiles, tmp_path):
+    # Pwrake catches `exit` in a task as a failure and prints "pwrake aborted! SystemExit" with
+    # a backtrace (and retries it); a raised WorkflowFailed is printed as its one line.
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    r = run_workflow("local", broken_tiles, out, "--runner", "pwrake", timeout=120)
+    took = time.monotonic() - t0
+    err = r.stdout + r.stderr
+    assert r.returncode != 0, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("montage workflow:")]
+    assert len(lines) == 1 and "mProjectPP failed for" in lines[0], err
+    for noise in ("aborted", "SystemExit", "Traceback", ".rb:", "Rakefile:"):
+        assert noise not in err, err
+    assert took < 60, f"a failing step took {took:.1f} s to end the Pwrake run"
+    assert not work_dirs(out) and not engine_alive(out)
+
+
 def test_timeout_stops_the_workflow_and_cleans_up(tiny_tiles, tmp_path):
     out = tmp_path / "out"
     t0 = time.monotonic()
@@ -63,12 +82,10 @@ def test_timeout_stops_the_workflow_and_cleans_up(tiny_tiles, tmp_path):
     assert not work_dirs(out) and not engine_alive(out)
 
 
-def test_ctrl_c_cleans_up_without_a_traceback(tiny_tiles, tmp_path):
-    out = tmp_path / "out"
-    # A terminal's Ctrl-C signals the whole foreground process group: the runner's own session
-    # stands in for it.
+def interrupt_mid_run(tiles, out, send):
+    """Starts a run, calls send(pid) once the engine runs; returns (exit status, stderr)."""
     p = subprocess.Popen([sys.executable, RUN, "--env", "local", "-j", "1", "--input",
-                          str(tiny_tiles), "--out", str(out)], stderr=subprocess.PIPE, text=True,
+                          str(tiles), "--out", str(out)], stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
     try:
         for line in p.stderr:
@@ -76,15 +93,32 @@ def test_ctrl_c_cleans_up_without_a_traceback(tiny_tiles, tmp_path):
                 break
         time.sleep(0.3)         # the engine is running
         assert p.poll() is None, "the run ended before it could be interrupted"
-        os.killpg(p.pid, signal.SIGINT)
+        send(p.pid)
         err = p.stderr.read()
-        rc = p.wait(timeout=60)
+        return p.wait(timeout=60), err
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+
+
+def test_ctrl_c_cleans_up_without_a_traceback(tiny_tiles, tmp_path):
+    out = tmp_path / "out"
+    # A terminal's Ctrl-C signals the whole foreground process group: the runner's own session
+    # stands in for it.
+    rc, err = interrupt_mid_run(tiny_tiles, out, lambda pid: os.killpg(pid, signal.SIGINT))
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert rc == 130 and "run: interrupted" in err, (rc, err)
+    assert not work_dirs(out) and not engine_alive(out)
+
+
+def test_sigterm_to_the_runner_stops_the_engine_too(tiny_tiles, tmp_path):
+    # timeout(1) or a batch system's kill signals only the runner; the engine (its own
+    # session) must not be left running.
+    out = tmp_path / "out"
+    rc, err = interrupt_mid_run(tiny_tiles, out, lambda pid: os.kill(pid, signal.SIGTERM))
+    assert "Traceback" not in err, err
+    assert rc == 143 and "run: terminated" in err, (rc, err)
     assert not work_dirs(out) and not engine_alive(out)
 
 
@@ -93,20 +127,38 @@ def test_pwrake_options_need_the_pwrake_runner(tiny_tiles, tmp_path):
     assert r.returncode == 2 and "add --runner pwrake" in r.stderr
 
 
-@pytest.mark.skipif(shutil.which("pwrake") is None,
-                    reason="pwrake not installed (not in Debian; RubyGems unreachable here)")
-def test_pwrake_workers_on_listed_hosts(tiny_tiles, local_baseline, tmp_path):
-    # The hosts here are this machine under two names; with ci/cluster's CHFS_STACK_HOSTFILE the
-    # same call spreads the workers over the namespace nodes (every node needs the working
-    # directory at the same path).
+NO_PWRAKE = "pwrake not installed (not in Debian; RubyGems unreachable here)"
+
+
+def pwrake_run_on_hosts(hosts_text, tiles, baseline, tmp_path):
     hosts = tmp_path / "hosts"
-    hosts.write_text("localhost 1\n127.0.0.1 1\n")
+    hosts.write_text(hosts_text)
     out = tmp_path / "out"
-    r = run_workflow("local", tiny_tiles, out, "--runner", "pwrake", "--hosts", str(hosts),
-                     "--log-dir", str(tmp_path / "logs"))
+    r = run_workflow("local", tiles, out, "--runner", "pwrake", "--hosts", str(hosts),
+                     "--log-dir", str(tmp_path / "logs"), timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert (out / "mosaic.fits").read_bytes() == (local_baseline / "mosaic.fits").read_bytes()
-    assert (tmp_path / "logs" / "pwrake.log").exists()
+    assert (out / "mosaic.fits").read_bytes() == (baseline / "mosaic.fits").read_bytes()
+    return (tmp_path / "logs" / "pwrake.log").read_text()
+
+
+@pytest.mark.skipif(shutil.which("pwrake") is None, reason=NO_PWRAKE)
+def test_pwrake_with_a_host_file(tiny_tiles, local_baseline, tmp_path):
+    # Two names of this machine, one core each: the HOSTFILE path, with workers started
+    # locally (Pwrake uses ssh only for hosts whose address is not this machine's).
+    log = pwrake_run_on_hosts("localhost 1\n127.0.0.1 1\n", tiny_tiles, local_baseline, tmp_path)
+    assert "HOSTFILE" in log
+
+
+@pytest.mark.skipif(shutil.which("pwrake") is None, reason=NO_PWRAKE)
+@pytest.mark.skipif(not os.environ.get("CHFS_STACK_HOSTFILE"),
+                    reason="no cluster: run under eval \"$(ci/cluster up --nodes N --ssh)\"")
+def test_pwrake_workers_on_cluster_nodes_over_ssh(tiny_tiles, local_baseline, tmp_path):
+    # Network-namespace nodes share this file system, so a local working directory is at the
+    # same path on every node; the workers reach them through ci/cluster's ssh.
+    nodes = [ln.split()[0] for ln in open(os.environ["CHFS_STACK_HOSTFILE"]) if ln.strip()]
+    log = pwrake_run_on_hosts("".join(f"{n} 1\n" for n in nodes), tiny_tiles, local_baseline,
+                              tmp_path)
+    assert all(n in log for n in nodes), log[-2000:]
 
 
 @pytest.mark.skipif(shutil.which("chfuse") is None or not os.path.exists("/dev/fuse"),
