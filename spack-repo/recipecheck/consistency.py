@@ -5,7 +5,8 @@ Design: checker.py judges each directive on its own; the defects real Spack 1.1 
 that (issue 17, item 5) sit between things, so each check here reads one relation:
 - promises: a `^dep key=value` the recipe's comments offer must not be ruled out by a version the
   recipe pins on dep together with dep's own conflicts (chfs-stack pinned chfs@develop while
-  offering ^chfs implementation=upstream, which chfs conflicts with at @develop);
+  offering ^chfs implementation=upstream, which chfs conflicts with at @develop), and a
+  `spack install NAME ...` they show must not hit one of the recipe's own conflicts;
 - optional CMake packages: a `find_package(X ... QUIET)` in the part of our tree a recipe builds
   is either a declared dependency or switched off (CMAKE_DISABLE_FIND_PACKAGE_X) — else CMake
   quietly uses whatever the build host has (chfs-mpi-bench found the host's MPI);
@@ -99,6 +100,50 @@ def check_promises(r, recipes):
                     out.append(f"{r.name}: offers ^{dep} {key}={value}, but depends_on("
                                f"{d.args[0]!r}) and {dep} has conflicts({c.args[0]!r}, "
                                f"when={w!r}): real Spack rejects it")
+    return out
+
+
+_INSTALL = re.compile(r"spack install ([a-z][\w-]*)((?:\s+[~+][\w-]+|\s+[\w-]+=[\w.,-]+)*)")
+
+
+def _variant_settings(text):
+    """{variant: True/False/[values]} of the flags and key=value words in text."""
+    try:
+        return specs.parse("x " + text.strip())[0].variants if text.strip() else {}
+    except specs.SpecSyntaxError:
+        return {}
+
+
+def _satisfied(settings, spec_text, defaults):
+    """Whether variant settings (falling back to the defaults) satisfy an anonymous spec's
+    variants; None when the spec constrains anything else (versions, dependencies)."""
+    nodes = specs.parse(spec_text)
+    if len(nodes) > 1 or nodes[0].version or nodes[0].name:
+        return None
+    for k, v in nodes[0].variants.items():
+        have = settings.get(k, defaults.get(k))
+        if isinstance(v, bool):
+            if have is not v:
+                return False
+        elif have != v and [have] != v:
+            return False
+    return True
+
+
+def check_shown_installs(r):
+    defaults = {k: d.kwargs.get("default") for k, d in r.variants().items()}
+    out = []
+    for name, rest in _INSTALL.findall(_comment_text(r)):
+        if name != r.name:
+            continue
+        settings = _variant_settings(rest)
+        for c in r.directives("conflicts", own=True):
+            w = c.kwargs.get("when")
+            hit_c = _satisfied(settings, c.args[0], defaults)
+            hit_w = _satisfied(settings, w, defaults) if w else True
+            if hit_c and hit_w:
+                out.append(f"{r.name}: shows `spack install {name}{rest}`, which hits its own "
+                           f"conflicts({c.args[0]!r}, when={c.kwargs.get('when')!r})")
     return out
 
 
@@ -241,6 +286,7 @@ def check_recipes(recipes):
     out = []
     for r in recipes.values():
         out += check_promises(r, recipes)
+        out += check_shown_installs(r)
         for check in RECIPE_CHECKS:
             out += check(r)
     return out

@@ -86,6 +86,25 @@ def test_bundle_pinning_a_version_that_rules_out_what_it_offers(tmp_path):
                for p in ps), ps
 
 
+def test_shown_install_that_hits_the_recipes_own_conflict(tmp_path):
+    body = '''
+        homepage = "file://" + CHFS_STACK_CHECKOUT
+        maintainers("x")
+        license("LicenseRef-chfs-stack")
+        version("develop")
+        variant("implementation", default="ours", values=("ours", "upstream"), multi=False,
+                description="d")
+        variant("hook", default=True, description="d")
+        conflicts("+hook", when="implementation=upstream")
+        '''
+    head = CHECKOUT + "# upstream: spack install suite implementation=upstream\n"
+    ps = problems_of(tmp_path, {"suite": recipe("Suite", "BundlePackage", body, head)})
+    assert any("hits its own conflicts('+hook'" in p for p in ps), ps
+    head = CHECKOUT + "# upstream: spack install suite implementation=upstream ~hook\n"
+    ps = problems_of(tmp_path / "b", {"suite": recipe("Suite", "BundlePackage", body, head)})
+    assert not any("hits its own" in p for p in ps), ps
+
+
 def test_optional_cmake_package_neither_declared_nor_disabled(tmp_path):
     body = OURS + 'root_cmakelists_dir = "comp"\nsanity_check_is_file = ["bin/x"]\n'
     files = {"comp/CMakeLists.txt": "add_subdirectory(bench)\n",
