@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import time
 
-from pool import AttachedPool, StackPool
+from pool import AttachedPool, StackPool, is_mounted
 
 NOT_MEANINGFUL = {
     "native": "Montage's tools are unmodified POSIX programs, not linked with libchfs; "
@@ -134,14 +134,14 @@ class FusePath(LocalPath):
     def __exit__(self, *exc):
         try:
             if self.daemon:
-                if os.path.ismount(self.mount):
-                    subprocess.run(["fusermount3", "-u", self.mount], check=False)
+                if is_mounted(self.mount):
+                    subprocess.run(["fusermount3", "-u", self.mount], check=False, timeout=60)
                 try:
                     self.daemon.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     self.daemon.kill()
                     self.daemon.wait()
-                if not os.path.ismount(self.mount):
+                if not is_mounted(self.mount):
                     os.rmdir(self.mount)
                     if os.path.exists(self.errlog):
                         os.remove(self.errlog)

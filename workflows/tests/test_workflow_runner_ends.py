@@ -176,3 +176,41 @@ def test_fuse_shows_chfuses_own_message_for_an_unreachable_pool(tiny_tiles, tmp_
         "tcp://127.0.0.1:9" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
     assert not [d for d in os.listdir(tmp_path / "out") if d.startswith("chfuse-")]
+
+
+@pytest.mark.skipif(shutil.which("chfuse") is None or not os.path.exists("/dev/fuse"),
+                    reason="chfuse (local build) or /dev/fuse missing")
+def test_a_pool_that_dies_mid_run_ends_the_run_within_the_bound(tmp_path):
+    # The private pool's server is killed while the workflow runs: the run must end within
+    # --timeout plus the pool's stop, and leave no mount, server or chfuse behind.
+    out = tmp_path / "out"
+    log = tmp_path / "run.log"
+    t0 = time.monotonic()
+    with open(log, "w") as f:
+        p = subprocess.Popen([sys.executable, RUN, "--env", "fuse", "--preset", "small", "-j", "2",
+                              "--timeout", "20", "--out", str(out)], stdout=f, stderr=f,
+                             start_new_session=True)
+    try:
+        killed = None
+        while killed is None and p.poll() is None and time.monotonic() - t0 < 120:
+            time.sleep(0.2)
+            pids = [q for q in out.glob("chfs-pool-*/scratch/srv*/chfsd.pid")]
+            if pids and "tasks done" in log.read_text():
+                killed = int(pids[0].read_text())
+                os.kill(killed, signal.SIGKILL)
+        assert killed, "the workflow never ran on the pool: " + log.read_text()
+        rc = p.wait(timeout=180)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    took = time.monotonic() - t0
+    err = log.read_text()
+    assert rc != 0 and "Traceback" not in err and "IOError" not in err, err
+    assert "did not finish within 20 s" in err or "workflow failed" in err, err
+    assert took < 90, f"the run ended {took:.0f} s after it started (bound 20 s + stop)"
+    with open("/proc/self/mounts") as f:
+        assert str(out) not in f.read(), "a mount was left behind"
+    left = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout
+    assert not left, f"processes left behind: {left}"
+    assert not list(out.glob("chfs-pool-*")), "the pool directory was left behind"
