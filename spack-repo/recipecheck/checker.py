@@ -10,7 +10,9 @@ Design: load each recipe under the recording stand-in (standin.py), then judge w
   variants those packages define (and allowed values where the snapshot knows them);
 - dependency types are build/link/run/test; local patch files exist; URL patches have sha256;
 - no directive is called outside a package class;
-- global names that methods use exist (module globals, spack.package exports or Python builtins).
+- global names that methods use exist (module globals, spack.package exports or Python builtins);
+- and what consistency.py checks between a recipe and its surroundings (the checkout, the recipes
+  it depends on, Spack's conventions).
 check_repo() returns a list of problems (empty = pass); each names the recipe and the cause.
 """
 import builtins
@@ -21,7 +23,7 @@ import re
 import sys
 import types
 
-from . import snapshot, specs, standin
+from . import consistency, snapshot, specs, standin
 
 DEP_TYPES = {"build", "link", "run", "test"}
 
@@ -289,12 +291,15 @@ def check_repo(repo_dir, snap=None):
         uni = Universe(recipes, snap)
         for r in recipes.values():
             check_recipe(r, uni, problems)
+        problems += consistency.check_recipes(recipes)
     return recipes, problems, uni
 
 
 if __name__ == "__main__":
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    rs, ps, _ = check_repo(os.path.join(here, "spack_repo", "chfs_stack"))
+    repo = os.path.join(here, "spack_repo", "chfs_stack")
+    rs, ps, _ = check_repo(repo)
+    ps += consistency.check_checkout(os.path.dirname(here), repo)
     print(f"{len(rs)} recipes: {', '.join(rs)}")
     print("\n".join(ps) or "no problems")
     sys.exit(1 if ps else 0)

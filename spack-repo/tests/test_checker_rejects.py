@@ -14,6 +14,7 @@ GOOD_BODY = '''
     maintainers("someone")
     license("MIT")
     version("1.0", sha256="{sha}")
+    sanity_check_is_file = ["bin/demo"]
 '''.format(sha="a" * 64)
 
 CASES = {

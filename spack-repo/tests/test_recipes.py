@@ -1,10 +1,11 @@
 """Every recipe of spack-repo/ passes the static check against the pinned Spack snapshot, and
 every component chfs-stack ships has a recipe (a missing one fails here, by name)."""
 import os
+import re
 
 import pytest
 
-from recipecheck import checker, snapshot
+from recipecheck import checker, snapshot, specs
 
 REPO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     "spack_repo", "chfs_stack")
@@ -38,7 +39,7 @@ def test_bundle_pulls_in_every_component_and_the_builtin_workload(checked):
         pytest.fail("no chfs-stack bundle recipe")
     deps = {d.args[0].split()[0].split("@")[0].split("+")[0]
             for d in recipes["chfs-stack"].directives("depends_on")}
-    for name in ["chfs", "mpich-chfs", "chfs-hook", "chfuse", "pwrake", "gfarm", "hdf5", "ior",
+    for name in ["chfs", "mpich-chfs", "chfs-hook", "chfuse", "pwrake", "gfarm", "hdf5", "ior-chfs",
                  "montage"]:
         assert name in deps, f"chfs-stack does not depend on {name}"
 
@@ -48,7 +49,7 @@ def test_chfs_default_is_ours_and_upstream_is_a_variant(checked):
     v = recipes["chfs"].variants()["implementation"]
     assert v.kwargs["default"] == "chfs-stack"
     assert "upstream" in v.kwargs["values"]
-    upstream_deps = {d.args[0].split()[0].split("~")[0] for d in recipes["chfs"].directives("depends_on")
+    upstream_deps = {specs.parse(d.args[0])[0].name for d in recipes["chfs"].directives("depends_on")
                      if "implementation=upstream" in d.context_when}
     assert {"mochi-margo", "mercury", "argobots"} <= upstream_deps
 
@@ -107,3 +108,58 @@ def test_cmake_recipes_of_our_tree_depend_on_the_project_languages(checked):
                                             f"{LANG_DEPS[lang]!r})"
         seen += 1
     assert seen >= 3, "expected chfs, chfs-hook and chfuse to build CMake projects of this tree"
+
+
+def _deps(recipe):
+    """[(dependency name, spec text, conditions)] of a recipe's depends_on directives."""
+    return [(specs.parse(d.args[0])[0].name, d.args[0],
+             [w for w in d.context_when + [d.kwargs.get("when")] if w])
+            for d in recipe.directives("depends_on")]
+
+
+def test_bundle_offers_upstream_chfs_as_a_variant(checked):
+    # Real Spack rejected `chfs-stack ^chfs implementation=upstream`: the bundle pinned
+    # chfs@develop, which chfs keeps with implementation=chfs-stack.
+    recipes, _, _ = checked
+    b = recipes["chfs-stack"]
+    assert b.variants()["implementation"].kwargs["values"] == ("chfs-stack", "upstream")
+    chfs = [(s, w) for n, s, w in _deps(b) if n == "chfs"]
+    assert sorted(chfs) == [("chfs implementation=chfs-stack", ["implementation=chfs-stack"]),
+                            ("chfs implementation=upstream", ["implementation=upstream"])]
+    vetoed = {c.args[0] for c in b.directives("conflicts")
+              if c.kwargs.get("when") == "implementation=upstream"}
+    assert vetoed == {"+mpiio", "+hook", "+fuse"}
+
+
+def test_bundle_installs_ior_with_the_chfs_backend_and_mpi_workload_only_with_mpiio(checked):
+    recipes, _, _ = checked
+    mpi_users = [(n, s, w) for n, s, w in _deps(recipes["chfs-stack"]) if n in ("hdf5", "ior",
+                                                                                 "ior-chfs")]
+    assert {n for n, _, _ in mpi_users} == {"hdf5", "ior-chfs"}, mpi_users
+    for n, s, w in mpi_users:
+        assert "+mpiio" in w and "%mpi=mpich-chfs" in s, (n, s, w)
+
+
+def test_upstream_mochi_dependencies_exclude_branch_versions(checked):
+    # Unbounded, real Spack resolved mochi-margo to its `main` branch; a numbered range that
+    # ends in a number excludes main/master (those sort above every number).
+    recipes, _, _ = checked
+    snap = snapshot.load()
+    for name, text, when in _deps(recipes["chfs"]):
+        if name not in ("mochi-margo", "mercury", "argobots"):
+            continue
+        v = specs.parse(text)[0].version
+        assert v and re.fullmatch(r"[\d.:]*[\d.]", v) and not v.endswith(":"), text
+        assert [x for x in snap["packages"][name]["versions"] if not x[0].isdigit()], name
+
+
+def test_chfs_mpi_benchmark_is_a_variant_with_spacks_mpi(checked):
+    recipes, _, _ = checked
+    assert "mpi-bench" in recipes["chfs"].variants()
+    assert [w for n, _, w in _deps(recipes["chfs"]) if n == "mpi"] == \
+        [["implementation=chfs-stack", "+mpi-bench"]]
+
+
+def test_gfarm2fs_needs_no_openssl(checked):
+    recipes, _, _ = checked
+    assert "openssl" not in {n for n, _, _ in _deps(recipes["gfarm2fs"])}

@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import time
 
-from pool import AttachedPool, StackPool
+from pool import AttachedPool, StackPool, is_mounted
 
 NOT_MEANINGFUL = {
     "native": "Montage's tools are unmodified POSIX programs, not linked with libchfs; "
@@ -53,6 +53,9 @@ class LocalPath:
 
     def run(self, argv, **kw):
         return subprocess.run(self.prefix + argv, env={**os.environ, **self.env}, **kw)
+
+    def popen(self, argv, **kw):
+        return subprocess.Popen(self.prefix + argv, env={**os.environ, **self.env}, **kw)
 
 
 class HookPath(LocalPath):
@@ -93,32 +96,55 @@ class FusePath(LocalPath):
             self._mount_chfuse()
         return self
 
+    # chfuse gives up by itself when it cannot reach the pool (its own RPC time-outs); the
+    # runner follows it and shows its message, and only stops it if it neither mounts nor
+    # exits long after that (a hung daemon).
+    CHFUSE_BOUND_S = 150
+
     def _mount_chfuse(self):
         self.mount = tempfile.mkdtemp(prefix="chfuse-", dir=self.base)
-        self.daemon = subprocess.Popen(["chfuse", "--foreground", self.mount],
-                                       env={**os.environ, **self.env},
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 20
+        # stderr to a file, not a pipe: a mounted daemon may write warnings all run long, and
+        # the file keeps its message when it fails.
+        self.errlog = self.mount + ".log"
+        with open(self.errlog, "wb") as err:
+            self.daemon = subprocess.Popen(["chfuse", "--foreground", self.mount],
+                                           env={**os.environ, **self.env},
+                                           stdout=subprocess.DEVNULL, stderr=err)
+        deadline = time.monotonic() + self.CHFUSE_BOUND_S
         while not os.path.ismount(self.mount):
-            if self.daemon.poll() is not None or time.monotonic() > deadline:
-                err = self.daemon.stderr.read().decode(errors="replace").strip() \
-                    if self.daemon.poll() is not None else "timeout"
-                self.__exit__()
-                raise RuntimeError(f"chfuse did not mount {self.mount}: {err}")
-            time.sleep(0.1)
+            if self.daemon.poll() is not None:
+                why = self._chfuse_message() or f"chfuse exited with status {self.daemon.returncode}"
+            elif time.monotonic() > deadline:
+                why = self._chfuse_message() or "no message"
+                why = f"neither mounted nor exited within {self.CHFUSE_BOUND_S} s ({why})"
+            else:
+                time.sleep(0.1)
+                continue
+            self.__exit__()
+            raise RuntimeError(f"chfuse did not mount {self.mount}: {why}")
+
+    def _chfuse_message(self):
+        try:
+            with open(self.errlog, errors="replace") as f:
+                lines = [ln.strip() for ln in f if ln.strip()]
+        except OSError:
+            return ""
+        return "; ".join(lines[-3:])
 
     def __exit__(self, *exc):
         try:
             if self.daemon:
-                if os.path.ismount(self.mount):
-                    subprocess.run(["fusermount3", "-u", self.mount], check=False)
+                if is_mounted(self.mount):
+                    subprocess.run(["fusermount3", "-u", self.mount], check=False, timeout=60)
                 try:
                     self.daemon.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     self.daemon.kill()
                     self.daemon.wait()
-                if not os.path.ismount(self.mount):
+                if not is_mounted(self.mount):
                     os.rmdir(self.mount)
+                    if os.path.exists(self.errlog):
+                        os.remove(self.errlog)
         finally:
             self.pool.stop()
         return False

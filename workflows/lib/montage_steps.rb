@@ -6,7 +6,7 @@
 # `Steps#run` runs a command (through Pwrake's `bq` when the Rakefile runs under Pwrake, so the
 # command executes on the worker; otherwise locally), parses that line, records the step's
 # wall-clock span under its phase, and raises Steps::Failed with a one-line message on failure
-# (the Rakefile prints it and exits, so the user sees that line rather than a backtrace).
+# (the Rakefile raises it as WorkflowFailed and prints that one line rather than a backtrace).
 #
 # Timings live in memory (Rake and Pwrake run task actions as threads of one process) and are
 # written as CSV at exit to $TIMING_LOG when set — outside the working directory, so the
@@ -54,8 +54,11 @@ module Steps
 
     def capture(argv, ctx)
       if ctx && ctx.respond_to?(:bq, true)           # Pwrake: run on the task's worker
+        # No shell words beyond the quoted argv: Ruby's spawn then execs the tool directly, where
+        # a redirection such as 2>&1 made Pwrake's worker start a /bin/sh per command (under the
+        # syscall hook each costs a hooked process start, ~0.3 s). The status line is on stdout.
         code = nil
-        out = ctx.send(:bq, argv.shelljoin + ' 2>&1') { |_out, status| code = status.exitstatus }
+        out = ctx.send(:bq, argv.shelljoin) { |_out, status| code = status.exitstatus }
         [out.to_s, code == 0]
       else
         out, st = Open3.capture2e(*argv)

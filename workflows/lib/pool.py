@@ -27,6 +27,14 @@ class PoolError(RuntimeError):
     pass
 
 
+def is_mounted(path):
+    """Whether path is a mount point, from the mount table. os.path.ismount stats the path, and
+    a FUSE mount whose pool died answers with an error: it looked unmounted and stayed behind."""
+    path = os.path.abspath(path)
+    with open("/proc/self/mounts") as f:
+        return any(len(fields) > 1 and fields[1] == path for fields in map(str.split, f))
+
+
 def environment_vars(env_name):
     """What `source environments/activate ENV` would export, as a dict."""
     try:
@@ -47,8 +55,12 @@ class StackPool:
         self.env = {}
 
     def _stack(self, cmd):
-        return subprocess.run([STACK, cmd, self.env_name], capture_output=True, text=True,
-                              timeout=120, env={**os.environ, **self.env})
+        argv = [STACK, cmd, self.env_name]
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                                  env={**os.environ, **self.env})
+        except subprocess.TimeoutExpired:    # e.g. a pool that died: handled like a failure
+            return subprocess.CompletedProcess(argv, 124, "", f"{cmd} took over 120 s")
 
     def start(self):
         self.env = environment_vars(self.env_name)
@@ -85,7 +97,7 @@ class StackPool:
         elif self._servers_alive():     # a start that failed half-way
             self._stop_directly()
         mnt = os.path.join(self.dir, "mnt")
-        if os.path.ismount(mnt) or self._servers_alive():
+        if is_mounted(mnt) or self._servers_alive():
             # never delete a live server's storage or through a mount that would not go away
             print(f"run: pool in {self.dir} did not go down; left in place", file=sys.stderr)
         else:
@@ -95,7 +107,7 @@ class StackPool:
     def _stop_directly(self):
         """What `stack down` does, for when it fails: unmount, then chfsctl stop."""
         mnt = os.path.join(self.dir, "mnt")
-        if os.path.ismount(mnt):
+        if is_mounted(mnt):
             subprocess.run(["fusermount3", "-u", mnt], check=False, timeout=60)
         subprocess.run(["chfsctl", "-c", self.env["CHFS_STACK_SCRATCH"],
                         "-k", self.env["CHFS_SECRET_FILE"],

@@ -7,8 +7,8 @@
 # needs our implementation: besides upstream's calls it uses chfs.h extensions upstream CHFS
 # lacks (chfs_fstat, chfs_lstat, chfs_ftruncate, chfs_rename, chfs_access, chfs_chmod,
 # chfs_utimens, and chfs_local_backing_path for its node-local fast path). capstone
-# disassembles the code to rewrite. Running needs `sysctl vm.mmap_min_addr=0` (the trampoline lives at address 0),
-# which Spack cannot set: see the README's "Choosing an access path".
+# disassembles the code to rewrite. Running needs `sysctl vm.mmap_min_addr=0` (the trampoline
+# lives at address 0), which Spack cannot set: see the README's "Choosing an access path".
 import os
 
 from spack_repo.builtin.build_systems import cmake
@@ -23,7 +23,7 @@ class ChfsHook(cmake.CMakePackage):
     """zpoline-style system-call hook that lets unmodified programs use CHFS paths (chfs-run
     PROGRAM ...), built on the chfs.h client API."""
 
-    homepage = "https://github.com/otatebe/chfs"
+    homepage = "file://" + CHFS_STACK_CHECKOUT
     git = "file://" + CHFS_STACK_CHECKOUT
 
     maintainers("chfs-stack")
@@ -41,6 +41,10 @@ class ChfsHook(cmake.CMakePackage):
     # Rewrites x86-64 syscall instructions and maps its trampoline at virtual address 0.
     requires("platform=linux", msg="chfs-hook uses Linux system calls and mmap at address 0")
     requires("target=x86_64:", msg="chfs-hook rewrites x86-64 syscall instructions")
+
+    # Its CMake leaves out the hook library (and builds only the loader) when find_package(chfs)
+    # fails; Spack must not call that a successful install.
+    sanity_check_is_file = [join_path("bin", "chfs-run"), join_path("lib", "libchfs-hook.so")]
 
     def cmake_args(self):
         return [

@@ -13,7 +13,8 @@ from spack_repo.builtin.build_systems import cmake
 
 from spack.package import *
 
-# The chfs-stack checkout that contains this recipe (spack-repo/spack_repo/chfs_stack/packages/chfuse/).
+# The chfs-stack checkout that contains this recipe
+# (spack-repo/spack_repo/chfs_stack/packages/chfuse/).
 CHFS_STACK_CHECKOUT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 5))
 
 
@@ -21,7 +22,7 @@ class Chfuse(cmake.CMakePackage):
     """chfuse: FUSE daemon that mounts a CHFS pool, with FUSE kernel passthrough for files whose
     data lives on this node's CHFS server."""
 
-    homepage = "https://github.com/otatebe/chfs"
+    homepage = "file://" + CHFS_STACK_CHECKOUT
     git = "file://" + CHFS_STACK_CHECKOUT
 
     maintainers("chfs-stack")
@@ -36,6 +37,9 @@ class Chfuse(cmake.CMakePackage):
     depends_on("pkgconfig", type="build")
     depends_on("chfs implementation=chfs-stack")
     depends_on("libfuse-passthrough@3.14:")
+
+    # Its CMake skips the daemon when find_package(chfs) or fuse3 is missing.
+    sanity_check_is_file = [join_path("bin", "chfuse")]
 
     def cmake_args(self):
         return [self.define("BUILD_TESTING", False)]

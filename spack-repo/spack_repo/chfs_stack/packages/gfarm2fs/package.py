@@ -22,10 +22,11 @@ class Gfarm2fs(AutotoolsPackage):
     version("1.2.16", sha256="22c8b30c7113edd1f56d59d505ff204bbe239eb160a6278b684823528d269eb6")
 
     depends_on("c", type="build")
-    depends_on("pkgconf", type="build")
+    depends_on("pkgconfig", type="build")
     depends_on("gfarm@2.7.15:")
     depends_on("libfuse@2")
-    depends_on("openssl")
+
+    sanity_check_is_file = [join_path("bin", "gfarm2fs")]
 
     def configure_args(self):
         return ["--with-gfarm=" + self.spec["gfarm"].prefix]

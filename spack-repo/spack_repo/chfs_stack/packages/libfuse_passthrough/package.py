@@ -30,6 +30,9 @@ class LibfusePassthrough(Libfuse):
     version(
         "3.14.0",
         sha256="96115b2a8ff34bd1e0c7b00c5dfd8297571d7e165042b94498c9a26356a9a70a",
+        # The version chfs-stack tests (Debian 12's, with our patch); without this Spack picks
+        # the newest builtin version, 3.16.2, which nothing here has run.
+        preferred=True,
         url="https://github.com/libfuse/libfuse/releases/download/fuse-3.14.0/fuse-3.14.0.tar.xz",
     )
 
@@ -40,6 +43,15 @@ class LibfusePassthrough(Libfuse):
 
     # chfuse needs only the library; fusermount3 comes from the system's fuse3 package.
     variant("utils", default=False, description="Build and install helper and example programs.")
+
+    # The headers prove the install; the check below that they declare the passthrough API.
+    sanity_check_is_file = [join_path("include", "fuse3", "fuse_lowlevel.h")]
+
+    @run_after("install")
+    def check_passthrough_api(self):
+        with open(join_path(self.prefix.include, "fuse3", "fuse_lowlevel.h")) as f:
+            if "fuse_passthrough_open" not in f.read():
+                raise InstallError("libfuse-passthrough: headers lack the passthrough API")
 
     # Builtin Libfuse (spack-packages v2025.11.0) is a plain MesonPackage whose meson_args() is
     # a package method (no separate builder classes to derive from).

@@ -8,7 +8,9 @@
 # dependency on chfs (found through pkg-config, which Spack points at the chfs prefix).
 #
 # It provides "mpi" like mpich, so HDF5 and other MPI users build against it unchanged:
-#   spack install hdf5+mpi ^mpich-chfs      (or packages: mpi: require: mpich-chfs)
+#   spack install hdf5+mpi %mpi=mpich-chfs
+# (in an environment, name it on each MPI user's spec as environments/mpiio does: `packages: mpi:
+# require: mpich-chfs` alone does not reach a package Spack takes as an external).
 # Programs then reach CHFS through MPI-IO with "chfs:" file names or ROMIO_FSTYPE_FORCE=chfs:.
 
 from spack_repo.builtin.packages.mpich.package import Mpich

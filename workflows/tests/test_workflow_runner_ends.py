@@ -1,0 +1,216 @@
+"""How a workflow run ends when it does not succeed: a failing Montage step, an overrun of
+--timeout and Ctrl-C each end the run promptly with one clear line (no Ruby backtrace, no
+"rake aborted!", no Python traceback), and leave no working directory or engine process behind.
+Pwrake's multi-host mode is exercised when pwrake is installed (CI cannot install it)."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from montage_helpers import RUN, run_workflow
+
+
+def work_dirs(out):
+    return [d for d in os.listdir(out) if d.startswith("work-")]
+
+
+def engine_alive(out):
+    """A rake/pwrake still running in a working directory under out."""
+    r = subprocess.run(["pgrep", "-f", f"Rakefile.*TIMING_LOG={out}"], capture_output=True)
+    return r.returncode == 0
+
+
+@pytest.fixture
+def broken_tiles(tiny_tiles, tmp_path):
+    """The tiny input with one tile cut after its header: mImgtbl (headers only) accepts it,
+    mProjectPP fails on it in the middle of the workflow."""
+    d = tmp_path / "raw"
+    shutil.copytree(tiny_tiles, d)
+    victim = sorted(p for p in d.iterdir() if p.name.endswith(".fits"))[1]
+    data = victim.read_bytes()
+    victim.write_bytes(data[:2880 * 2])
+    return d
+
+
+def test_failing_step_ends_the_run_with_one_line(broken_tiles, tmp_path):
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    r = run_workflow("local", broken_tiles, out, timeout=120)
+    took = time.monotonic() - t0
+    err = r.stdout + r.stderr
+    assert r.returncode != 0, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("montage workflow:")]
+    assert len(lines) == 1 and "mProjectPP failed for" in lines[0], err
+    for noise in ("rake aborted", "Traceback", ".rb:", "Rakefile:"):
+        assert noise not in err, err
+    assert took < 60, f"a failing step took {took:.1f} s to end the run"
+    assert not work_dirs(out) and not engine_alive(out)
+
+
+@pytest.mark.skipif(shutil.which("pwrake") is None,
+                    reason="pwrake not installed (not in Debian; RubyGems unreachable here)")
+def test_failing_step_ends_a_pwrake_run_with_one_line(broken_tiles, tmp_path):
+    # Pwrake catches `exit` in a task as a failure and prints "pwrake aborted! SystemExit" with
+    # a backtrace (and retries it); a raised WorkflowFailed is printed as its one line.
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    r = run_workflow("local", broken_tiles, out, "--runner", "pwrake", timeout=120)
+    took = time.monotonic() - t0
+    err = r.stdout + r.stderr
+    assert r.returncode != 0, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("montage workflow:")]
+    assert len(lines) == 1 and "mProjectPP failed for" in lines[0], err
+    for noise in ("aborted", "SystemExit", "Traceback", ".rb:", "Rakefile:"):
+        assert noise not in err, err
+    assert took < 60, f"a failing step took {took:.1f} s to end the Pwrake run"
+    assert not work_dirs(out) and not engine_alive(out)
+
+
+def test_timeout_stops_the_workflow_and_cleans_up(tiny_tiles, tmp_path):
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    r = run_workflow("local", tiny_tiles, out, "--timeout", "0.5", timeout=120)
+    took = time.monotonic() - t0
+    assert r.returncode != 0
+    assert "did not finish within 0.5 s (--timeout)" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert took < 30, f"--timeout 0.5 ended the run after {took:.1f} s"
+    assert not work_dirs(out) and not engine_alive(out)
+
+
+def interrupt_mid_run(tiles, out, send):
+    """Starts a run, calls send(pid) once the engine runs; returns (exit status, stderr)."""
+    p = subprocess.Popen([sys.executable, RUN, "--env", "local", "-j", "1", "--input",
+                          str(tiles), "--out", str(out)], stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        for line in p.stderr:
+            if line.startswith("run: env="):
+                break
+        time.sleep(0.3)         # the engine is running
+        assert p.poll() is None, "the run ended before it could be interrupted"
+        send(p.pid)
+        err = p.stderr.read()
+        return p.wait(timeout=60), err
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def test_ctrl_c_cleans_up_without_a_traceback(tiny_tiles, tmp_path):
+    out = tmp_path / "out"
+    # A terminal's Ctrl-C signals the whole foreground process group: the runner's own session
+    # stands in for it.
+    rc, err = interrupt_mid_run(tiny_tiles, out, lambda pid: os.killpg(pid, signal.SIGINT))
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert rc == 130 and "run: interrupted" in err, (rc, err)
+    assert not work_dirs(out) and not engine_alive(out)
+
+
+def test_sigterm_to_the_runner_stops_the_engine_too(tiny_tiles, tmp_path):
+    # timeout(1) or a batch system's kill signals only the runner; the engine (its own
+    # session) must not be left running.
+    out = tmp_path / "out"
+    rc, err = interrupt_mid_run(tiny_tiles, out, lambda pid: os.kill(pid, signal.SIGTERM))
+    assert "Traceback" not in err, err
+    assert rc == 143 and "run: terminated" in err, (rc, err)
+    assert not work_dirs(out) and not engine_alive(out)
+
+
+def test_pwrake_options_need_the_pwrake_runner(tiny_tiles, tmp_path):
+    r = run_workflow("local", tiny_tiles, tmp_path, "--log-dir", str(tmp_path / "logs"))
+    assert r.returncode == 2 and "add --runner pwrake" in r.stderr
+
+
+NO_PWRAKE = "pwrake not installed (not in Debian; RubyGems unreachable here)"
+
+
+def pwrake_run_on_hosts(hosts_text, tiles, baseline, tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text(hosts_text)
+    out = tmp_path / "out"
+    r = run_workflow("local", tiles, out, "--runner", "pwrake", "--hosts", str(hosts),
+                     "--log-dir", str(tmp_path / "logs"), timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (out / "mosaic.fits").read_bytes() == (baseline / "mosaic.fits").read_bytes()
+    return (tmp_path / "logs" / "pwrake.log").read_text()
+
+
+@pytest.mark.skipif(shutil.which("pwrake") is None, reason=NO_PWRAKE)
+def test_pwrake_with_a_host_file(tiny_tiles, local_baseline, tmp_path):
+    # Two names of this machine, one core each: the HOSTFILE path, with workers started
+    # locally (Pwrake uses ssh only for hosts whose address is not this machine's).
+    log = pwrake_run_on_hosts("localhost 1\n127.0.0.1 1\n", tiny_tiles, local_baseline, tmp_path)
+    assert "HOSTFILE" in log
+
+
+@pytest.mark.skipif(shutil.which("pwrake") is None, reason=NO_PWRAKE)
+@pytest.mark.skipif(not os.environ.get("CHFS_STACK_HOSTFILE"),
+                    reason="no cluster: run under eval \"$(ci/cluster up --nodes N --ssh)\"")
+def test_pwrake_workers_on_cluster_nodes_over_ssh(tiny_tiles, local_baseline, tmp_path):
+    # Network-namespace nodes share this file system, so a local working directory is at the
+    # same path on every node; the workers reach them through ci/cluster's ssh.
+    nodes = [ln.split()[0] for ln in open(os.environ["CHFS_STACK_HOSTFILE"]) if ln.strip()]
+    log = pwrake_run_on_hosts("".join(f"{n} 1\n" for n in nodes), tiny_tiles, local_baseline,
+                              tmp_path)
+    assert all(n in log for n in nodes), log[-2000:]
+
+
+@pytest.mark.skipif(shutil.which("chfuse") is None or not os.path.exists("/dev/fuse"),
+                    reason="chfuse (local build) or /dev/fuse missing")
+def test_fuse_shows_chfuses_own_message_for_an_unreachable_pool(tiny_tiles, tmp_path):
+    # Nothing listens on the discard port: chfuse gives up by itself (after libchfs's RPC
+    # time-out) and says why; the runner must wait for that and show it, not "timeout".
+    secret = tmp_path / "secret"
+    secret.write_text("0123456789abcdef" * 4 + "\n")   # 64 hex digits, as chfsctl writes
+    secret.chmod(0o600)
+    env = {**os.environ, "CHFS_SERVER": "tcp://127.0.0.1:9", "CHFS_SECRET_FILE": str(secret)}
+    r = run_workflow("fuse", tiny_tiles, tmp_path / "out", "--attach", environ=env, timeout=200)
+    assert r.returncode != 0
+    assert "chfuse did not mount" in r.stderr and "chfuse: cannot join the CHFS pool at " \
+        "tcp://127.0.0.1:9" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not [d for d in os.listdir(tmp_path / "out") if d.startswith("chfuse-")]
+
+
+@pytest.mark.skipif(shutil.which("chfuse") is None or not os.path.exists("/dev/fuse"),
+                    reason="chfuse (local build) or /dev/fuse missing")
+def test_a_pool_that_dies_mid_run_ends_the_run_within_the_bound(tmp_path):
+    # The private pool's server is killed while the workflow runs: the run must end within
+    # --timeout plus the pool's stop, and leave no mount, server or chfuse behind.
+    out = tmp_path / "out"
+    log = tmp_path / "run.log"
+    t0 = time.monotonic()
+    with open(log, "w") as f:
+        p = subprocess.Popen([sys.executable, RUN, "--env", "fuse", "--preset", "small", "-j", "2",
+                              "--timeout", "20", "--out", str(out)], stdout=f, stderr=f,
+                             start_new_session=True)
+    try:
+        killed = None
+        while killed is None and p.poll() is None and time.monotonic() - t0 < 120:
+            time.sleep(0.2)
+            pids = [q for q in out.glob("chfs-pool-*/scratch/srv*/chfsd.pid")]
+            if pids and "tasks done" in log.read_text():
+                killed = int(pids[0].read_text())
+                os.kill(killed, signal.SIGKILL)
+        assert killed, "the workflow never ran on the pool: " + log.read_text()
+        rc = p.wait(timeout=180)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    took = time.monotonic() - t0
+    err = log.read_text()
+    assert rc != 0 and "Traceback" not in err and "IOError" not in err, err
+    assert "did not finish within 20 s" in err or "workflow failed" in err, err
+    assert took < 90, f"the run ended {took:.0f} s after it started (bound 20 s + stop)"
+    with open("/proc/self/mounts") as f:
+        assert str(out) not in f.read(), "a mount was left behind"
+    left = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout
+    assert not left, f"processes left behind: {left}"
+    assert not list(out.glob("chfs-pool-*")), "the pool directory was left behind"
