@@ -25,6 +25,7 @@ struct chfs_config {
 	int node_list_cache_timeout; /* CHFS_NODE_LIST_CACHE_TIMEOUT seconds (0 = never refresh) */
 	int log_priority;            /* CHFS_LOG_PRIORITY */
 	int local_fastpath;          /* CHFS_LOCAL_FASTPATH: chunks on this node's servers by pread/pwrite */
+	char backend_path[4096];     /* CHFS_BACKEND_PATH: the pool's backend directory ("" if none) */
 };
 
 #define CHFS_DEFAULT_CHUNK_SIZE 65536u

@@ -56,8 +56,8 @@ enum wire_op {
 	WOP_REMOVE_IF, /* str path, u64 fileid (rename source, other owner) */
 	WOP_RENAME,    /* str from, str to -> u32 replaced, md old (both on this server) */
 	WOP_SETATTR,   /* str path, u64 fileid, u32 which, u32 mode, i64 atime, i64 mtime, u64 size -> md */
-	WOP_WRITE,     /* u64 fileid, segs, rma?, bytes data -> u64 written */
-	WOP_READ,      /* u64 fileid, segs, rma? -> u32 n, n x u64 got, bytes data */
+	WOP_WRITE,     /* u64 fileid, tag, segs, rma?, bytes data -> u64 written */
+	WOP_READ,      /* u64 fileid, tag, segs, rma? -> u32 n, n x u64 got, bytes data */
 	WOP_DATA_TRUNCATE, /* u64 fileid, u64 len */
 	WOP_DATA_REMOVE,   /* u64 fileid */
 	WOP_DATA_STAT,     /* u64 fileid, u64 size, i64 mtime, i64 ctime (the metadata's) -> u64 size,
@@ -97,7 +97,9 @@ enum { WIRE_MIG_ENTRY = 1, WIRE_MIG_CHUNK = 2 };
 #define WIRE_SET_SIZE 16    /* size = arg (truncate) */
 
 /* md.flags */
-#define MD_LOCAL 1 /* all chunks on md.home */
+#define MD_LOCAL 1   /* all chunks on md.home */
+#define MD_BACKEND 2 /* read through from the backend (chfsd -b): md.link = its backend path */
+#define MD_FLAGS_ALL (MD_LOCAL | MD_BACKEND)
 
 /* A namespace entry: the metadata of a file, directory or symlink. */
 struct chfs_md {
@@ -195,7 +197,8 @@ void wenc_raw(struct wenc *e, const void *p, size_t n);
 /* Reserve n bytes and return where they go (NULL on overflow). */
 void *wenc_reserve(struct wenc *e, size_t n);
 void wenc_md(struct wenc *e, const struct chfs_md *m);
-/* u64 file id, then the placement tag (u32 pkey, u32 chunk size, u32 flags) of m's file. */
+/* u64 file id, then the placement tag (u32 pkey, u32 chunk size, u32 flags) of m's file;
+ * for an MD_BACKEND file then str backend path (md.link): the chunk's server fetches from it. */
 void wire_tag_put(struct wenc *e, const struct chfs_md *m);
 
 void wdec_init(struct wdec *d, const void *buf, size_t len);

@@ -104,8 +104,8 @@ static int make_pieces(struct srvlist *s, const struct chfs_md *md, size_t size,
 static int build_msg(struct ioreq *q, const struct chfs_md *md, int is_write, const uint8_t *buf,
                      const struct xprt_rma_desc *desc, uint64_t epoch)
 {
-	size_t len = WIRE_HDR_LEN + 8 + 12 + 4 + 24 * (size_t)q->nseg + 4 + 24 + 4 +
-	             (is_write && !q->rma ? q->total : 0);
+	size_t len = WIRE_HDR_LEN + 8 + 12 + (md->flags & MD_BACKEND ? 4 + strlen(md->link) : 0) + 4 +
+	             24 * (size_t)q->nseg + 4 + 24 + 4 + (is_write && !q->rma ? q->total : 0);
 	q->repcap = WIRE_HDR_LEN + 16 + 8 * (size_t)q->nseg + (!is_write && !q->rma ? q->total : 0);
 	q->msg = malloc(len);
 	q->rep = malloc(q->repcap);

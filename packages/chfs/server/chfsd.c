@@ -10,6 +10,7 @@
  * -> write the server-info file (-S) -> wait for SIGTERM/SIGINT -> drain and exit.
  */
 #define _GNU_SOURCE
+#include "backend.h"
 #include "chfsd.h"
 
 #include "config.h"
@@ -49,6 +50,9 @@ static void usage(FILE *f)
 	           "CHFS server: serves the chunks and namespace entries this server owns from a storage\n"
 	           "directory. With a bootstrap server address it joins that server's pool.\n"
 	           "  -c DIR      storage directory (default /tmp/chfs-$USER)\n"
+	           "  -b DIR      backend directory (default $CHFS_BACKEND_PATH): a path CHFS does not\n"
+	           "              have is read through from DIR/path, chunk by chunk on the servers\n"
+	           "              owning the chunks (chunk size $CHFS_CHUNK_SIZE, default 64 KiB)\n"
 	           "  -p PROTO    protocol: tcp (default), shm, verbs, sockets\n"
 	           "  -h HOST     address/interface[:port] to listen on (default 127.0.0.1 for tcp)\n"
 	           "  -S FILE     write this server's address to FILE once serving\n"
@@ -118,7 +122,7 @@ static const char *canon_proto(const char *p)
 int main(int argc, char **argv)
 {
 	const char *dir = NULL, *proto = "tcp", *host = NULL, *infofile = NULL, *pidfile = NULL;
-	const char *logfile = NULL, *secretfile = NULL, *bootstrap = NULL;
+	const char *logfile = NULL, *secretfile = NULL, *bootstrap = NULL, *backend = NULL;
 	unsigned nthreads = 4;
 	int timeout = CHFS_DEFAULT_RPC_TIMEOUT, foreground = 0, vnodes = 0, c;
 	char *end;
@@ -126,9 +130,10 @@ int main(int argc, char **argv)
 	static const struct option lopts[] = {{"help", no_argument, NULL, 'H'}, {0}};
 
 	chfs_log_set_prog("chfsd");
-	while ((c = getopt_long(argc, argv, "c:p:h:S:P:T:t:V:k:l:L:fd", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:b:p:h:S:P:T:t:V:k:l:L:fd", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'c': dir = optarg; break;
+		case 'b': backend = optarg; break;
 		case 'p': proto = optarg; break;
 		case 'h': host = optarg; break;
 		case 'S': infofile = optarg; break;
@@ -164,6 +169,14 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	proto = canon_proto(proto);
+	static struct chfs_config cfg; /* ~12 KiB: not on the stack */
+	char cfgerr[256];
+	if (chfs_config_load(&cfg, cfgerr, sizeof cfgerr) < 0) {
+		fprintf(stderr, "chfsd: %s\n", cfgerr);
+		return 2;
+	}
+	if (!backend && cfg.backend_path[0])
+		backend = cfg.backend_path;
 	if (!dir) {
 		const char *u = getenv("USER");
 		snprintf(defdir, sizeof defdir, "/tmp/chfs-%s", u && *u ? u : "chfs");
@@ -176,6 +189,7 @@ int main(int argc, char **argv)
 	/* Work from "/" (crash dumps and core files must not land in the caller's directory):
 	 * make every path absolute first. */
 	dir = absolute(dir);
+	backend = absolute(backend);
 	secretfile = absolute(secretfile);
 	infofile = absolute(infofile);
 	pidfile = absolute(pidfile);
@@ -236,6 +250,11 @@ int main(int argc, char **argv)
 	}
 	if ((rc = st_open(dir, &d.st)) < 0) {
 		log_err("storage directory %s: %s", dir, strerror(-rc));
+		return 1;
+	}
+	d.bk_chunk_size = cfg.chunk_size;
+	if (backend && ((rc = backend_open(backend, &d.bk)) < 0 || (rc = bcache_init(&d)) < 0)) {
+		log_err("backend directory %s: %s", backend, strerror(-rc));
 		return 1;
 	}
 	char hostbuf[WIRE_ADDR_MAX];
@@ -320,7 +339,8 @@ int main(int argc, char **argv)
 	pthread_mutex_lock(&d.mem.lock); /* workers already serve JOIN/SET_LIST */
 	unsigned nmem = d.mem.n;
 	pthread_mutex_unlock(&d.mem.lock);
-	log_notice("serving %s on %s (%u servers in the pool)", st_root(d.st), d.self, nmem);
+	log_notice("serving %s on %s (%u servers in the pool)%s%s", st_root(d.st), d.self, nmem,
+	           d.bk ? ", backend " : "", d.bk ? backend_root(d.bk) : "");
 	pthread_sigmask(SIG_BLOCK, &term, NULL); /* from now on taken by sigwait below */
 	if (ready[1] >= 0) {
 		prctl(PR_SET_PDEATHSIG, 0);
@@ -350,6 +370,7 @@ int main(int argc, char **argv)
 	members_stop_broadcaster(&d);
 	xprt_close(d.x);
 	st_close(d.st);
+	backend_close(d.bk);
 	if (pidfile)
 		unlink(pidfile);
 	return status;

@@ -15,6 +15,7 @@
  * bulk buffer is retired to the transport (a late transfer may still touch it) and replaced.
  */
 #define _GNU_SOURCE
+#include "backend.h"
 #include "chfsd.h"
 #include "moved.h"
 
@@ -109,6 +110,8 @@ static ssize_t full_pread(int fd, uint8_t *p, size_t n, uint64_t off)
 static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
 {
 	int rc = rebalance_take_chunks(d, q->fileid, &q->tag, q->seg, q->nseg);
+	for (uint32_t i = 0; i < q->nseg && rc == 0; i++) /* a backend file: its chunks first */
+		rc = bcache_ensure(d, q->fileid, &q->tag, q->path, q->seg[i].off, q->seg[i].len);
 	if (rc)
 		return rc;
 	int fd = st_data_open_tagged(d->st, q->fileid, &q->tag);
@@ -142,6 +145,8 @@ static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
 {
 	int fd = rebalance_take_chunks(d, q->fileid, &q->tag, q->seg, q->nseg);
+	for (uint32_t i = 0; i < q->nseg && fd == 0; i++) /* a backend file: fetch what is not here */
+		fd = bcache_ensure(d, q->fileid, &q->tag, q->path, q->seg[i].off, q->seg[i].len);
 	if (fd == 0)
 		fd = st_data_open(d->st, q->fileid, 0);
 	if (fd < 0 && fd != -ENOENT)
@@ -284,6 +289,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	case WOP_MIG_DONE: return rebalance_handle(d, q, e);
 	case WOP_CREATE:
 		md = q->md;
+		backend_materialise(d, q->path); /* a backend file exists: EEXIST, then it is opened */
 		rc = st_create(d->st, q->path, &md, q->flags & WIRE_CREATE_EXCL, &old, &flag);
 		if (rc == 0) {
 			wenc_u32(e, (uint32_t)flag);
@@ -291,7 +297,9 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		}
 		return rc;
 	case WOP_STAT:
-		if ((rc = st_lookup(d->st, q->path, &md)) == 0) {
+		if ((rc = st_lookup(d->st, q->path, &md)) == -ENOENT)
+			rc = backend_lookup(d, q->path, &md);
+		if (rc == 0) {
 			merge_local(d, &md);
 			wenc_md(e, &md);
 		}
@@ -309,7 +317,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		int eof = 1;
 		if (c.budget > e->cap)
 			c.budget = e->cap;
-		rc = st_readdir(d->st, q->path, q->path2, rd_entry, &c, &eof);
+		rc = backend_readdir(d, q->path, q->path2, rd_entry, &c, &eof); /* CHFS's + backend's */
 		if (rc == 0 && hdr) {
 			for (int b = 0; b < 4; b++) {
 				hdr[b] = (uint8_t)(c.n >> (8 * b));
@@ -356,8 +364,12 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	case WOP_DATA_TRUNCATE:
 	case WOP_DATA_REMOVE:
 		rebalance_data_op_begin(d, q->fileid, q->size, q->h.op == WOP_DATA_REMOVE);
+		if (q->h.op == WOP_DATA_REMOVE)
+			bcache_remove(d, q->fileid);
 		rc = q->h.op == WOP_DATA_REMOVE ? st_data_remove(d->st, q->fileid)
-		                                : st_data_truncate(d->st, q->fileid, q->size);
+		                                : bcache_truncate(d, q->fileid, q->size);
+		if (rc == 0 && q->h.op == WOP_DATA_TRUNCATE)
+			rc = st_data_truncate(d->st, q->fileid, q->size);
 		rebalance_data_op_end(d, q->fileid);
 		return rc;
 	case WOP_DATA_STAT:
@@ -369,6 +381,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return 0;
 	case WOP_LOCAL_PATH: {
 		char p[4200];
+		if (q->tag.flags & MD_BACKEND)
+			return -EOPNOTSUPP; /* chunks not fetched yet: reads and writes go through chfsd */
 		if ((rc = st_data_path(d->st, q->fileid, &q->tag, p, sizeof p)) == 0)
 			wenc_str(e, p);
 		return rc;

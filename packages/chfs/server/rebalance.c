@@ -11,6 +11,7 @@
 #include "chfsd.h"
 
 #include "log.h"
+#include "backend.h"
 #include "placement.h"
 
 #include <errno.h>
@@ -523,6 +524,8 @@ static int take_chunk(struct chfsd *d, const char *addr, uint64_t fileid, const 
 	 * in this node's page cache and survives a chfsd crash, not a node crash. */
 	if (fd >= 0)
 		close(fd);
+	if (rc == 0 && any && (tag->flags & MD_BACKEND))
+		bcache_mark(d, fileid, index); /* held here now: never fetched over (backend_cache.c) */
 	if (rc == 0 && any) {
 		struct wenc e;
 		wenc_init(&e, msg, cap);

@@ -1,0 +1,224 @@
+/*
+ * backend_cache.c — which chunks of a backend file (MD_BACKEND) this server holds, and the
+ * fetch of the missing ones.
+ *
+ * A sparse backing file cannot tell a chunk never fetched from a chunk of zeros, so each backend
+ * file with chunks here has a held-map, STORAGE/bcache/<fileid as 16 hex digits>: u64 floor
+ * (little endian; UINT64_MAX = none), then one byte per chunk index (1 = held). The map lives
+ * in the storage directory, so a restarted server neither fetches again nor overwrites what
+ * was written since. A chunk is fetched — the bytes [i*cs, min((i+1)*cs, floor)) of the
+ * backend file — before a read or a write touches it, then marked held; once held it is never
+ * fetched again, so a write after the mark cannot be overwritten by a fetch. `floor` is the
+ * smallest length the file was truncated to: bytes at or past it are gone from the CHFS file
+ * and are never fetched (a later extension reads zeros there, as POSIX wants).
+ *
+ * Locking: the fetch-and-mark of chunk i of a file holds one of STRIPES mutexes chosen by
+ * (fileid, i), so different chunks fetch in parallel; a truncate holds them all (it changes the
+ * floor every fetch reads). Creating a map (writing its header) holds `create_lock`, so a new
+ * header can never overwrite a floor a truncate just wrote.
+ */
+#define _GNU_SOURCE
+#include "backend.h"
+#include "chfsd.h"
+
+#include "log.h"
+#include "placement.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define STRIPES 64
+#define FETCH_PIECE (1u << 20)
+
+static pthread_mutex_t stripes[STRIPES];
+static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
+static int mapdir = -1;
+
+int bcache_init(struct chfsd *d)
+{
+	for (int i = 0; i < STRIPES; i++)
+		pthread_mutex_init(&stripes[i], NULL);
+	int root = st_rootfd(d->st);
+	if (mkdirat(root, "bcache", 0700) < 0 && errno != EEXIST)
+		return -errno;
+	mapdir = openat(root, "bcache", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return mapdir < 0 ? -errno : 0;
+}
+
+static pthread_mutex_t *stripe(uint64_t fileid, uint64_t index)
+{
+	uint64_t k = fileid ^ (index * 0x9e3779b97f4a7c15ull);
+	return &stripes[(k ^ (k >> 29)) % STRIPES];
+}
+
+static void map_name(uint64_t fileid, char name[17]) { snprintf(name, 17, "%016llx", (unsigned long long)fileid); }
+
+static int put_u64(int fd, uint64_t v, off_t off)
+{
+	uint8_t b[8];
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+	return pwrite(fd, b, 8, off) == 8 ? 0 : -errno;
+}
+
+/* The held-map of fileid, created (floor none) if absent. */
+static int map_open(uint64_t fileid)
+{
+	char name[17];
+	map_name(fileid, name);
+	int fd = openat(mapdir, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 || errno != ENOENT)
+		return fd < 0 ? -errno : fd;
+	pthread_mutex_lock(&create_lock);
+	fd = openat(mapdir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		int rc = put_u64(fd, UINT64_MAX, 0);
+		if (rc) {
+			close(fd);
+			unlinkat(mapdir, name, 0);
+			fd = rc;
+		}
+	} else if (errno == EEXIST) {
+		fd = openat(mapdir, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			fd = -errno;
+	} else {
+		fd = -errno;
+	}
+	pthread_mutex_unlock(&create_lock);
+	return fd;
+}
+
+static uint64_t map_floor(int fd)
+{
+	uint8_t b[8];
+	if (pread(fd, b, 8, 0) != 8)
+		return UINT64_MAX;
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)b[i] << (8 * i);
+	return v;
+}
+
+static int map_held(int fd, uint64_t index)
+{
+	uint8_t b = 0;
+	return pread(fd, &b, 1, (off_t)(8 + index)) == 1 && b == 1;
+}
+
+static int map_mark(int fd, uint64_t index)
+{
+	uint8_t b = 1;
+	return pwrite(fd, &b, 1, (off_t)(8 + index)) == 1 ? 0 : -errno;
+}
+
+/* Copy [start, end) of the backend file into the backing file (stops at the backend's EOF). */
+static int fetch(int bfd, int dfd, uint8_t *buf, uint64_t start, uint64_t end)
+{
+	for (uint64_t off = start; off < end;) {
+		size_t want = end - off < FETCH_PIECE ? (size_t)(end - off) : FETCH_PIECE;
+		ssize_t k = pread(bfd, buf, want, (off_t)off);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			return 0;
+		for (ssize_t w = 0; w < k;) {
+			ssize_t n = pwrite(dfd, buf + w, (size_t)(k - w), (off_t)(off + (uint64_t)w));
+			if (n < 0 && errno != EINTR)
+				return -errno;
+			if (n > 0)
+				w += n;
+		}
+		off += (uint64_t)k;
+	}
+	return 0;
+}
+
+int bcache_ensure(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag, const char *path, uint64_t off,
+                  uint64_t len)
+{
+	if (!len || !d->bk || !(tag->flags & MD_BACKEND))
+		return 0;
+	uint64_t cs = tag->chunk_size, first = off / cs, last = (off + len - 1) / cs;
+	int map = map_open(fileid), bfd = -1, dfd = -1, rc = 0;
+	uint8_t *buf = NULL;
+	if (map < 0)
+		return map;
+	for (uint64_t i = first; i <= last && rc == 0; i++) {
+		pthread_mutex_t *l = stripe(fileid, i);
+		pthread_mutex_lock(l);
+		if (!map_held(map, i)) {
+			uint64_t floor = map_floor(map), start = i * cs, end = start + cs;
+			if (end > floor)
+				end = floor;
+			if (start < end && bfd < 0 && (bfd = backend_open_read(d->bk, path)) < 0)
+				rc = bfd;
+			if (rc == 0 && start < end && dfd < 0 && (dfd = st_data_open_tagged(d->st, fileid, tag)) < 0)
+				rc = dfd;
+			if (rc == 0 && start < end && !buf && !(buf = malloc(FETCH_PIECE)))
+				rc = -ENOMEM;
+			if (rc == 0 && start < end)
+				rc = fetch(bfd, dfd, buf, start, end);
+			if (rc == 0)
+				rc = map_mark(map, i);
+		}
+		pthread_mutex_unlock(l);
+	}
+	if (rc)
+		log_warn("backend %s (file %016llx): fetching chunks %llu..%llu: %s", path,
+		         (unsigned long long)fileid, (unsigned long long)first, (unsigned long long)last,
+		         strerror(-rc));
+	free(buf);
+	if (bfd >= 0)
+		close(bfd);
+	if (dfd >= 0)
+		close(dfd);
+	close(map);
+	return rc;
+}
+
+int bcache_truncate(struct chfsd *d, uint64_t fileid, uint64_t len)
+{
+	if (!d->bk)
+		return 0;
+	for (int i = 0; i < STRIPES; i++)
+		pthread_mutex_lock(&stripes[i]);
+	int map = map_open(fileid), rc = map < 0 ? map : 0;
+	if (rc == 0 && len < map_floor(map))
+		rc = put_u64(map, len, 0);
+	if (map >= 0)
+		close(map);
+	for (int i = STRIPES - 1; i >= 0; i--)
+		pthread_mutex_unlock(&stripes[i]);
+	return rc;
+}
+
+void bcache_mark(struct chfsd *d, uint64_t fileid, uint64_t index)
+{
+	if (!d->bk)
+		return;
+	pthread_mutex_t *l = stripe(fileid, index);
+	pthread_mutex_lock(l);
+	int map = map_open(fileid);
+	if (map >= 0) {
+		map_mark(map, index);
+		close(map);
+	}
+	pthread_mutex_unlock(l);
+}
+
+void bcache_remove(struct chfsd *d, uint64_t fileid)
+{
+	char name[17];
+	if (!d->bk)
+		return;
+	map_name(fileid, name);
+	unlinkat(mapdir, name, 0);
+}
