@@ -42,6 +42,9 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_MIG_DROP_DATA] = "mig_drop_data",
         [WOP_MIG_HINT] = "mig_hint",
         [WOP_MIG_DONE] = "mig_done",
+        [WOP_STAGE_ENTRY] = "stage_entry",
+        [WOP_STAGE_DATA] = "stage_data",
+        [WOP_FLUSH] = "flush",
 };
 
 const char *wire_op_name(unsigned op)
@@ -384,7 +387,7 @@ void wire_tag_put(struct wenc *e, const struct chfs_md *m)
 	wenc_u32(e, m->pkey);
 	wenc_u32(e, m->chunk_size);
 	wenc_u32(e, m->flags);
-	if (m->flags & MD_BACKEND)
+	if (m->flags & MD_PATHED)
 		wenc_str(e, m->link);
 }
 
@@ -436,7 +439,7 @@ static void dec_path(struct wdec *d, char *out, int allow_root, int *bad)
 static void dec_backend_path(struct wdec *d, struct wire_req *r, int *bad)
 {
 	r->path[0] = '\0';
-	if (!d->err && !*bad && (r->tag.flags & MD_BACKEND))
+	if (!d->err && !*bad && (r->tag.flags & MD_PATHED))
 		dec_path(d, r->path, 0, bad);
 }
 
@@ -666,6 +669,22 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		break;
 	case WOP_DATA_REMOVE:
 	case WOP_MOVED: r->fileid = wdec_u64(&d); break;
+	case WOP_FLUSH: break;
+	case WOP_STAGE_ENTRY:
+		dec_path(&d, r->path, 0, &bad);
+		r->flags = wdec_u32(&d);
+		if (!d.err && (r->flags == 0 || r->flags > (1u << 30)))
+			bad = -EINVAL;
+		break;
+	case WOP_STAGE_DATA:
+		r->fileid = wdec_u64(&d);
+		dec_tag(&d, &r->tag, &bad);
+		dec_backend_path(&d, r, &bad);
+		r->size = wdec_u64(&d);
+		r->piece = wdec_u32(&d);
+		if (!d.err && !bad && (!(r->tag.flags & MD_BACKEND) || r->size > WIRE_MAX_OFFSET))
+			bad = -EINVAL;
+		break;
 	default: return -EBADMSG;
 	}
 	if (bad && !d.err)

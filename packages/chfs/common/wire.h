@@ -75,6 +75,13 @@ enum wire_op {
 	WOP_MIG_DROP_DATA,  /* u64 fileid, u64 off, u64 len (punch; the file goes when empty) */
 	WOP_MIG_HINT,       /* u32 n, n x (u32 kind, str path | u64 fileid, tag, u64 chunk index) */
 	WOP_MIG_DONE,       /* u64 ring epoch, str id */
+	/* Stage-in from the backend (server/backend*.c): the owner of the path makes the backend
+	 * file a CHFS entry (with this chunk size if it is new), then every server fetches the
+	 * chunks it owns, one request each. */
+	WOP_STAGE_ENTRY, /* str path, u32 chunk size -> md */
+	WOP_STAGE_DATA,  /* u64 fileid, tag (+ backend path), u64 size, u32 piece -> u64 bytes fetched */
+	WOP_FLUSH,       /* -> u32 n, n x str "path: error" (flush everything written to the backend
+	                  * now; the files that failed stay in CHFS) */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);
@@ -99,7 +106,9 @@ enum { WIRE_MIG_ENTRY = 1, WIRE_MIG_CHUNK = 2 };
 /* md.flags */
 #define MD_LOCAL 1   /* all chunks on md.home */
 #define MD_BACKEND 2 /* read through from the backend (chfsd -b): md.link = its backend path */
-#define MD_FLAGS_ALL (MD_LOCAL | MD_BACKEND)
+#define MD_FLUSH 4   /* written data are flushed to the backend at md.link (chfsd -b) */
+#define MD_PATHED (MD_BACKEND | MD_FLUSH) /* data requests carry md.link */
+#define MD_FLAGS_ALL (MD_LOCAL | MD_BACKEND | MD_FLUSH)
 
 /* A namespace entry: the metadata of a file, directory or symlink. */
 struct chfs_md {
@@ -160,7 +169,8 @@ struct wire_req {
 	uint32_t nitems;                          /* MIG_HINT: items validated, read them with */
 	const uint8_t *items;                     /* wire_mig_items_next() from here */
 	size_t items_len;
-	uint32_t flags, which, mode, vnodes;
+	uint32_t flags, which, mode, vnodes; /* STAGE_ENTRY: chunk size in flags */
+	uint32_t piece;                      /* STAGE_DATA: fetch buffer size (0 = default) */
 	int64_t atime_ns, mtime_ns;
 	uint32_t nseg;
 	uint64_t seg_total;
@@ -198,7 +208,7 @@ void wenc_raw(struct wenc *e, const void *p, size_t n);
 void *wenc_reserve(struct wenc *e, size_t n);
 void wenc_md(struct wenc *e, const struct chfs_md *m);
 /* u64 file id, then the placement tag (u32 pkey, u32 chunk size, u32 flags) of m's file;
- * for an MD_BACKEND file then str backend path (md.link): the chunk's server fetches from it. */
+ * for an MD_BACKEND or MD_FLUSH file then str backend path (md.link): the chunk's server fetches from it. */
 void wire_tag_put(struct wenc *e, const struct chfs_md *m);
 
 void wdec_init(struct wdec *d, const void *buf, size_t len);

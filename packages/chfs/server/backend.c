@@ -6,8 +6,8 @@
  * symlinks that would leave DIR fail (EXDEV, reported as ENOENT: nothing outside DIR is
  * visible), while symlinks that stay inside DIR work as they do on DIR itself. Paths are CHFS
  * canonical paths (no ".", "..", empty or leading-slash components; "" is DIR itself), so the
- * kernel check is a second fence, not the only one. The module reads only: writing back is
- * the flush's business.
+ * kernel check is a second fence, not the only one. Writing goes through backend_open_write
+ * only (the flush, flush.c), which makes missing parent directories beneath DIR.
  */
 #define _GNU_SOURCE
 #include "backend.h"
@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -29,6 +30,7 @@ struct backend {
 static int open_beneath(int dirfd, const char *rel, int flags)
 {
 	struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
+	                       .mode = (flags & O_CREAT) ? 0644 : 0,
 	                       .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
 	long fd = syscall(SYS_openat2, dirfd, *rel ? rel : ".", &how, sizeof how);
 	if (fd >= 0)
@@ -109,6 +111,33 @@ int backend_readlink(struct backend *b, const char *path, char *buf, size_t size
 }
 
 int backend_open_read(struct backend *b, const char *path) { return open_beneath(b->rootfd, path, O_RDONLY); }
+
+/* Make the directories above path (each created beneath DIR, existing ones kept). */
+static int make_parents(struct backend *b, const char *path)
+{
+	char dir[CHFS_PATH_MAX];
+	snprintf(dir, sizeof dir, "%s", path);
+	for (char *p = strchr(dir, '/'); p; p = strchr(p + 1, '/')) {
+		*p = '\0';
+		const char *leaf;
+		int pfd = open_parent(b, dir, &leaf);
+		int rc = pfd < 0 ? pfd : mkdirat(pfd, leaf, 0755) < 0 && errno != EEXIST ? -errno : 0;
+		if (pfd >= 0)
+			close(pfd);
+		*p = '/';
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int backend_open_write(struct backend *b, const char *path)
+{
+	int fd = open_beneath(b->rootfd, path, O_WRONLY | O_CREAT);
+	if (fd == -ENOENT && make_parents(b, path) == 0)
+		fd = open_beneath(b->rootfd, path, O_WRONLY | O_CREAT);
+	return fd;
+}
 
 static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 

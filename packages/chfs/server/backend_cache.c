@@ -56,7 +56,10 @@ static pthread_mutex_t *stripe(uint64_t fileid, uint64_t index)
 	return &stripes[(k ^ (k >> 29)) % STRIPES];
 }
 
-static void map_name(uint64_t fileid, char name[17]) { snprintf(name, 17, "%016llx", (unsigned long long)fileid); }
+static void map_name(uint64_t fileid, char name[17])
+{
+	snprintf(name, 17, "%016llx", (unsigned long long)fileid);
+}
 
 static int put_u64(int fd, uint64_t v, off_t off)
 {
@@ -118,10 +121,11 @@ static int map_mark(int fd, uint64_t index)
 }
 
 /* Copy [start, end) of the backend file into the backing file (stops at the backend's EOF). */
-static int fetch(int bfd, int dfd, uint8_t *buf, uint64_t start, uint64_t end)
+static int fetch(int bfd, int dfd, uint8_t *buf, size_t piece, uint64_t start, uint64_t end,
+                 uint64_t *fetched)
 {
 	for (uint64_t off = start; off < end;) {
-		size_t want = end - off < FETCH_PIECE ? (size_t)(end - off) : FETCH_PIECE;
+		size_t want = end - off < piece ? (size_t)(end - off) : piece;
 		ssize_t k = pread(bfd, buf, want, (off_t)off);
 		if (k < 0 && errno == EINTR)
 			continue;
@@ -137,51 +141,97 @@ static int fetch(int bfd, int dfd, uint8_t *buf, uint64_t start, uint64_t end)
 				w += n;
 		}
 		off += (uint64_t)k;
+		*fetched += (uint64_t)k;
 	}
 	return 0;
 }
 
-int bcache_ensure(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag, const char *path, uint64_t off,
-                  uint64_t len)
+/* One pass over chunks first..last of a file: what it needs open, opened once. */
+struct pass {
+	struct chfsd *d;
+	uint64_t fileid;
+	const struct wire_tag *tag;
+	const char *path;
+	int map, bfd, dfd;
+	uint8_t *buf;
+	size_t piece;
+	uint64_t fetched;
+};
+
+/* Fetch chunk i unless held, then mark it held. */
+static int pass_chunk(struct pass *p, uint64_t i)
 {
-	if (!len || !d->bk || !(tag->flags & MD_BACKEND))
-		return 0;
-	uint64_t cs = tag->chunk_size, first = off / cs, last = (off + len - 1) / cs;
-	int map = map_open(fileid), bfd = -1, dfd = -1, rc = 0;
-	uint8_t *buf = NULL;
-	if (map < 0)
-		return map;
-	for (uint64_t i = first; i <= last && rc == 0; i++) {
-		pthread_mutex_t *l = stripe(fileid, i);
-		pthread_mutex_lock(l);
-		if (!map_held(map, i)) {
-			uint64_t floor = map_floor(map), start = i * cs, end = start + cs;
-			if (end > floor)
-				end = floor;
-			if (start < end && bfd < 0 && (bfd = backend_open_read(d->bk, path)) < 0)
-				rc = bfd;
-			if (rc == 0 && start < end && dfd < 0 && (dfd = st_data_open_tagged(d->st, fileid, tag)) < 0)
-				rc = dfd;
-			if (rc == 0 && start < end && !buf && !(buf = malloc(FETCH_PIECE)))
-				rc = -ENOMEM;
-			if (rc == 0 && start < end)
-				rc = fetch(bfd, dfd, buf, start, end);
-			if (rc == 0)
-				rc = map_mark(map, i);
-		}
-		pthread_mutex_unlock(l);
+	uint64_t cs = p->tag->chunk_size;
+	int rc = 0;
+	pthread_mutex_t *l = stripe(p->fileid, i);
+	pthread_mutex_lock(l);
+	if (!map_held(p->map, i)) {
+		uint64_t floor = map_floor(p->map), start = i * cs, end = start + cs;
+		if (end > floor)
+			end = floor;
+		if (start < end && p->bfd < 0 && (p->bfd = backend_open_read(p->d->bk, p->path)) < 0)
+			rc = p->bfd;
+		if (rc == 0 && start < end && p->dfd < 0 &&
+		    (p->dfd = st_data_open_tagged(p->d->st, p->fileid, p->tag)) < 0)
+			rc = p->dfd;
+		if (rc == 0 && start < end && !p->buf && !(p->buf = malloc(p->piece)))
+			rc = -ENOMEM;
+		if (rc == 0 && start < end)
+			rc = fetch(p->bfd, p->dfd, p->buf, p->piece, start, end, &p->fetched);
+		if (rc == 0)
+			rc = map_mark(p->map, i);
 	}
+	pthread_mutex_unlock(l);
+	return rc;
+}
+
+/* Chunks first..last (only those this server owns if `owned`). */
+static int pass_run(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag, const char *path,
+                    uint64_t first, uint64_t last, int owned, uint32_t piece, uint64_t *fetched)
+{
+	struct pass p = {.d = d, .fileid = fileid, .tag = tag, .path = path, .bfd = -1, .dfd = -1};
+	p.piece = piece ? (piece < 4096 ? 4096 : piece) : FETCH_PIECE;
+	if (p.piece > tag->chunk_size)
+		p.piece = tag->chunk_size;
+	if ((p.map = map_open(fileid)) < 0)
+		return p.map;
+	int rc = 0;
+	for (uint64_t i = first; i <= last && rc == 0; i++)
+		if (!owned || backend_owns(d, placement_chunk_key(tag->pkey, i)))
+			rc = pass_chunk(&p, i);
 	if (rc)
 		log_warn("backend %s (file %016llx): fetching chunks %llu..%llu: %s", path,
 		         (unsigned long long)fileid, (unsigned long long)first, (unsigned long long)last,
 		         strerror(-rc));
-	free(buf);
-	if (bfd >= 0)
-		close(bfd);
-	if (dfd >= 0)
-		close(dfd);
-	close(map);
+	free(p.buf);
+	if (p.bfd >= 0)
+		close(p.bfd);
+	if (p.dfd >= 0)
+		close(p.dfd);
+	close(p.map);
+	if (fetched)
+		*fetched = p.fetched;
 	return rc;
+}
+
+int bcache_ensure(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag, const char *path,
+                  uint64_t off, uint64_t len)
+{
+	if (!len || !d->bk || !(tag->flags & MD_BACKEND))
+		return 0;
+	uint64_t cs = tag->chunk_size;
+	return pass_run(d, fileid, tag, path, off / cs, (off + len - 1) / cs, 0, 0, NULL);
+}
+
+int bcache_stage(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag, const char *path,
+                 uint64_t size, uint32_t piece, uint64_t *fetched)
+{
+	*fetched = 0;
+	if (!d->bk)
+		return -EOPNOTSUPP;
+	if (!size)
+		return 0;
+	return pass_run(d, fileid, tag, path, 0, (size - 1) / tag->chunk_size, 1, piece, fetched);
 }
 
 int bcache_truncate(struct chfsd *d, uint64_t fileid, uint64_t len)
@@ -212,6 +262,21 @@ void bcache_mark(struct chfsd *d, uint64_t fileid, uint64_t index)
 		close(map);
 	}
 	pthread_mutex_unlock(l);
+}
+
+int bcache_holds(struct chfsd *d, uint64_t fileid, uint64_t off)
+{
+	struct wire_tag tag;
+	char name[17];
+	if (!d->bk || st_data_tag(d->st, fileid, &tag) != 0 || !(tag.flags & MD_BACKEND))
+		return 1;
+	map_name(fileid, name);
+	int map = openat(mapdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (map < 0)
+		return 0;
+	int held = map_held(map, off / tag.chunk_size);
+	close(map);
+	return held;
 }
 
 void bcache_remove(struct chfsd *d, uint64_t fileid)

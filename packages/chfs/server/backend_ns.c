@@ -35,8 +35,7 @@ static struct ring *cur_ring;
 static uint64_t cur_epoch;
 static unsigned self_idx = UINT32_MAX;
 
-/* 1 if this server owns the namespace entry of path under the current member list. */
-static int owned_here(struct chfsd *d, const char *path)
+int backend_owns(struct chfsd *d, uint64_t key)
 {
 	int mine = 0;
 	pthread_mutex_lock(&ring_lock);
@@ -59,28 +58,34 @@ static int owned_here(struct chfsd *d, const char *path)
 	}
 	pthread_mutex_unlock(&d->mem.lock);
 	if (cur_ring && cur_epoch)
-		mine = placement_owner(cur_ring, path) == self_idx;
+		mine = ring_owner(cur_ring, key) == self_idx;
 	pthread_mutex_unlock(&ring_lock);
 	return mine;
+}
+
+/* 1 if this server owns the namespace entry of path (placement_owner). */
+static int owned_here(struct chfsd *d, const char *path)
+{
+	return backend_owns(d, placement_chunk_key(placement_new_key(path), 0));
 }
 
 static int64_t ts_ns(const struct timespec *t) { return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec; }
 
 /* md of a backend entry as CHFS shows it (file id 0: not an entry yet). */
-static int md_of(struct chfsd *d, const char *path, const struct stat *st, struct chfs_md *md)
+static int md_of(struct chfsd *d, const char *path, const struct stat *st, uint32_t cs, struct chfs_md *md)
 {
 	memset(md, 0, sizeof *md);
 	md->mode = st->st_mode;
 	md->uid = st->st_uid;
 	md->gid = st->st_gid;
-	md->chunk_size = d->bk_chunk_size;
+	md->chunk_size = cs;
 	md->atime_ns = ts_ns(&st->st_atim);
 	md->mtime_ns = ts_ns(&st->st_mtim);
 	md->ctime_ns = ts_ns(&st->st_ctim);
 	if (S_ISREG(st->st_mode)) {
 		md->size = (uint64_t)st->st_size;
 		md->pkey = placement_new_key(path);
-		md->flags = MD_BACKEND;
+		md->flags = MD_BACKEND | MD_FLUSH; /* writes to it go back there */
 		if (strlen(path) >= sizeof md->link)
 			return -ENAMETOOLONG;
 		strcpy(md->link, path);
@@ -91,7 +96,7 @@ static int md_of(struct chfsd *d, const char *path, const struct stat *st, struc
 	return S_ISDIR(st->st_mode) ? 0 : -ENOENT; /* devices, fifos, sockets: not cached */
 }
 
-int backend_lookup(struct chfsd *d, const char *path, struct chfs_md *out)
+static int lookup(struct chfsd *d, const char *path, uint32_t cs, struct chfs_md *out)
 {
 	struct stat st;
 	struct chfs_md md;
@@ -100,7 +105,7 @@ int backend_lookup(struct chfsd *d, const char *path, struct chfs_md *out)
 	int rc = backend_lstat(d->bk, path, &st);
 	if (rc)
 		return rc == -ENOTDIR ? -ENOENT : rc;
-	if ((rc = md_of(d, path, &st, &md)) < 0)
+	if ((rc = md_of(d, path, &st, cs, &md)) < 0)
 		return rc;
 	if (!S_ISREG(md.mode)) {
 		*out = md;
@@ -111,6 +116,17 @@ int backend_lookup(struct chfsd *d, const char *path, struct chfs_md *out)
 	if (rc == -EEXIST)
 		rc = st_lookup(d->st, path, out); /* another lookup made it first */
 	return rc;
+}
+
+int backend_lookup(struct chfsd *d, const char *path, struct chfs_md *out)
+{
+	return lookup(d, path, d->bk_chunk_size, out);
+}
+
+int backend_stage_entry(struct chfsd *d, const char *path, uint32_t chunk_size, struct chfs_md *out)
+{
+	int rc = st_lookup(d->st, path, out);
+	return rc == -ENOENT ? lookup(d, path, chunk_size, out) : rc;
 }
 
 void backend_materialise(struct chfsd *d, const char *path)
@@ -147,9 +163,11 @@ static int deliver_backend(struct merge *m, const char *upto)
 		if (c == 0)
 			continue;
 		struct stat st;
-		if (snprintf(full, CHFS_PATH_MAX, "%s%s%s", m->dir, *m->dir ? "/" : "", nm) >= CHFS_PATH_MAX ||
+		if (snprintf(full, CHFS_PATH_MAX, "%s%s%s", m->dir, *m->dir ? "/" : "", nm) >=
+		            CHFS_PATH_MAX ||
 		    path_check_canonical(full, strlen(full), 0) != 0 || !owned_here(m->d, full) ||
-		    backend_lstat(m->d->bk, full, &st) != 0 || md_of(m->d, full, &st, md) != 0)
+		    backend_lstat(m->d->bk, full, &st) != 0 ||
+		    md_of(m->d, full, &st, m->d->bk_chunk_size, md) != 0)
 			continue;
 		if (m->fn(m->arg, nm, md)) {
 			m->next--;

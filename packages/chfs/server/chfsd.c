@@ -52,7 +52,10 @@ static void usage(FILE *f)
 	           "  -c DIR      storage directory (default /tmp/chfs-$USER)\n"
 	           "  -b DIR      backend directory (default $CHFS_BACKEND_PATH): a path CHFS does not\n"
 	           "              have is read through from DIR/path, chunk by chunk on the servers\n"
-	           "              owning the chunks (chunk size $CHFS_CHUNK_SIZE, default 64 KiB)\n"
+	           "              owning the chunks (chunk size $CHFS_CHUNK_SIZE, default 64 KiB); files\n"
+	           "              written in CHFS are flushed back to DIR/path\n"
+	           "  -F N        flush threads (default 1; 0 = flush only at chfs_sync and shutdown)\n"
+	           "  -U SEC      flush a file SEC seconds after its last write (default 1; < 0: at once)\n"
 	           "  -p PROTO    protocol: tcp (default), shm, verbs, sockets\n"
 	           "  -h HOST     address/interface[:port] to listen on (default 127.0.0.1 for tcp)\n"
 	           "  -S FILE     write this server's address to FILE once serving\n"
@@ -124,16 +127,31 @@ int main(int argc, char **argv)
 	const char *dir = NULL, *proto = "tcp", *host = NULL, *infofile = NULL, *pidfile = NULL;
 	const char *logfile = NULL, *secretfile = NULL, *bootstrap = NULL, *backend = NULL;
 	unsigned nthreads = 4;
-	int timeout = CHFS_DEFAULT_RPC_TIMEOUT, foreground = 0, vnodes = 0, c;
+	int timeout = CHFS_DEFAULT_RPC_TIMEOUT, foreground = 0, vnodes = 0, c, nflush = 1;
+	double flush_delay = 1.0;
 	char *end;
 	char defdir[256], secbuf[4096];
 	static const struct option lopts[] = {{"help", no_argument, NULL, 'H'}, {0}};
 
 	chfs_log_set_prog("chfsd");
-	while ((c = getopt_long(argc, argv, "c:b:p:h:S:P:T:t:V:k:l:L:fd", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:b:F:U:p:h:S:P:T:t:V:k:l:L:fd", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'c': dir = optarg; break;
 		case 'b': backend = optarg; break;
+		case 'F':
+			nflush = (int)strtol(optarg, &end, 10);
+			if (*end || nflush < 0 || nflush > 64) {
+				fprintf(stderr, "chfsd: -F %s: expected 0..64 flush threads\n", optarg);
+				return 2;
+			}
+			break;
+		case 'U':
+			flush_delay = strtod(optarg, &end);
+			if (*end || end == optarg) {
+				fprintf(stderr, "chfsd: -U %s: expected seconds\n", optarg);
+				return 2;
+			}
+			break;
 		case 'p': proto = optarg; break;
 		case 'h': host = optarg; break;
 		case 'S': infofile = optarg; break;
@@ -281,6 +299,10 @@ int main(int argc, char **argv)
 	sigaddset(&term, SIGHUP);
 	sigaddset(&term, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &term, NULL);
+	if (d.bk && (rc = bflush_init(&d, nflush, flush_delay)) < 0) { /* (threads: after the mask) */
+		log_err("backend write-back (%s/bdirty): %s", st_root(d.st), strerror(-rc));
+		return 1;
+	}
 	rc = xprt_open(&xo, &d.x);
 	if (rc && reuse) {
 		log_warn("could not reuse the saved address %s (%s); using a new one", hostbuf,
@@ -369,6 +391,7 @@ int main(int argc, char **argv)
 	heartbeat_stop(&d);
 	members_stop_broadcaster(&d);
 	xprt_close(d.x);
+	bflush_stop(&d); /* everything written reaches the backend before we exit */
 	st_close(d.st);
 	backend_close(d.bk);
 	if (pidfile)

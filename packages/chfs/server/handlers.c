@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -137,6 +138,8 @@ static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		}
 	}
 	close(fd);
+	if (rc == 0) /* dirty before the reply: a crash after it still flushes (flush.c) */
+		rc = bflush_note_write(d, q->fileid, &q->tag, q->path, q->seg, q->nseg);
 	if (rc == 0)
 		wenc_u64(e, q->seg_total);
 	return rc;
@@ -276,8 +279,9 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		                 q->prev_len);
 		return rc < 0 ? rc : 0;
 	case WOP_STATUS: {
-		char line[512];
+		char line[768];
 		rebalance_status(d, line, sizeof line);
+		bflush_status(d, line, sizeof line);
 		wenc_str(e, line);
 		return 0;
 	}
@@ -289,6 +293,11 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	case WOP_MIG_DONE: return rebalance_handle(d, q, e);
 	case WOP_CREATE:
 		md = q->md;
+		md.flags &= ~(uint32_t)MD_PATHED; /* the server's to set: */
+		if (d->bk && S_ISREG(md.mode) && !(md.flags & MD_LOCAL)) {
+			md.flags |= MD_FLUSH; /* written data go to the backend at this path */
+			snprintf(md.link, sizeof md.link, "%s", q->path);
+		}
 		backend_materialise(d, q->path); /* a backend file exists: EEXIST, then it is opened */
 		rc = st_create(d->st, q->path, &md, q->flags & WIRE_CREATE_EXCL, &old, &flag);
 		if (rc == 0) {
@@ -359,13 +368,29 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 			wenc_md(e, &md);
 		}
 		return rc;
+	case WOP_STAGE_ENTRY:
+		if ((rc = backend_stage_entry(d, q->path, q->flags, &md)) == 0)
+			wenc_md(e, &md);
+		return rc;
+	case WOP_STAGE_DATA: {
+		uint64_t fetched = 0;
+		struct wire_seg all = {.off = 0, .len = q->size};
+		if (q->size && (rc = rebalance_take_chunks(d, q->fileid, &q->tag, &all, 1)) < 0)
+			return rc;
+		if ((rc = bcache_stage(d, q->fileid, &q->tag, q->path, q->size, q->piece, &fetched)) == 0)
+			wenc_u64(e, fetched);
+		return rc;
+	}
+	case WOP_FLUSH: return bflush_wait(d, e, WIRE_HDR_LEN + WIRE_READDIR_MAX);
 	case WOP_WRITE: return do_write(d, r, q, w, e);
 	case WOP_READ: return do_read(d, r, q, w, e);
 	case WOP_DATA_TRUNCATE:
 	case WOP_DATA_REMOVE:
 		rebalance_data_op_begin(d, q->fileid, q->size, q->h.op == WOP_DATA_REMOVE);
-		if (q->h.op == WOP_DATA_REMOVE)
+		if (q->h.op == WOP_DATA_REMOVE) {
 			bcache_remove(d, q->fileid);
+			bflush_forget(d, q->fileid); /* removed from CHFS: nothing to flush */
+		}
 		rc = q->h.op == WOP_DATA_REMOVE ? st_data_remove(d->st, q->fileid)
 		                                : bcache_truncate(d, q->fileid, q->size);
 		if (rc == 0 && q->h.op == WOP_DATA_TRUNCATE)
@@ -381,7 +406,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return 0;
 	case WOP_LOCAL_PATH: {
 		char p[4200];
-		if (q->tag.flags & MD_BACKEND)
+		if (q->tag.flags & MD_PATHED)
 			return -EOPNOTSUPP; /* chunks not fetched yet: reads and writes go through chfsd */
 		if ((rc = st_data_path(d->st, q->fileid, &q->tag, p, sizeof p)) == 0)
 			wenc_str(e, p);
@@ -427,6 +452,7 @@ static int placed(unsigned op)
 	case WOP_SET_LIST:
 	case WOP_STATUS:
 	case WOP_SYNC:
+	case WOP_FLUSH:
 	case WOP_MOVED:
 	case WOP_LOCAL_PATH:
 	case WOP_DATA_STAT: return 0;
@@ -446,7 +472,8 @@ static int take_keys(struct chfsd *d, const struct wire_req *q)
 	case WOP_UNLINK:
 	case WOP_INSERT:
 	case WOP_REMOVE_IF:
-	case WOP_SETATTR: return rebalance_take_entry(d, q->path);
+	case WOP_SETATTR:
+	case WOP_STAGE_ENTRY: return rebalance_take_entry(d, q->path);
 	case WOP_RENAME: {
 		int rc = rebalance_take_entry(d, q->path);
 		return rc ? rc : rebalance_take_entry(d, q->path2);

@@ -647,7 +647,8 @@ int rebalance_handle(struct chfsd *d, const struct wire_req *q, struct wenc *e)
 		uint64_t off = q->seg[0].off, len = q->seg[0].len;
 		if (len > WIRE_MIG_PIECE)
 			return -EINVAL;
-		int fd = st_data_open(d->st, q->fileid, 0);
+		bflush_file_now(d, q->fileid); /* dirty chunks reach the backend before they leave */
+		int fd = bcache_holds(d, q->fileid, off) ? st_data_open(d->st, q->fileid, 0) : -ENOENT;
 		struct stat sb;
 		off_t data = -1;
 		if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size > off)
