@@ -36,7 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAP_OFF 4608 /* header: 24 bytes + path (< CHFS_PATH_MAX) */
+#define MAP_OFF 4608          /* header: 24 bytes + path (< CHFS_PATH_MAX) */
 #define MAP_MAGIC 0x54524442u /* "BDRT" */
 #define RETRY_S 5.0
 #define COPY_PIECE (1u << 20)
@@ -45,13 +45,13 @@ struct dirty {
 	uint64_t fileid;
 	struct wire_tag tag;
 	char *path;
-	int fd;              /* the map */
-	double last_io;      /* monotonic seconds */
-	double failed_at;    /* of the last failed flush */
-	int err;             /* its errno (0: none) */
-	int busy;            /* being flushed */
-	unsigned round;      /* last bflush_wait round that flushed it */
-	uint64_t gen;        /* bumped by every write */
+	int fd;               /* the map */
+	double last_io;       /* monotonic seconds */
+	double failed_at;     /* of the last failed flush */
+	int err;              /* its errno (0: none) */
+	int busy;             /* being flushed */
+	unsigned round;       /* last bflush_wait round that flushed it */
+	uint64_t gen;         /* bumped by every write */
 	uint64_t dirty_bytes; /* written since the last successful flush (status) */
 	struct dirty *next;
 };
@@ -65,7 +65,9 @@ static struct {
 	unsigned round;
 	double delay;
 	pthread_t *threads;
-} fl = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER,
+} fl = {.lock = PTHREAD_MUTEX_INITIALIZER,
+        .work = PTHREAD_COND_INITIALIZER,
+        .done = PTHREAD_COND_INITIALIZER,
         .dirfd = -1};
 
 static double now_s(void)
@@ -75,7 +77,10 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void map_name(uint64_t fileid, char name[17]) { snprintf(name, 17, "%016llx", (unsigned long long)fileid); }
+static void map_name(uint64_t fileid, char name[17])
+{
+	snprintf(name, 17, "%016llx", (unsigned long long)fileid);
+}
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -155,7 +160,8 @@ int bflush_note_write(struct chfsd *d, uint64_t fileid, const struct wire_tag *t
 	if (!e && !(e = add(fileid, tag, path)))
 		rc = -EIO;
 	for (uint32_t s = 0; s < nseg && rc == 0; s++) {
-		uint64_t first = seg[s].off / tag->chunk_size, last = (seg[s].off + seg[s].len - 1) / tag->chunk_size;
+		uint64_t first = seg[s].off / tag->chunk_size,
+		         last = (seg[s].off + seg[s].len - 1) / tag->chunk_size;
 		for (uint64_t i = first; i <= last && rc == 0; i++)
 			if (pwrite(e->fd, &one, 1, (off_t)(MAP_OFF + i)) != 1)
 				rc = -errno;
@@ -258,8 +264,8 @@ static int flush_entry(struct dirty *e)
 	pthread_cond_broadcast(&fl.done);
 	if (rc) {
 		if (e->err != -rc)
-			log_err("flush of %s to the backend failed: %s (the data stays in CHFS; retried)", e->path,
-			        strerror(-rc));
+			log_err("flush of %s to the backend failed: %s (the data stays in CHFS; retried)",
+			        e->path, strerror(-rc));
 		e->err = -rc;
 		e->failed_at = now_s();
 		return 0;
@@ -396,8 +402,8 @@ void bflush_status(struct chfsd *d, char *buf, size_t size)
 	}
 	size_t n = strlen(buf);
 	if (n < size)
-		snprintf(buf + n, size - n, " dirty_files=%llu dirty_bytes=%llu flush_failed=%llu", files, bytes,
-		         failed);
+		snprintf(buf + n, size - n, " dirty_files=%llu dirty_bytes=%llu flush_failed=%llu", files,
+		         bytes, failed);
 }
 
 /* A map left by a previous run: an entry due at once. */
@@ -409,7 +415,8 @@ static void load_one(const char *name)
 	struct dirty *e = calloc(1, sizeof *e);
 	uint32_t n = 0;
 	if (fd < 0 || !path || !e || pread(fd, hdr, 24, 0) != 24 || get32(hdr) != MAP_MAGIC ||
-	    (n = get32(hdr + 16)) >= MAP_OFF - 24 || pread(fd, path, n, 24) != (ssize_t)n || !get32(hdr + 8)) {
+	    (n = get32(hdr + 16)) >= MAP_OFF - 24 || pread(fd, path, n, 24) != (ssize_t)n ||
+	    !get32(hdr + 8)) {
 		log_warn("write-back map %s/bdirty/%s unreadable: ignored", st_root(fl.d->st), name);
 		if (fd >= 0)
 			close(fd);
@@ -419,7 +426,8 @@ static void load_one(const char *name)
 	}
 	path[n] = '\0';
 	e->fileid = strtoull(name, NULL, 16);
-	e->tag = (struct wire_tag){.pkey = get32(hdr + 4), .chunk_size = get32(hdr + 8), .flags = get32(hdr + 12)};
+	e->tag = (struct wire_tag){
+	        .pkey = get32(hdr + 4), .chunk_size = get32(hdr + 8), .flags = get32(hdr + 12)};
 	e->path = path;
 	e->fd = fd;
 	e->last_io = now_s() - 1e9; /* due at once */

@@ -117,8 +117,9 @@ static int add_path(const char *p, size_t index, size_t *cap)
 
 static void launcher_rank(void)
 {
-	static const char *const vars[][2] = {
-	        {"PMI_RANK", "PMI_SIZE"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"PMIX_RANK", NULL}};
+	static const char *const vars[][2] = {{"PMI_RANK", "PMI_SIZE"},
+	                                      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+	                                      {"PMIX_RANK", NULL}};
 	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
 		const char *r = getenv(vars[i][0]), *s = vars[i][1] ? getenv(vars[i][1]) : NULL;
 		if (r && s && atoi(s) > 0 && atoi(r) >= 0 && atoi(r) < atoi(s)) {
@@ -144,7 +145,8 @@ int main(int argc, char **argv)
 		case 'H': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
-		if ((c == 'b' && bufsize < 0) || (c == 'c' && chunk <= 0) || (c == 'j' && (threads < 1 || threads > 256))) {
+		if ((c == 'b' && bufsize < 0) || (c == 'c' && chunk <= 0) ||
+		    (c == 'j' && (threads < 1 || threads > 256))) {
 			fprintf(stderr, "chstagein: -%c %s: invalid value\n", c, optarg);
 			return 2;
 		}
