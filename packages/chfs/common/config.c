@@ -164,6 +164,11 @@ int chfs_config_load(struct chfs_config *c, char *err, size_t errlen)
 			BAD("CHFS_LIST_CACHE_MSEC", "expected milliseconds >= 0");
 		c->list_cache_msec = (int)l;
 	}
+	if ((v = getenv("CHFS_BACKEND_PATH")) && *v) {
+		if (strlen(v) >= sizeof c->backend_path)
+			BAD("CHFS_BACKEND_PATH", "too long");
+		strcpy(c->backend_path, v);
+	}
 	if ((v = getenv("CHFS_LOG_PRIORITY")) && *v) {
 		int p = chfs_log_parse_priority(v);
 		if (p < 0)

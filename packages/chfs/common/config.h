@@ -28,6 +28,7 @@ struct chfs_config {
 	int local_fastpath;          /* CHFS_LOCAL_FASTPATH: chunks on this node's servers by pread/pwrite */
 	char list_cache[4096];       /* CHFS_LIST_CACHE: "0" (off), a directory, or "" (default) */
 	int list_cache_msec;         /* CHFS_LIST_CACHE_MSEC: age up to which a cached list is used */
+	char backend_path[4096];     /* CHFS_BACKEND_PATH: the pool's backend directory ("" if none) */
 };
 
 #define CHFS_DEFAULT_CHUNK_SIZE 65536u

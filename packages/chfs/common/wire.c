@@ -44,6 +44,9 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_MIG_HINT] = "mig_hint",
         [WOP_MIG_DONE] = "mig_done",
         [WOP_FIND] = "find",
+        [WOP_STAGE_ENTRY] = "stage_entry",
+        [WOP_STAGE_DATA] = "stage_data",
+        [WOP_FLUSH] = "flush",
 };
 
 const char *wire_op_name(unsigned op)
@@ -375,7 +378,8 @@ static void dec_tag(struct wdec *d, struct wire_tag *t, int *bad)
 	t->pkey = wdec_u32(d);
 	t->chunk_size = wdec_u32(d);
 	t->flags = wdec_u32(d);
-	if (!d->err && (t->chunk_size == 0 || t->chunk_size > (1u << 30) || (t->flags & ~(uint32_t)MD_LOCAL)))
+	if (!d->err &&
+	    (t->chunk_size == 0 || t->chunk_size > (1u << 30) || (t->flags & ~(uint32_t)MD_FLAGS_ALL)))
 		*bad = -EINVAL;
 }
 
@@ -385,6 +389,8 @@ void wire_tag_put(struct wenc *e, const struct chfs_md *m)
 	wenc_u32(e, m->pkey);
 	wenc_u32(e, m->chunk_size);
 	wenc_u32(e, m->flags);
+	if (m->flags & MD_PATHED)
+		wenc_str(e, m->link);
 }
 
 void wire_mig_item_put(struct wenc *e, const struct wire_mig_item *it)
@@ -431,13 +437,21 @@ static void dec_path(struct wdec *d, char *out, int allow_root, int *bad)
 		*bad = rc;
 }
 
+/* The backend path after the tag of an MD_BACKEND file's data request (into r->path). */
+static void dec_backend_path(struct wdec *d, struct wire_req *r, int *bad)
+{
+	r->path[0] = '\0';
+	if (!d->err && !*bad && (r->tag.flags & MD_PATHED))
+		dec_path(d, r->path, 0, bad);
+}
+
 static int md_ok(const struct chfs_md *m)
 {
 	if (m->chunk_size == 0 || m->chunk_size > (1u << 30))
 		return 0;
 	if (m->size > WIRE_MAX_OFFSET)
 		return 0;
-	if (m->flags & ~(uint32_t)MD_LOCAL)
+	if (m->flags & ~(uint32_t)MD_FLAGS_ALL)
 		return 0;
 	if ((m->flags & MD_LOCAL) && !wire_addr_ok(m->home, strlen(m->home)))
 		return 0;
@@ -630,6 +644,7 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 	case WOP_READ:
 		r->fileid = wdec_u64(&d);
 		dec_tag(&d, &r->tag, &bad);
+		dec_backend_path(&d, r, &bad);
 		dec_segs(&d, r, &bad);
 		if (r->h.op == WOP_WRITE && !d.err && !bad) {
 			r->data = wdec_bytes(&d, UINT32_MAX, &n);
@@ -655,6 +670,7 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 	case WOP_LOCAL_PATH:
 		r->fileid = wdec_u64(&d);
 		dec_tag(&d, &r->tag, &bad);
+		dec_backend_path(&d, r, &bad);
 		break;
 	case WOP_DATA_REMOVE:
 	case WOP_MOVED: r->fileid = wdec_u64(&d); break;
@@ -675,6 +691,22 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 			bad = -EINVAL;
 		break;
 	}
+	case WOP_FLUSH: break;
+	case WOP_STAGE_ENTRY:
+		dec_path(&d, r->path, 0, &bad);
+		r->flags = wdec_u32(&d);
+		if (!d.err && (r->flags == 0 || r->flags > (1u << 30)))
+			bad = -EINVAL;
+		break;
+	case WOP_STAGE_DATA:
+		r->fileid = wdec_u64(&d);
+		dec_tag(&d, &r->tag, &bad);
+		dec_backend_path(&d, r, &bad);
+		r->size = wdec_u64(&d);
+		r->piece = wdec_u32(&d);
+		if (!d.err && !bad && (!(r->tag.flags & MD_BACKEND) || r->size > WIRE_MAX_OFFSET))
+			bad = -EINVAL;
+		break;
 	default: return -EBADMSG;
 	}
 	if (bad && !d.err)

@@ -59,8 +59,8 @@ enum wire_op {
 	WOP_RENAME,        /* str from, str to -> u32 replaced, md old (both on this server) */
 	WOP_SETATTR,       /* str path, u64 fileid, u32 which, u32 mode, i64 atime, i64 mtime, u64 size,
 	                * u32 uid, u32 gid -> md */
-	WOP_WRITE,         /* u64 fileid, segs, rma?, bytes data -> u64 written */
-	WOP_READ,          /* u64 fileid, segs, rma? -> u32 n, n x u64 got, bytes data */
+	WOP_WRITE,         /* u64 fileid, tag, segs, rma?, bytes data -> u64 written */
+	WOP_READ,          /* u64 fileid, tag, segs, rma? -> u32 n, n x u64 got, bytes data */
 	WOP_DATA_TRUNCATE, /* u64 fileid, u64 len */
 	WOP_DATA_REMOVE,   /* u64 fileid */
 	WOP_DATA_STAT,     /* u64 fileid, u64 size, i64 mtime, i64 ctime (the metadata's) -> u64 size,
@@ -84,6 +84,13 @@ enum wire_op {
 	 * cursor: the last relative path delivered ("" first). visited: entries examined. */
 	WOP_FIND, /* str start, u64 session, str cursor, bytes pred -> u64 session, u32 n, u32 eof,
 	           * u64 visited, n x (str relative path, u32 mode, u64 size, i64 mtime) */
+	/* Stage-in from the backend (server/backend*.c): the owner of the path makes the backend
+	 * file a CHFS entry (with this chunk size if it is new), then every server fetches the
+	 * chunks it owns, one request each. */
+	WOP_STAGE_ENTRY, /* str path, u32 chunk size -> md */
+	WOP_STAGE_DATA,  /* u64 fileid, tag (+ backend path), u64 size, u32 piece -> u64 bytes fetched */
+	WOP_FLUSH,       /* -> u32 n, n x str "path: error" (flush everything written to the backend
+	                  * now; the files that failed stay in CHFS) */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);
@@ -116,7 +123,11 @@ struct wire_setattr {
 };
 
 /* md.flags */
-#define MD_LOCAL 1 /* all chunks on md.home */
+#define MD_LOCAL 1   /* all chunks on md.home */
+#define MD_BACKEND 2 /* read through from the backend (chfsd -b): md.link = its backend path */
+#define MD_FLUSH 4   /* written data are flushed to the backend at md.link (chfsd -b) */
+#define MD_PATHED (MD_BACKEND | MD_FLUSH) /* data requests carry md.link */
+#define MD_FLAGS_ALL (MD_LOCAL | MD_BACKEND | MD_FLUSH)
 
 /* A namespace entry: the metadata of a file, directory or symlink. */
 struct chfs_md {
@@ -177,8 +188,9 @@ struct wire_req {
 	uint32_t nitems;                          /* MIG_HINT: items validated, read them with */
 	const uint8_t *items;                     /* wire_mig_items_next() from here */
 	size_t items_len;
-	uint32_t flags, which, mode, vnodes;
+	uint32_t flags, which, mode, vnodes; /* STAGE_ENTRY: chunk size in flags */
 	uint32_t uid, gid; /* SETATTR */
+	uint32_t piece;                      /* STAGE_DATA: fetch buffer size (0 = default) */
 	int64_t atime_ns, mtime_ns;
 	uint32_t nseg;
 	uint64_t seg_total;
@@ -215,7 +227,8 @@ void wenc_raw(struct wenc *e, const void *p, size_t n);
 /* Reserve n bytes and return where they go (NULL on overflow). */
 void *wenc_reserve(struct wenc *e, size_t n);
 void wenc_md(struct wenc *e, const struct chfs_md *m);
-/* u64 file id, then the placement tag (u32 pkey, u32 chunk size, u32 flags) of m's file. */
+/* u64 file id, then the placement tag (u32 pkey, u32 chunk size, u32 flags) of m's file;
+ * for an MD_BACKEND or MD_FLUSH file then str backend path (md.link): the chunk's server fetches from it. */
 void wire_tag_put(struct wenc *e, const struct chfs_md *m);
 
 void wdec_init(struct wdec *d, const void *buf, size_t len);

@@ -107,9 +107,19 @@ int chfs_symlink(const char *target, const char *path);
 /* Returns the length of the target (not NUL-terminated if it does not fit, like readlink). */
 int chfs_readlink(const char *path, char *buf, size_t size);
 
+/* Report this process's writes, and, with a backend (chfsd -b), return once every server has
+ * flushed what was written to it to the backend (paths that could not be flushed are logged;
+ * their data stay in CHFS). */
 void chfs_sync(void);
+/* chfs-stack extension: chfs_sync with a result: 0 when everything written is on the backend,
+ * -1 with errno EIO if some file could not be flushed (each path logged, data kept in CHFS). */
+int chfs_sync_backend(void);
+/* Bytes the servers read from the backend at a time while staging in (0: 1 MiB). */
 void chfs_set_stagein_buf_size(int buf_size);
-/* Persistent backend not implemented yet: fails with ENOTSUP. */
+/* Copy the backend file behind path (chfsd -b DIR: DIR/path) into CHFS now: every server
+ * fetches the chunks it owns, concurrently. Directories and symlinks need nothing; a file CHFS
+ * has that did not come from the backend is left as it is. 0, or -1 with errno (ENOENT: not in
+ * CHFS nor in the backend). */
 int chfs_stagein(const char *path);
 
 /* ---- chfs-stack extensions ------------------------------------------------------------ */

@@ -634,11 +634,3 @@ void chfs_set_node_list_cache_timeout(int v)
 	if (v >= 0)
 		chfs_client.cfg.node_list_cache_timeout = v;
 }
-void chfs_set_stagein_buf_size(int v) { (void)v; }
-
-int chfs_stagein(const char *path)
-{
-	(void)path;
-	log_err("chfs_stagein: no persistent backend in this CHFS build yet (chfsd -b is a later issue)");
-	return set_err(-ENOTSUP);
-}

@@ -163,6 +163,9 @@ void fd_put(struct chfs_file *f);
 int fd_release(int fd, struct chfs_file **f); /* remove from the table */
 /* Report the sizes of every dirty descriptor (optionally only those of fileid). */
 int fd_sync_sizes(uint64_t fileid);
+/* ---- sync.c ---- */
+/* Every server flushes what was written to the backend; -EIO if a file failed (logged). */
+int client_flush_backend(void);
 /* Apply fn to every open file with this fileid (rename, truncate). */
 void fd_foreach_fileid(uint64_t fileid, void (*fn)(struct chfs_file *, void *), void *arg);
 

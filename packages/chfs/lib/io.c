@@ -104,8 +104,8 @@ static int make_pieces(struct srvlist *s, const struct chfs_md *md, size_t size,
 static int build_msg(struct ioreq *q, const struct chfs_md *md, int is_write, const uint8_t *buf,
                      const struct xprt_rma_desc *desc, uint64_t epoch)
 {
-	size_t len = WIRE_HDR_LEN + 8 + 12 + 4 + 24 * (size_t)q->nseg + 4 + 24 + 4 +
-	             (is_write && !q->rma ? q->total : 0);
+	size_t len = WIRE_HDR_LEN + 8 + 12 + (md->flags & MD_PATHED ? 4 + strlen(md->link) : 0) + 4 +
+	             24 * (size_t)q->nseg + 4 + 24 + 4 + (is_write && !q->rma ? q->total : 0);
 	q->repcap = WIRE_HDR_LEN + 16 + 8 * (size_t)q->nseg + (!is_write && !q->rma ? q->total : 0);
 	q->msg = malloc(len);
 	q->rep = malloc(q->repcap);
@@ -814,6 +814,6 @@ int chfs_local_backing_path(int fd, char *buf, size_t size)
 
 void chfs_sync(void)
 {
-	if (chfs_client.initialized)
-		fd_sync_sizes(0);
+	if (chfs_client.initialized && fd_sync_sizes(0) == 0)
+		client_flush_backend(); /* sync.c: failures are logged, path by path */
 }

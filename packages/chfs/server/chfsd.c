@@ -10,6 +10,7 @@
  * -> write the server-info file (-S) -> wait for SIGTERM/SIGINT -> drain and exit.
  */
 #define _GNU_SOURCE
+#include "backend.h"
 #include "chfsd.h"
 
 #include "config.h"
@@ -49,6 +50,12 @@ static void usage(FILE *f)
 	           "CHFS server: serves the chunks and namespace entries this server owns from a storage\n"
 	           "directory. With a bootstrap server address it joins that server's pool.\n"
 	           "  -c DIR      storage directory (default /tmp/chfs-$USER)\n"
+	           "  -b DIR      backend directory (default $CHFS_BACKEND_PATH): a path CHFS does not\n"
+	           "              have is read through from DIR/path, chunk by chunk on the servers\n"
+	           "              owning the chunks (chunk size $CHFS_CHUNK_SIZE, default 64 KiB); files\n"
+	           "              written in CHFS are flushed back to DIR/path\n"
+	           "  -F N        flush threads (default 1; 0 = flush only at chfs_sync and shutdown)\n"
+	           "  -U SEC      flush a file SEC seconds after its last write (default 1; < 0: at once)\n"
 	           "  -p PROTO    protocol: tcp (default), shm, verbs, sockets\n"
 	           "  -h HOST     address/interface[:port] to listen on (default 127.0.0.1 for tcp)\n"
 	           "  -S FILE     write this server's address to FILE once serving\n"
@@ -118,17 +125,33 @@ static const char *canon_proto(const char *p)
 int main(int argc, char **argv)
 {
 	const char *dir = NULL, *proto = "tcp", *host = NULL, *infofile = NULL, *pidfile = NULL;
-	const char *logfile = NULL, *secretfile = NULL, *bootstrap = NULL;
+	const char *logfile = NULL, *secretfile = NULL, *bootstrap = NULL, *backend = NULL;
 	unsigned nthreads = 4;
-	int timeout = CHFS_DEFAULT_RPC_TIMEOUT, foreground = 0, vnodes = 0, c;
+	int timeout = CHFS_DEFAULT_RPC_TIMEOUT, foreground = 0, vnodes = 0, c, nflush = 1;
+	double flush_delay = 1.0;
 	char *end;
 	char defdir[256], secbuf[4096];
 	static const struct option lopts[] = {{"help", no_argument, NULL, 'H'}, {0}};
 
 	chfs_log_set_prog("chfsd");
-	while ((c = getopt_long(argc, argv, "c:p:h:S:P:T:t:V:k:l:L:fd", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:b:F:U:p:h:S:P:T:t:V:k:l:L:fd", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'c': dir = optarg; break;
+		case 'b': backend = optarg; break;
+		case 'F':
+			nflush = (int)strtol(optarg, &end, 10);
+			if (*end || nflush < 0 || nflush > 64) {
+				fprintf(stderr, "chfsd: -F %s: expected 0..64 flush threads\n", optarg);
+				return 2;
+			}
+			break;
+		case 'U':
+			flush_delay = strtod(optarg, &end);
+			if (*end || end == optarg) {
+				fprintf(stderr, "chfsd: -U %s: expected seconds\n", optarg);
+				return 2;
+			}
+			break;
 		case 'p': proto = optarg; break;
 		case 'h': host = optarg; break;
 		case 'S': infofile = optarg; break;
@@ -164,6 +187,14 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	proto = canon_proto(proto);
+	static struct chfs_config cfg; /* ~12 KiB: not on the stack */
+	char cfgerr[256];
+	if (chfs_config_load(&cfg, cfgerr, sizeof cfgerr) < 0) {
+		fprintf(stderr, "chfsd: %s\n", cfgerr);
+		return 2;
+	}
+	if (!backend && cfg.backend_path[0])
+		backend = cfg.backend_path;
 	if (!dir) {
 		const char *u = getenv("USER");
 		snprintf(defdir, sizeof defdir, "/tmp/chfs-%s", u && *u ? u : "chfs");
@@ -176,6 +207,7 @@ int main(int argc, char **argv)
 	/* Work from "/" (crash dumps and core files must not land in the caller's directory):
 	 * make every path absolute first. */
 	dir = absolute(dir);
+	backend = absolute(backend);
 	secretfile = absolute(secretfile);
 	infofile = absolute(infofile);
 	pidfile = absolute(pidfile);
@@ -238,6 +270,11 @@ int main(int argc, char **argv)
 		log_err("storage directory %s: %s", dir, strerror(-rc));
 		return 1;
 	}
+	d.bk_chunk_size = cfg.chunk_size;
+	if (backend && ((rc = backend_open(backend, &d.bk)) < 0 || (rc = bcache_init(&d)) < 0)) {
+		log_err("backend directory %s: %s", backend, strerror(-rc));
+		return 1;
+	}
 	char hostbuf[WIRE_ADDR_MAX];
 	struct xprt_opts xo = {.proto = proto, .host = host, .is_server = 1, .nworkers = nthreads};
 	int reuse = 0;
@@ -262,6 +299,10 @@ int main(int argc, char **argv)
 	sigaddset(&term, SIGHUP);
 	sigaddset(&term, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &term, NULL);
+	if (d.bk && (rc = bflush_init(&d, nflush, flush_delay)) < 0) { /* (threads: after the mask) */
+		log_err("backend write-back (%s/bdirty): %s", st_root(d.st), strerror(-rc));
+		return 1;
+	}
 	rc = xprt_open(&xo, &d.x);
 	if (rc && reuse) {
 		log_warn("could not reuse the saved address %s (%s); using a new one", hostbuf,
@@ -320,7 +361,8 @@ int main(int argc, char **argv)
 	pthread_mutex_lock(&d.mem.lock); /* workers already serve JOIN/SET_LIST */
 	unsigned nmem = d.mem.n;
 	pthread_mutex_unlock(&d.mem.lock);
-	log_notice("serving %s on %s (%u servers in the pool)", st_root(d.st), d.self, nmem);
+	log_notice("serving %s on %s (%u servers in the pool)%s%s", st_root(d.st), d.self, nmem,
+	           d.bk ? ", backend " : "", d.bk ? backend_root(d.bk) : "");
 	pthread_sigmask(SIG_BLOCK, &term, NULL); /* from now on taken by sigwait below */
 	if (ready[1] >= 0) {
 		prctl(PR_SET_PDEATHSIG, 0);
@@ -349,7 +391,9 @@ int main(int argc, char **argv)
 	heartbeat_stop(&d);
 	members_stop_broadcaster(&d);
 	xprt_close(d.x);
+	bflush_stop(&d); /* everything written reaches the backend before we exit */
 	st_close(d.st);
+	backend_close(d.bk);
 	if (pidfile)
 		unlink(pidfile);
 	return status;

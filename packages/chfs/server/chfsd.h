@@ -43,6 +43,8 @@ struct chfsd {
 	unsigned vnodes_opt;      /* -V, 0 if not given */
 	int timeout_ms;
 	struct rebalance *rb;        /* rebalance.c */
+	struct backend *bk;          /* -b DIR (backend.h), NULL if none */
+	uint32_t bk_chunk_size;      /* chunk size of files read through from the backend */
 	atomic_int handover_pending; /* this server holds keys others own (handover.c) */
 	atomic_int stopping;         /* shutting down: background threads end */
 };

@@ -15,6 +15,7 @@
  * bulk buffer is retired to the transport (a late transfer may still touch it) and replaced.
  */
 #define _GNU_SOURCE
+#include "backend.h"
 #include "chfsd.h"
 #include "find.h"
 #include "moved.h"
@@ -23,6 +24,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -110,6 +112,8 @@ static ssize_t full_pread(int fd, uint8_t *p, size_t n, uint64_t off)
 static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
 {
 	int rc = rebalance_take_chunks(d, q->fileid, &q->tag, q->seg, q->nseg);
+	for (uint32_t i = 0; i < q->nseg && rc == 0; i++) /* a backend file: its chunks first */
+		rc = bcache_ensure(d, q->fileid, &q->tag, q->path, q->seg[i].off, q->seg[i].len);
 	if (rc)
 		return rc;
 	int fd = st_data_open_tagged(d->st, q->fileid, &q->tag);
@@ -135,6 +139,8 @@ static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		}
 	}
 	close(fd);
+	if (rc == 0) /* dirty before the reply: a crash after it still flushes (flush.c) */
+		rc = bflush_note_write(d, q->fileid, &q->tag, q->path, q->seg, q->nseg);
 	if (rc == 0)
 		wenc_u64(e, q->seg_total);
 	return rc;
@@ -143,6 +149,8 @@ static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
 {
 	int fd = rebalance_take_chunks(d, q->fileid, &q->tag, q->seg, q->nseg);
+	for (uint32_t i = 0; i < q->nseg && fd == 0; i++) /* a backend file: fetch what is not here */
+		fd = bcache_ensure(d, q->fileid, &q->tag, q->path, q->seg[i].off, q->seg[i].len);
 	if (fd == 0)
 		fd = st_data_open(d->st, q->fileid, 0);
 	if (fd < 0 && fd != -ENOENT)
@@ -272,8 +280,9 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		                 q->prev_len);
 		return rc < 0 ? rc : 0;
 	case WOP_STATUS: {
-		char line[512];
+		char line[768];
 		rebalance_status(d, line, sizeof line);
+		bflush_status(d, line, sizeof line);
 		wenc_str(e, line);
 		return 0;
 	}
@@ -285,6 +294,12 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	case WOP_MIG_DONE: return rebalance_handle(d, q, e);
 	case WOP_CREATE:
 		md = q->md;
+		md.flags &= ~(uint32_t)MD_PATHED; /* the server's to set: */
+		if (d->bk && S_ISREG(md.mode) && !(md.flags & MD_LOCAL)) {
+			md.flags |= MD_FLUSH; /* written data go to the backend at this path */
+			snprintf(md.link, sizeof md.link, "%s", q->path);
+		}
+		backend_materialise(d, q->path); /* a backend file exists: EEXIST, then it is opened */
 		rc = st_create(d->st, q->path, &md, q->flags & WIRE_CREATE_EXCL, &old, &flag);
 		if (rc == 0) {
 			wenc_u32(e, (uint32_t)flag);
@@ -292,7 +307,9 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		}
 		return rc;
 	case WOP_STAT:
-		if ((rc = st_lookup(d->st, q->path, &md)) == 0) {
+		if ((rc = st_lookup(d->st, q->path, &md)) == -ENOENT)
+			rc = backend_lookup(d, q->path, &md);
+		if (rc == 0) {
 			merge_local(d, &md);
 			wenc_md(e, &md);
 		}
@@ -310,7 +327,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		int eof = 1;
 		if (c.budget > e->cap)
 			c.budget = e->cap;
-		rc = st_readdir(d->st, q->path, q->path2, rd_entry, &c, &eof);
+		rc = backend_readdir(d, q->path, q->path2, rd_entry, &c, &eof); /* CHFS's + backend's */
 		if (rc == 0 && hdr) {
 			for (int b = 0; b < 4; b++) {
 				hdr[b] = (uint8_t)(c.n >> (8 * b));
@@ -360,13 +377,33 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		}
 		return rc;
 	case WOP_FIND: return find_handle(d->st, q, e);
+	case WOP_STAGE_ENTRY:
+		if ((rc = backend_stage_entry(d, q->path, q->flags, &md)) == 0)
+			wenc_md(e, &md);
+		return rc;
+	case WOP_STAGE_DATA: {
+		uint64_t fetched = 0;
+		struct wire_seg all = {.off = 0, .len = q->size};
+		if (q->size && (rc = rebalance_take_chunks(d, q->fileid, &q->tag, &all, 1)) < 0)
+			return rc;
+		if ((rc = bcache_stage(d, q->fileid, &q->tag, q->path, q->size, q->piece, &fetched)) == 0)
+			wenc_u64(e, fetched);
+		return rc;
+	}
+	case WOP_FLUSH: return bflush_wait(d, e, WIRE_HDR_LEN + WIRE_READDIR_MAX);
 	case WOP_WRITE: return do_write(d, r, q, w, e);
 	case WOP_READ: return do_read(d, r, q, w, e);
 	case WOP_DATA_TRUNCATE:
 	case WOP_DATA_REMOVE:
 		rebalance_data_op_begin(d, q->fileid, q->size, q->h.op == WOP_DATA_REMOVE);
+		if (q->h.op == WOP_DATA_REMOVE) {
+			bcache_remove(d, q->fileid);
+			bflush_forget(d, q->fileid); /* removed from CHFS: nothing to flush */
+		}
 		rc = q->h.op == WOP_DATA_REMOVE ? st_data_remove(d->st, q->fileid)
-		                                : st_data_truncate(d->st, q->fileid, q->size);
+		                                : bcache_truncate(d, q->fileid, q->size);
+		if (rc == 0 && q->h.op == WOP_DATA_TRUNCATE)
+			rc = st_data_truncate(d->st, q->fileid, q->size);
 		rebalance_data_op_end(d, q->fileid);
 		return rc;
 	case WOP_DATA_STAT:
@@ -378,6 +415,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return 0;
 	case WOP_LOCAL_PATH: {
 		char p[4200];
+		if (q->tag.flags & MD_PATHED)
+			return -EOPNOTSUPP; /* chunks not fetched yet: reads and writes go through chfsd */
 		if ((rc = st_data_path(d->st, q->fileid, &q->tag, p, sizeof p)) == 0)
 			wenc_str(e, p);
 		return rc;
@@ -422,6 +461,7 @@ static int placed(unsigned op)
 	case WOP_SET_LIST:
 	case WOP_STATUS:
 	case WOP_SYNC:
+	case WOP_FLUSH:
 	case WOP_MOVED:
 	case WOP_LOCAL_PATH:
 	case WOP_FIND: /* whatever this server holds; a long walk must not hold the ring gate */
@@ -442,7 +482,8 @@ static int take_keys(struct chfsd *d, const struct wire_req *q)
 	case WOP_UNLINK:
 	case WOP_INSERT:
 	case WOP_REMOVE_IF:
-	case WOP_SETATTR: return rebalance_take_entry(d, q->path);
+	case WOP_SETATTR:
+	case WOP_STAGE_ENTRY: return rebalance_take_entry(d, q->path);
 	case WOP_RENAME: {
 		int rc = rebalance_take_entry(d, q->path);
 		return rc ? rc : rebalance_take_entry(d, q->path2);

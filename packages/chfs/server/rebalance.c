@@ -11,6 +11,7 @@
 #include "chfsd.h"
 
 #include "log.h"
+#include "backend.h"
 #include "placement.h"
 
 #include <errno.h>
@@ -523,6 +524,8 @@ static int take_chunk(struct chfsd *d, const char *addr, uint64_t fileid, const 
 	 * in this node's page cache and survives a chfsd crash, not a node crash. */
 	if (fd >= 0)
 		close(fd);
+	if (rc == 0 && any && (tag->flags & MD_BACKEND))
+		bcache_mark(d, fileid, index); /* held here now: never fetched over (backend_cache.c) */
 	if (rc == 0 && any) {
 		struct wenc e;
 		wenc_init(&e, msg, cap);
@@ -644,7 +647,8 @@ int rebalance_handle(struct chfsd *d, const struct wire_req *q, struct wenc *e)
 		uint64_t off = q->seg[0].off, len = q->seg[0].len;
 		if (len > WIRE_MIG_PIECE)
 			return -EINVAL;
-		int fd = st_data_open(d->st, q->fileid, 0);
+		bflush_file_now(d, q->fileid); /* dirty chunks reach the backend before they leave */
+		int fd = bcache_holds(d, q->fileid, off) ? st_data_open(d->st, q->fileid, 0) : -ENOENT;
 		struct stat sb;
 		off_t data = -1;
 		if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size > off)

@@ -33,10 +33,13 @@ static void usage(FILE *f)
 	        "  mkfiles DIR N                 create N empty files DIR/f000000...\n"
 	        "  smallwrites PATH N SIZE       N sequential writes of SIZE bytes (byte k = k %% 251)\n"
 	        "  forkcheck PATH                write, fork, child reads/writes through its own transport\n"
-	        "  stagein PATH                  chfs_stagein (no backend yet: ENOTSUP)\n"
+	        "  stagein PATH                  chfs_stagein (copy the backend file in now)\n"
+	        "  sync                          chfs_sync_backend (everything written on the backend)\n"
 	        "  localpath PATH                backing file of a local-placement file\n"
 	        "  writeloop PATH SECONDS        rewrite 1 MiB blocks until SECONDS pass or an error\n"
-	        "  size                          number of servers\n");
+	        "  size                          number of servers\n"
+	        "Ends with chfs_term (which syncs: flushes to the backend), or chfs_term_without_sync\n"
+	        "if CHFS_IO_NOSYNC=1.\n");
 }
 
 static int fail(void)
@@ -76,6 +79,9 @@ int main(int argc, char **argv)
 	char *buf = malloc(bs);
 	if (!strcmp(op, "size")) {
 		printf("%d\n", chfs_size());
+	} else if (!strcmp(op, "sync")) {
+		if (chfs_sync_backend() < 0)
+			rc = fail();
 	} else if (!strcmp(op, "create") && argc >= 3) {
 		int flags = O_WRONLY | O_TRUNC | (argc > 4 && !strcmp(argv[4], "local") ? CHFS_O_LOCAL : 0);
 		int fd = chfs_create_chunk_size(argv[2], flags, 0644, argc > 3 ? atoi(argv[3]) : 0);
@@ -242,6 +248,11 @@ int main(int argc, char **argv)
 	}
 	fflush(stdout);
 	free(buf);
-	chfs_term();
+	/* CHFS_IO_NOSYNC=1: end as chfs_term_without_sync (write-back tests: nothing flushed yet) */
+	const char *ns = getenv("CHFS_IO_NOSYNC");
+	if (ns && !strcmp(ns, "1"))
+		chfs_term_without_sync();
+	else
+		chfs_term();
 	return rc;
 }

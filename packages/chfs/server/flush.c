@@ -1,0 +1,486 @@
+/*
+ * flush.c — write-back to the backend (chfsd -b): every chunk written here reaches DIR/path.
+ *
+ * With a backend, CREATE flags new files MD_FLUSH with md.link = their path (handlers.c), so
+ * each WRITE carries the backend path and the server holding a chunk knows where it goes. A
+ * write marks its chunks dirty in STORAGE/bdirty/<fileid>: a header (magic, placement tag,
+ * backend path) in the first MAP_OFF bytes, then one byte per chunk (1 = dirty). The map is
+ * written before the WRITE is answered, so a server killed with dirty data finds it at
+ * start-up and flushes it then.
+ *
+ * Flushing a file: under the lock, each dirty byte is cleared; outside it, the chunk's bytes
+ * are copied from the backing file to the backend file at the same offset, then the backend
+ * file is fsync'ed. A write racing with the copy marks its chunk again after writing, so it is
+ * flushed once more, never lost. On an error (ENOSPC, EACCES, ...) the chunk's byte is set
+ * again and the file keeps the error: the data stays in CHFS, the status line counts it,
+ * bflush_wait (chfs_sync) names the path, and the flush threads retry it every
+ * RETRY_S seconds. A file whose map is all clear and saw no write meanwhile is forgotten.
+ *
+ * I/O-aware delay (-U): a flush thread takes a file only once `delay` seconds passed since its
+ * last write (negative: at once), so a file being written is flushed when the writer pauses.
+ * bflush_wait and shutdown ignore the delay.
+ */
+#define _GNU_SOURCE
+#include "backend.h"
+#include "chfsd.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAP_OFF 4608          /* header: 24 bytes + path (< CHFS_PATH_MAX) */
+#define MAP_MAGIC 0x54524442u /* "BDRT" */
+#define RETRY_S 5.0
+#define COPY_PIECE (1u << 20)
+
+struct dirty {
+	uint64_t fileid;
+	struct wire_tag tag;
+	char *path;
+	int fd;               /* the map */
+	double last_io;       /* monotonic seconds */
+	double failed_at;     /* of the last failed flush */
+	int err;              /* its errno (0: none) */
+	int busy;             /* being flushed */
+	unsigned round;       /* last bflush_wait round that flushed it */
+	uint64_t gen;         /* bumped by every write */
+	uint64_t dirty_bytes; /* written since the last successful flush (status) */
+	struct dirty *next;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t work, done;
+	struct dirty *head;
+	struct chfsd *d;
+	int dirfd, stopping, nthreads;
+	unsigned round;
+	double delay;
+	pthread_t *threads;
+} fl = {.lock = PTHREAD_MUTEX_INITIALIZER,
+        .work = PTHREAD_COND_INITIALIZER,
+        .done = PTHREAD_COND_INITIALIZER,
+        .dirfd = -1};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void map_name(uint64_t fileid, char name[17])
+{
+	snprintf(name, 17, "%016llx", (unsigned long long)fileid);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get32(const uint8_t *p) { return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
+
+static struct dirty *find(uint64_t fileid)
+{
+	for (struct dirty *e = fl.head; e; e = e->next)
+		if (e->fileid == fileid)
+			return e;
+	return NULL;
+}
+
+static void drop(struct dirty *e)
+{
+	struct dirty **pp = &fl.head;
+	while (*pp != e)
+		pp = &(*pp)->next;
+	*pp = e->next;
+	char name[17];
+	map_name(e->fileid, name);
+	unlinkat(fl.dirfd, name, 0);
+	close(e->fd);
+	free(e->path);
+	free(e);
+}
+
+/* A new entry with its map created (lock held). */
+static struct dirty *add(uint64_t fileid, const struct wire_tag *tag, const char *path)
+{
+	struct dirty *e = calloc(1, sizeof *e);
+	uint8_t *hdr = calloc(1, MAP_OFF);
+	char name[17];
+	size_t n = strlen(path);
+	map_name(fileid, name);
+	if (!e || !hdr || !(e->path = strdup(path)) || n >= MAP_OFF - 24)
+		goto fail;
+	put32(hdr, MAP_MAGIC);
+	put32(hdr + 4, tag->pkey);
+	put32(hdr + 8, tag->chunk_size);
+	put32(hdr + 12, tag->flags);
+	put32(hdr + 16, (uint32_t)n);
+	memcpy(hdr + 24, path, n);
+	e->fd = openat(fl.dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (e->fd < 0)
+		goto fail;
+	if (pwrite(e->fd, hdr, MAP_OFF, 0) != MAP_OFF) {
+		close(e->fd);
+		goto fail;
+	}
+	free(hdr);
+	e->fileid = fileid;
+	e->tag = *tag;
+	e->next = fl.head;
+	fl.head = e;
+	return e;
+fail:
+	if (e)
+		free(e->path);
+	free(e);
+	free(hdr);
+	return NULL;
+}
+
+int bflush_note_write(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag, const char *path,
+                      const struct wire_seg *seg, uint32_t nseg)
+{
+	if (!d->bk || !(tag->flags & MD_FLUSH) || !*path)
+		return 0;
+	int rc = 0;
+	uint8_t one = 1;
+	pthread_mutex_lock(&fl.lock);
+	struct dirty *e = find(fileid);
+	if (!e && !(e = add(fileid, tag, path)))
+		rc = -EIO;
+	for (uint32_t s = 0; s < nseg && rc == 0; s++) {
+		uint64_t first = seg[s].off / tag->chunk_size,
+		         last = (seg[s].off + seg[s].len - 1) / tag->chunk_size;
+		for (uint64_t i = first; i <= last && rc == 0; i++)
+			if (pwrite(e->fd, &one, 1, (off_t)(MAP_OFF + i)) != 1)
+				rc = -errno;
+		e->dirty_bytes += seg[s].len;
+	}
+	if (e) {
+		e->gen++;
+		e->last_io = now_s();
+	}
+	pthread_cond_broadcast(&fl.work);
+	pthread_mutex_unlock(&fl.lock);
+	if (rc)
+		log_err("write-back map of %s (file %016llx): %s; this write may not reach the backend", path,
+		        (unsigned long long)fileid, strerror(-rc));
+	return rc;
+}
+
+static int copy_range(int from, int to, uint8_t *buf, uint64_t start, uint64_t end)
+{
+	for (uint64_t off = start; off < end;) {
+		size_t want = end - off < COPY_PIECE ? (size_t)(end - off) : COPY_PIECE;
+		ssize_t k = pread(from, buf, want, (off_t)off);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : 0;
+		for (ssize_t w = 0; w < k;) {
+			ssize_t n = pwrite(to, buf + w, (size_t)(k - w), (off_t)off + w);
+			if (n < 0 && errno != EINTR)
+				return -errno;
+			if (n > 0)
+				w += n;
+		}
+		off += (uint64_t)k;
+	}
+	return 0;
+}
+
+/* Flush e (busy, lock not held). Returns 0 or -errno. */
+static int flush_one(struct dirty *e)
+{
+	struct chfsd *d = fl.d;
+	uint64_t cs = e->tag.chunk_size;
+	struct stat sb;
+	int rc = 0, dfd = -1, bfd = -1;
+	uint8_t *buf = malloc(COPY_PIECE);
+	if (!buf || fstat(e->fd, &sb) < 0)
+		rc = buf ? -errno : -ENOMEM;
+	uint64_t nmap = rc == 0 && sb.st_size > MAP_OFF ? (uint64_t)sb.st_size - MAP_OFF : 0;
+	uint64_t dsize = 0;
+	if (rc == 0 && nmap) {
+		dfd = st_data_open(d->st, e->fileid, 0);
+		if (dfd >= 0 && fstat(dfd, &sb) == 0)
+			dsize = (uint64_t)sb.st_size;
+		else if (dfd != -ENOENT)
+			rc = dfd < 0 ? dfd : -errno;
+		if (rc == 0 && (bfd = backend_open_write(d->bk, e->path)) < 0)
+			rc = bfd;
+	}
+	for (uint64_t i = 0; i < nmap && rc == 0; i++) {
+		uint8_t b = 0, zero = 0, one = 1;
+		pthread_mutex_lock(&fl.lock);
+		if (pread(e->fd, &b, 1, (off_t)(MAP_OFF + i)) == 1 && b == 1 &&
+		    pwrite(e->fd, &zero, 1, (off_t)(MAP_OFF + i)) != 1)
+			rc = -errno;
+		pthread_mutex_unlock(&fl.lock);
+		if (rc || b != 1)
+			continue;
+		uint64_t start = i * cs, end = start + cs > dsize ? dsize : start + cs;
+		/* A chunk that is all hole was handed to another server (punched) or cut: nothing
+		 * of it is here to flush, and writing zeros would destroy the backend's copy. */
+		off_t data = dfd >= 0 && start < end ? lseek(dfd, (off_t)start, SEEK_DATA) : -1;
+		if (data >= 0 && (uint64_t)data < end)
+			rc = copy_range(dfd, bfd, buf, start, end);
+		if (rc) {
+			pthread_mutex_lock(&fl.lock);
+			pwrite(e->fd, &one, 1, (off_t)(MAP_OFF + i)); /* still dirty */
+			pthread_mutex_unlock(&fl.lock);
+		}
+	}
+	if (rc == 0 && bfd >= 0 && fsync(bfd) < 0)
+		rc = -errno; /* e.g. ENOSPC surfacing late on NFS */
+	if (bfd >= 0 && close(bfd) < 0 && rc == 0)
+		rc = -errno;
+	if (dfd >= 0)
+		close(dfd);
+	free(buf);
+	return rc;
+}
+
+/* Flush e (lock held, e not busy); the lock is released meanwhile. 1 if e was forgotten. */
+static int flush_entry(struct dirty *e)
+{
+	uint64_t gen = e->gen;
+	e->busy = 1;
+	pthread_mutex_unlock(&fl.lock);
+	int rc = flush_one(e);
+	pthread_mutex_lock(&fl.lock);
+	e->busy = 0;
+	pthread_cond_broadcast(&fl.done);
+	if (rc) {
+		if (e->err != -rc)
+			log_err("flush of %s to the backend failed: %s (the data stays in CHFS; retried)",
+			        e->path, strerror(-rc));
+		e->err = -rc;
+		e->failed_at = now_s();
+		return 0;
+	}
+	if (e->err)
+		log_notice("flush of %s to the backend succeeded after an error", e->path);
+	e->err = 0;
+	if (e->gen == gen) { /* nothing written meanwhile: every chunk is on the backend */
+		drop(e);
+		return 1;
+	}
+	return 0;
+}
+
+static void *flusher(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&fl.lock);
+	while (!fl.stopping) {
+		double now = now_s(), next = now + 1.0;
+		struct dirty *pick = NULL;
+		for (struct dirty *e = fl.head; e && !pick; e = e->next) {
+			if (e->busy)
+				continue;
+			double due = e->last_io + (fl.delay > 0 ? fl.delay : 0);
+			if (e->err && e->failed_at + RETRY_S > due)
+				due = e->failed_at + RETRY_S;
+			if (due <= now)
+				pick = e;
+			else if (due < next)
+				next = due;
+		}
+		if (pick) {
+			flush_entry(pick);
+			continue;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		double wait = next - now;
+		ts.tv_sec += (time_t)wait;
+		ts.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&fl.work, &fl.lock, &ts);
+	}
+	pthread_mutex_unlock(&fl.lock);
+	return NULL;
+}
+
+/* Flush every file once (delay ignored), waiting for busy ones (lock held). */
+static void flush_all(void)
+{
+	unsigned round = ++fl.round;
+	for (;;) {
+		struct dirty *e = fl.head;
+		while (e && e->round == round)
+			e = e->next;
+		if (!e)
+			return;
+		if (e->busy) {
+			pthread_cond_wait(&fl.done, &fl.lock);
+			continue;
+		}
+		e->round = round;
+		flush_entry(e);
+	}
+}
+
+int bflush_wait(struct chfsd *d, struct wenc *e, size_t budget)
+{
+	uint32_t n = 0;
+	uint8_t *np = wenc_reserve(e, 4);
+	if (!np)
+		return -EMSGSIZE;
+	put32(np, 0);
+	if (!d->bk)
+		return 0;
+	pthread_mutex_lock(&fl.lock);
+	flush_all();
+	for (struct dirty *x = fl.head; x; x = x->next) {
+		if (!x->err)
+			continue;
+		char line[CHFS_PATH_MAX + 64];
+		snprintf(line, sizeof line, "%s: %s", x->path, strerror(x->err));
+		if (e->len + strlen(line) + 8 > budget)
+			break;
+		wenc_str(e, line);
+		n++;
+	}
+	pthread_mutex_unlock(&fl.lock);
+	put32(np, n);
+	return 0;
+}
+
+void bflush_file_now(struct chfsd *d, uint64_t fileid)
+{
+	if (!d->bk)
+		return;
+	pthread_mutex_lock(&fl.lock);
+	struct dirty *e;
+	while ((e = find(fileid)) && e->busy)
+		pthread_cond_wait(&fl.done, &fl.lock);
+	if (e)
+		flush_entry(e);
+	pthread_mutex_unlock(&fl.lock);
+}
+
+void bflush_forget(struct chfsd *d, uint64_t fileid)
+{
+	if (!d->bk)
+		return;
+	pthread_mutex_lock(&fl.lock);
+	struct dirty *e;
+	while ((e = find(fileid)) && e->busy)
+		pthread_cond_wait(&fl.done, &fl.lock);
+	if (e)
+		drop(e);
+	pthread_mutex_unlock(&fl.lock);
+}
+
+void bflush_status(struct chfsd *d, char *buf, size_t size)
+{
+	unsigned long long files = 0, bytes = 0, failed = 0;
+	if (d->bk) {
+		pthread_mutex_lock(&fl.lock);
+		for (struct dirty *e = fl.head; e; e = e->next) {
+			files++;
+			bytes += e->dirty_bytes;
+			failed += e->err != 0;
+		}
+		pthread_mutex_unlock(&fl.lock);
+	}
+	size_t n = strlen(buf);
+	if (n < size)
+		snprintf(buf + n, size - n, " dirty_files=%llu dirty_bytes=%llu flush_failed=%llu", files,
+		         bytes, failed);
+}
+
+/* A map left by a previous run: an entry due at once. */
+static void load_one(const char *name)
+{
+	uint8_t hdr[24];
+	char *path = malloc(MAP_OFF);
+	int fd = openat(fl.dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	struct dirty *e = calloc(1, sizeof *e);
+	uint32_t n = 0;
+	if (fd < 0 || !path || !e || pread(fd, hdr, 24, 0) != 24 || get32(hdr) != MAP_MAGIC ||
+	    (n = get32(hdr + 16)) >= MAP_OFF - 24 || pread(fd, path, n, 24) != (ssize_t)n ||
+	    !get32(hdr + 8)) {
+		log_warn("write-back map %s/bdirty/%s unreadable: ignored", st_root(fl.d->st), name);
+		if (fd >= 0)
+			close(fd);
+		free(path);
+		free(e);
+		return;
+	}
+	path[n] = '\0';
+	e->fileid = strtoull(name, NULL, 16);
+	e->tag = (struct wire_tag){
+	        .pkey = get32(hdr + 4), .chunk_size = get32(hdr + 8), .flags = get32(hdr + 12)};
+	e->path = path;
+	e->fd = fd;
+	e->last_io = now_s() - 1e9; /* due at once */
+	e->next = fl.head;
+	fl.head = e;
+	log_notice("write-back: %s still to flush from before the restart", path);
+}
+
+int bflush_init(struct chfsd *d, int nthreads, double delay_s)
+{
+	fl.d = d;
+	fl.delay = delay_s;
+	int root = st_rootfd(d->st);
+	if (mkdirat(root, "bdirty", 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if ((fl.dirfd = openat(root, "bdirty", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return -errno;
+	int dup = openat(fl.dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dp = dup >= 0 ? fdopendir(dup) : NULL;
+	struct dirent *de;
+	while (dp && (de = readdir(dp)) != NULL)
+		if (strlen(de->d_name) == 16 && strspn(de->d_name, "0123456789abcdef") == 16)
+			load_one(de->d_name);
+	if (dp)
+		closedir(dp);
+	if (nthreads > 0 && !(fl.threads = calloc((size_t)nthreads, sizeof *fl.threads)))
+		return -ENOMEM;
+	for (int i = 0; i < nthreads; i++) {
+		if (pthread_create(&fl.threads[i], NULL, flusher, NULL) != 0)
+			return -EAGAIN;
+		fl.nthreads++;
+	}
+	return 0;
+}
+
+void bflush_stop(struct chfsd *d)
+{
+	if (!d->bk || fl.dirfd < 0)
+		return;
+	pthread_mutex_lock(&fl.lock);
+	fl.stopping = 1;
+	pthread_cond_broadcast(&fl.work);
+	unsigned failed = 0;
+	flush_all();
+	for (struct dirty *e = fl.head; e; e = e->next)
+		failed += e->err != 0;
+	pthread_mutex_unlock(&fl.lock);
+	for (int i = 0; i < fl.nthreads; i++)
+		pthread_join(fl.threads[i], NULL);
+	if (failed)
+		log_err("shutdown: %u file(s) could not be flushed to the backend; they stay dirty in %s and "
+		        "are flushed when the server runs again",
+		        failed, st_root(d->st));
+	else
+		log_notice("shutdown: every written chunk is on the backend");
+}

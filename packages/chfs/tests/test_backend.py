@@ -1,0 +1,257 @@
+"""The persistent backend (chfsd -b DIR): a path CHFS does not have is read through from
+DIR/path — lookups, reads chunk by chunk on the servers owning the chunks, readdir merged with
+CHFS's entries — confined beneath DIR."""
+import glob
+import os
+import random
+import subprocess
+
+import pytest
+
+from chfsutil import err_name, get, io, put, sha, stat
+
+CHUNK = 65536
+
+
+def make_tree(root, nfiles=200, seed=7):
+    """nfiles files of 0..300 KB over a few nested directories; returns {relpath: sha256}."""
+    rnd = random.Random(seed)
+    want = {}
+    for i in range(nfiles):
+        d = "/".join(f"d{rnd.randrange(4)}" for _ in range(rnd.randrange(3)))
+        rel = os.path.join(d, f"f{i:04d}.bin") if d else f"f{i:04d}.bin"
+        os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
+        data = rnd.randbytes(rnd.choice([0, 1, 100, 4096, CHUNK - 1, CHUNK, CHUNK + 1, 300_000]))
+        with open(os.path.join(root, rel), "wb") as f:
+            f.write(data)
+        want[rel] = sha(data)
+    return want
+
+
+def tree_shas(root):
+    out = {}
+    for dp, _, files in os.walk(root):
+        for fn in files:
+            p = os.path.join(dp, fn)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, root)] = sha(f.read())
+    return out
+
+
+def pool_with_backend(tmp_path, **kw):
+    from ci.testlib.chfs_pool import ChfsPool
+    backend = tmp_path / "backend"
+    backend.mkdir(exist_ok=True)
+    pool = ChfsPool(tmp=str(tmp_path / "pool"), chfsd_args=["-b", str(backend)], **kw)
+    return pool, str(backend)
+
+
+@pytest.fixture
+def bk_pool(tmp_path):
+    pool, backend = pool_with_backend(tmp_path)
+    pool.backend = backend
+    try:
+        yield pool
+    finally:
+        pool.stop()
+
+
+@pytest.mark.timeout(180)
+def test_a_tree_read_through_chfs_equals_the_backend(bk_pool, tmp_path):
+    want = make_tree(bk_pool.backend)
+    out = tmp_path / "copy"
+    bk_pool.run(["chcp", "-r", "chfs:/", str(out)], timeout=150)
+    assert tree_shas(out) == want
+    # A second read is served from CHFS: the same bytes, no second fetch needed.
+    some = sorted(want)[:20]
+    for rel in some:
+        assert sha(get(bk_pool, "/" + rel)) == want[rel]
+
+
+@pytest.mark.timeout(60)
+def test_stat_of_a_backend_file_and_directory(bk_pool):
+    os.makedirs(f"{bk_pool.backend}/dir/sub")
+    with open(f"{bk_pool.backend}/dir/sub/x", "wb") as f:
+        f.write(b"y" * 12345)
+    mode, size = stat(bk_pool, "/dir/sub/x")
+    assert (mode & 0o170000) == 0o100000 and size == 12345
+    mode, _ = stat(bk_pool, "/dir/sub")
+    assert (mode & 0o170000) == 0o040000
+    assert err_name(io(bk_pool, "stat", "/dir/nothing", check=False)) == "ENOENT"
+
+
+@pytest.mark.timeout(60)
+def test_each_server_fetches_only_the_chunks_it_owns(bk_pool):
+    data = random.Random(1).randbytes(64 * CHUNK)  # 64 chunks over 4 servers
+    with open(f"{bk_pool.backend}/big", "wb") as f:
+        f.write(data)
+    assert get(bk_pool, "/big") == data
+    held = []
+    for d in bk_pool.dirs:
+        n = 0
+        for p in glob.glob(f"{d}/data/*"):
+            if p.endswith(".t"):
+                continue
+            n += os.stat(p).st_blocks * 512
+        held.append(n)
+    assert sum(held) >= len(data) and sum(held) <= len(data) + 4 * 4096 * 4, held
+    assert max(held) < len(data) // 2, f"one server fetched most of the file: {held}"
+    assert sum(1 for h in held if h) >= 3, held
+
+
+@pytest.mark.timeout(60)
+def test_readdir_merges_backend_and_chfs_entries_once(bk_pool):
+    os.makedirs(f"{bk_pool.backend}/m")
+    names = {f"b{i:03d}" for i in range(150)}
+    for n in names:
+        open(f"{bk_pool.backend}/m/{n}", "wb").close()
+    os.makedirs(f"{bk_pool.backend}/m/subdir")
+    io(bk_pool, "stat", "/m/b007")                  # made a CHFS entry by the lookup
+    put(bk_pool, "/m/b010", b"new")                 # overwritten in CHFS
+    put(bk_pool, "/m/chfs-only", b"c")              # exists only in CHFS
+    listed = io(bk_pool, "ls", "/m").stdout.decode().split()
+    assert sorted(listed) == sorted(names | {"subdir", "chfs-only"})
+    assert len(listed) == len(set(listed))
+
+
+@pytest.mark.timeout(60)
+def test_writes_and_truncates_of_a_backend_file_keep_the_unfetched_bytes_right(bk_pool):
+    data = random.Random(2).randbytes(5 * CHUNK + 100)
+    with open(f"{bk_pool.backend}/w", "wb") as f:
+        f.write(data)
+    put(bk_pool, "/w", b"XYZ", off=CHUNK + 10, create=False)   # inside an unfetched chunk
+    want = bytearray(data)
+    want[CHUNK + 10:CHUNK + 13] = b"XYZ"
+    assert get(bk_pool, "/w") == bytes(want)
+    io(bk_pool, "truncate", "/w", 2 * CHUNK + 5)                   # cut inside chunk 2
+    io(bk_pool, "truncate", "/w", 5 * CHUNK)                       # extend again: zeros
+    want = bytes(want[:2 * CHUNK + 5]) + bytes(5 * CHUNK - (2 * CHUNK + 5))
+    assert get(bk_pool, "/w") == want
+
+
+@pytest.mark.timeout(60)
+def test_create_with_o_trunc_of_a_backend_file_truncates_the_chfs_copy(bk_pool):
+    with open(f"{bk_pool.backend}/keep", "wb") as f:
+        f.write(b"backend bytes" * 10000)
+    put(bk_pool, "/keep", b"B", off=0, create=True)   # chfs_create(O_TRUNC): the backend file
+    assert get(bk_pool, "/keep") == b"B"              # is found (EEXIST), opened, truncated
+    assert stat(bk_pool, "/keep")[1] == 1
+    put(bk_pool, "/keep", b"C", off=0, create=False)  # an open without O_CREAT opens it too
+    assert get(bk_pool, "/keep") == b"C"
+
+
+@pytest.mark.timeout(60)
+def test_nothing_outside_the_backend_directory_is_reachable(bk_pool, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"do not read")
+    os.symlink(str(outside), f"{bk_pool.backend}/abs")        # absolute: leaves the backend
+    os.symlink("../outside", f"{bk_pool.backend}/rel")        # relative: leaves it too
+    os.makedirs(f"{bk_pool.backend}/in")
+    (tmp_path / "backend" / "in" / "ok").write_bytes(b"fine")
+    os.symlink("in", f"{bk_pool.backend}/inlink")             # stays inside: works
+    for p in ("/abs/secret", "/rel/secret", "/../outside/secret"):
+        r = io(bk_pool, "get", p, check=False)
+        assert r.returncode != 0 and b"do not read" not in r.stdout, p
+    assert get(bk_pool, "/inlink/ok") == b"fine"
+
+
+@pytest.mark.timeout(90)
+def test_a_restarted_server_does_not_fetch_over_written_chunks(bk_pool):
+    data = random.Random(3).randbytes(8 * CHUNK)
+    with open(f"{bk_pool.backend}/r", "wb") as f:
+        f.write(data)
+    new = b"w" * (8 * CHUNK)
+    put(bk_pool, "/r", new, off=0, create=False)
+    for i in range(len(bk_pool.dirs)):
+        bk_pool.restart(i)
+    assert get(bk_pool, "/r") == new
+
+
+@pytest.mark.timeout(120)
+def test_backend_chunks_written_in_chfs_survive_a_rebalance(bk_pool):
+    """A joining server takes chunks from their previous owners: a chunk written in CHFS must
+    move (and stay held there, never fetched over); a chunk never fetched is fetched by its new
+    owner."""
+    data = random.Random(4).randbytes(32 * CHUNK)
+    with open(f"{bk_pool.backend}/reb", "wb") as f:
+        f.write(data)
+    want = bytearray(data)
+    for i in range(0, 32, 2):                          # every other chunk changed in CHFS
+        put(bk_pool, "/reb", b"#" * 100, off=i * CHUNK + 7, create=False)
+        want[i * CHUNK + 7:i * CHUNK + 107] = b"#" * 100
+    bk_pool.add()
+    bk_pool.add()
+    assert get(bk_pool, "/reb") == bytes(want)
+
+
+def held_bytes(pool):
+    """Bytes each server holds in its backing files (allocated blocks)."""
+    out = []
+    for d in pool.dirs:
+        out.append(sum(os.stat(p).st_blocks * 512 for p in glob.glob(f"{d}/data/*")
+                       if not p.endswith(".t")))
+    return out
+
+
+def overwrite_backend(root):
+    """Replace every backend file's bytes: what CHFS serves afterwards must be what it staged."""
+    for dp, _, files in os.walk(root):
+        for fn in files:
+            p = os.path.join(dp, fn)
+            n = os.path.getsize(p)
+            with open(p, "wb") as f:
+                f.write(b"\0" * n)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("ranks", [0, 2, 4])
+def test_find_xargs_chstagein_stages_every_file_then_reads_need_no_backend(bk_pool, ranks):
+    """0: threads in one process; 2, 4: MPI ranks under mpiexec, each staging its share."""
+    want = make_tree(bk_pool.backend, nfiles=120, seed=ranks)
+    env = dict(bk_pool.env, CHFS_BACKEND_PATH=bk_pool.backend)
+    find = subprocess.run(["find", "."], cwd=bk_pool.backend, capture_output=True, text=True,
+                          check=True).stdout
+    cmd = ["xargs", "chstagein"] if not ranks else \
+        ["xargs", "mpiexec", "-launcher", "fork", "-n", str(ranks), "chstagein"]
+    subprocess.run(cmd, input=find, cwd=bk_pool.backend, env=env, check=True, timeout=150,
+                   capture_output=True, text=True, start_new_session=True)
+    total = sum(os.path.getsize(os.path.join(bk_pool.backend, r)) for r in want)
+    held = held_bytes(bk_pool)
+    assert sum(held) >= total, held                     # everything is in CHFS now
+    overwrite_backend(bk_pool.backend)
+    out = os.path.join(bk_pool.tmp, "copy")
+    bk_pool.run(["chcp", "-r", "chfs:/", out], timeout=120)
+    assert tree_shas(out) == want
+
+
+@pytest.mark.timeout(60)
+def test_stagein_fetches_each_chunk_on_its_owner_only(bk_pool):
+    data = random.Random(5).randbytes(64 * CHUNK)
+    with open(f"{bk_pool.backend}/s", "wb") as f:
+        f.write(data)
+    io(bk_pool, "stagein", "/s")
+    held = held_bytes(bk_pool)
+    assert len(data) <= sum(held) <= len(data) + 64 * 4096, held   # each chunk once
+    assert max(held) < len(data) // 2 and sum(1 for h in held if h) >= 3, held
+    io(bk_pool, "stagein", "/s")                                    # again: nothing new
+    assert held_bytes(bk_pool) == held
+    overwrite_backend(bk_pool.backend)
+    assert get(bk_pool, "/s") == data
+
+
+@pytest.mark.timeout(60)
+def test_chstagein_chunk_size_and_errors(bk_pool):
+    data = random.Random(6).randbytes(3 << 20)
+    with open(f"{bk_pool.backend}/c", "wb") as f:
+        f.write(data)
+    env = dict(bk_pool.env, CHFS_BACKEND_PATH=bk_pool.backend)
+    subprocess.run(["chstagein", "-c", "1M", "-b", "256K", "-v", f"{bk_pool.backend}/c"], env=env,
+                   check=True, timeout=60, capture_output=True)
+    held = [h for h in held_bytes(bk_pool) if h]
+    assert len(held) <= 3 and all(h % (1 << 20) == 0 for h in held), held   # 1 MiB chunks
+    r = subprocess.run(["chstagein", f"{bk_pool.backend}/missing"], env=env, timeout=60,
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "missing" in r.stderr and "No such file" in r.stderr
+    r = subprocess.run(["chstagein", "--help"], env=env, timeout=10, capture_output=True, text=True)
+    assert r.returncode == 0 and "usage: chstagein" in r.stdout

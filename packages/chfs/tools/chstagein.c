@@ -1,0 +1,200 @@
+/*
+ * chstagein — stage files from the backend directory (chfsd -b) into CHFS, in parallel.
+ *
+ * Each path is handed to chfs_stagein(), which has every server fetch the chunks it owns; this
+ * tool adds parallelism across files: -j threads here, and across processes when run under
+ * mpiexec (the rank and size are read from the launcher's environment — PMI_RANK/PMI_SIZE of
+ * MPICH's Hydra, OMPI_COMM_WORLD_RANK/SIZE of Open MPI — and rank r takes every size-th path,
+ * so `find . | xargs mpiexec -n 4 chstagein` splits the list without linking MPI).
+ *
+ * A path names a backend file: an absolute path under $CHFS_BACKEND_PATH, or a relative path
+ * resolved against the current directory when that is under $CHFS_BACKEND_PATH (so `cd
+ * $CHFS_BACKEND_PATH/input && find . | xargs chstagein` works); anything else is taken as a
+ * CHFS path.
+ */
+#define _GNU_SOURCE
+#include <chfs.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: chstagein [-a] [-b bufsize] [-c chunksize] [-j threads] [-v] [file ...]\n"
+	           "Stage backend files into CHFS (every server fetches the chunks it owns).\n"
+	           "Files come from the arguments, or one per line on standard input if none are given.\n"
+	           "  -a            asynchronous accesses (CHFS_ASYNC_ACCESS=1)\n"
+	           "  -b bufsize    bytes a server reads from the backend at a time (default 1M)\n"
+	           "  -c chunksize  chunk size of the staged CHFS files (default $CHFS_CHUNK_SIZE or 64K)\n"
+	           "  -j threads    files staged at once by this process (default 4)\n"
+	           "  -v            print each file staged\n"
+	           "  --help        this text\n"
+	           "A path under $CHFS_BACKEND_PATH (absolute, or relative to a current directory under\n"
+	           "it) names that backend file; other paths are CHFS paths. Under mpiexec each rank\n"
+	           "stages its share of the files: find . | xargs mpiexec -n 4 chstagein\n");
+}
+
+static long parse_size(const char *s)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || v < 0 || end == s)
+		return -1;
+	switch (*end) {
+	case 'k':
+	case 'K': v <<= 10, end++; break;
+	case 'm':
+	case 'M': v <<= 20, end++; break;
+	case 'g':
+	case 'G': v <<= 30, end++; break;
+	}
+	return *end || v > INT_MAX ? -1 : v;
+}
+
+static const char *backend; /* $CHFS_BACKEND_PATH without trailing '/' */
+static char cwd[PATH_MAX];
+
+/* The CHFS path of argument a (into out, PATH_MAX): see the file comment. */
+static int chfs_path(const char *a, char *out)
+{
+	char full[2 * PATH_MAX];
+	if (a[0] == '/')
+		snprintf(full, sizeof full, "%s", a);
+	else
+		snprintf(full, sizeof full, "%s/%s", cwd, a);
+	size_t n = backend ? strlen(backend) : 0;
+	if (n && strncmp(full, backend, n) == 0 && (full[n] == '/' || full[n] == '\0'))
+		return snprintf(out, PATH_MAX, "/%s", full + n + (full[n] == '/')) >= PATH_MAX ? -1 : 0;
+	return snprintf(out, PATH_MAX, "%s%s", a[0] == '/' ? "" : "/", a) >= PATH_MAX ? -1 : 0;
+}
+
+static char **paths;
+static size_t npaths;
+static atomic_size_t next;
+static atomic_int failures;
+static int rank, nranks = 1, verbose;
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	char cp[PATH_MAX];
+	for (;;) {
+		size_t k = atomic_fetch_add(&next, 1);
+		if (k >= npaths)
+			return NULL;
+		if (chfs_path(paths[k], cp) < 0) {
+			fprintf(stderr, "chstagein: %s: path too long\n", paths[k]);
+			atomic_fetch_add(&failures, 1);
+		} else if (chfs_stagein(cp) < 0) {
+			fprintf(stderr, "chstagein: %s: %s\n", paths[k], strerror(errno));
+			atomic_fetch_add(&failures, 1);
+		} else if (verbose) {
+			printf("%s\n", cp);
+		}
+	}
+}
+
+static int add_path(const char *p, size_t index, size_t *cap)
+{
+	if ((int)(index % (size_t)nranks) != rank)
+		return 0; /* another rank's */
+	if (npaths == *cap) {
+		char **np = realloc(paths, (*cap = *cap ? 2 * *cap : 256) * sizeof *paths);
+		if (!np)
+			return -1;
+		paths = np;
+	}
+	return (paths[npaths++] = strdup(p)) ? 0 : -1;
+}
+
+static void launcher_rank(void)
+{
+	static const char *const vars[][2] = {{"PMI_RANK", "PMI_SIZE"},
+	                                      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+	                                      {"PMIX_RANK", NULL}};
+	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+		const char *r = getenv(vars[i][0]), *s = vars[i][1] ? getenv(vars[i][1]) : NULL;
+		if (r && s && atoi(s) > 0 && atoi(r) >= 0 && atoi(r) < atoi(s)) {
+			rank = atoi(r);
+			nranks = atoi(s);
+			return;
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lopts[] = {{"help", no_argument, NULL, 'H'}, {0}};
+	long bufsize = -1, chunk = -1, threads = 4;
+	int c, async = 0;
+	while ((c = getopt_long(argc, argv, "ab:c:j:v", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'a': async = 1; break;
+		case 'b': bufsize = parse_size(optarg); break;
+		case 'c': chunk = parse_size(optarg); break;
+		case 'j': threads = parse_size(optarg); break;
+		case 'v': verbose = 1; break;
+		case 'H': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+		if ((c == 'b' && bufsize < 0) || (c == 'c' && chunk <= 0) ||
+		    (c == 'j' && (threads < 1 || threads > 256))) {
+			fprintf(stderr, "chstagein: -%c %s: invalid value\n", c, optarg);
+			return 2;
+		}
+	}
+	launcher_rank();
+	if (!getcwd(cwd, sizeof cwd))
+		cwd[0] = '\0';
+	static char broot[PATH_MAX];
+	const char *b = getenv("CHFS_BACKEND_PATH");
+	if (b && *b && realpath(b, broot))
+		backend = broot;
+	size_t cap = 0, index = 0;
+	if (optind < argc) {
+		for (int i = optind; i < argc; i++)
+			if (add_path(argv[i], index++, &cap) < 0)
+				return 1;
+	} else {
+		char *line = NULL;
+		size_t lcap = 0;
+		ssize_t n;
+		while ((n = getline(&line, &lcap, stdin)) > 0) {
+			if (line[n - 1] == '\n')
+				line[--n] = '\0';
+			if (n && add_path(line, index++, &cap) < 0)
+				return 1;
+		}
+		free(line);
+	}
+	if (chfs_init(NULL) < 0) {
+		fprintf(stderr, "chstagein: cannot reach a CHFS server (CHFS_SERVER): %s\n", strerror(errno));
+		return 1;
+	}
+	if (async)
+		chfs_set_async_access(1);
+	if (bufsize >= 0)
+		chfs_set_stagein_buf_size((int)bufsize);
+	if (chunk > 0)
+		chfs_set_chunk_size((int)chunk);
+	pthread_t *t = calloc((size_t)threads, sizeof *t);
+	long started = 0;
+	for (long i = 0; t && i < threads; i++)
+		if (pthread_create(&t[i], NULL, worker, NULL) == 0)
+			started++;
+	if (!started)
+		worker(NULL);
+	for (long i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+	free(t);
+	chfs_term_without_sync(); /* nothing written: no flush to wait for */
+	return atomic_load(&failures) ? 1 : 0;
+}
