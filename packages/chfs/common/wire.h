@@ -189,7 +189,7 @@ struct wire_req {
 	const uint8_t *items;                     /* wire_mig_items_next() from here */
 	size_t items_len;
 	uint32_t flags, which, mode, vnodes; /* STAGE_ENTRY: chunk size in flags */
-	uint32_t uid, gid; /* SETATTR */
+	uint32_t uid, gid;                   /* SETATTR */
 	uint32_t piece;                      /* STAGE_DATA: fetch buffer size (0 = default) */
 	int64_t atime_ns, mtime_ns;
 	uint32_t nseg;
