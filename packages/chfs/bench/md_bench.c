@@ -5,6 +5,7 @@
  *
  *   create      chfs_create + chfs_close (an empty file)
  *   stat        chfs_stat of each file
+ *   readdir     rank 0 lists the directory with chfs_readdir (rate: entries/s; the others wait)
  *   open-close  chfs_open(O_RDONLY) + chfs_close
  *   remove      chfs_unlink
  *   stat-miss   chfs_stat of names that do not exist: one RPC whose server work is a failed
@@ -64,6 +65,28 @@ static double slowest(double dt)
 	return max;
 }
 
+static int count_entry(void *buf, const char *name, const struct stat *st, off_t off)
+{
+	(void)name, (void)st, (void)off;
+	++*(long *)buf;
+	return 0;
+}
+
+/* The readdir phase: rank 0 lists the shared directory; the number of entries it saw. */
+static long list_dir(void)
+{
+	long n = 0;
+	if (rank != 0)
+		return 0;
+	if (chfs_readdir(dir, &n, count_entry) != 0)
+		die("readdir", dir);
+	if (n != (long)nfiles * nprocs + 2) {
+		errno = EIO;
+		die("readdir: wrong number of entries in", dir);
+	}
+	return n;
+}
+
 static void one(int phase, int i)
 {
 	char p[1024];
@@ -118,15 +141,20 @@ int main(int argc, char **argv)
 		die("chfs_init", NULL);
 	if (rank == 0 && chfs_mkdir(dir, 0755) != 0 && errno != EEXIST)
 		die("mkdir", dir);
-	static const char *names[] = {"create", "stat", "open-close", "remove", "stat-miss"};
+	static const char *names[] = {"create", "stat", "readdir", "open-close", "remove", "stat-miss"};
 	FILE *csv = rank == 0 && csv_path ? fopen(csv_path, "a") : NULL;
-	for (int phase = 0; phase < 5; phase++) {
+	for (int phase = 0; phase < 6; phase++) {
 		barrier();
 		double t0 = MPI_Wtime();
-		for (int i = 0; i < nfiles; i++)
-			one(phase, i);
+		long ops = (long)nfiles * nprocs;
+		if (phase == 2)
+			ops = list_dir();
+		else
+			for (int i = 0; i < nfiles; i++)
+				one(phase > 2 ? phase - 1 : phase, i);
 		double s = slowest(MPI_Wtime() - t0);
-		double rate = (double)nfiles * nprocs / s;
+		MPI_Bcast(&ops, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+		double rate = (double)ops / s;
 		if (rank == 0) {
 			printf("%-12s np=%d files=%d  %9.0f ops/s  (%.3f s)\n", names[phase], nprocs,
 			       nfiles * nprocs, rate, s);

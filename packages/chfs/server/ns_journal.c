@@ -374,6 +374,7 @@ int nsj_append_move(struct nsj *j, const char *to, const uint8_t *rec, size_t le
 }
 
 uint64_t nsj_journal_bytes(const struct nsj *j) { return j->joff; }
+uint64_t nsj_empty_bytes(void) { return HDR_LEN; }
 void nsj_set_compact_bytes(struct nsj *j, uint64_t bytes) { j->compact_bytes = bytes; }
 
 int nsj_should_compact(const struct nsj *j)

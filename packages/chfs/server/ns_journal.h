@@ -49,6 +49,8 @@ int nsj_compact(struct nsj *j, nsj_source_fn src, void *arg);
 /* Set the journal size above which nsj_should_compact says yes; 0: after every change (tests). */
 void nsj_set_compact_bytes(struct nsj *j, uint64_t bytes);
 uint64_t nsj_journal_bytes(const struct nsj *j);
+/* The size of a journal without frames (its header). */
+uint64_t nsj_empty_bytes(void);
 
 uint32_t nsj_crc32c(uint32_t crc, const void *buf, size_t n);
 

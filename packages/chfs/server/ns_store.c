@@ -173,9 +173,9 @@ int ns_open_store(int rootfd, struct ns_store **out)
 	pthread_rwlock_init(&ns->lock, &a);
 	pthread_rwlockattr_destroy(&a);
 	int rc = -ENOMEM;
-	/* An old tree is imported unless a snapshot exists. Every store writes one at its first
-	 * open (an import ends by writing it), so no snapshot means the directory was never opened
-	 * by this version, or an import was cut short: the journal is empty then, nothing lost. */
+	/* An old tree is imported if this version has stored nothing yet: no snapshot (an import
+	 * ends by writing one) and no frame in the journal. An import cut short left neither, so
+	 * it simply runs again. */
 	int has_snap = nsj_has_snapshot(rootfd), old = nsimp_present(rootfd);
 	uint64_t dropped = 0;
 	if (has_snap < 0)
@@ -186,12 +186,10 @@ int ns_open_store(int rootfd, struct ns_store **out)
 		log_warn(
 		        "namespace: dropped the last %llu bytes of DIR/ns.journal (cut or damaged by a crash)",
 		        (unsigned long long)dropped);
-	if (rc == 0 && old && !has_snap)
+	if (rc == 0 && old && !has_snap && nsj_journal_bytes(ns->j) == nsj_empty_bytes())
 		rc = import_old(ns, rootfd);
 	else if (rc == 0 && old)
 		nsimp_retire(rootfd); /* imported, but stopped before the rename */
-	else if (rc == 0 && !has_snap)
-		rc = nsj_compact(ns->j, emit_all, ns->idx); /* a snapshot from the start: see above */
 	if (rc < 0) {
 		ns_close_store(ns);
 		return rc;

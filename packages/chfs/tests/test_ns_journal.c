@@ -166,8 +166,7 @@ int main(void)
 	CHECK_EQ(open_dir(dir, &ns, &fd), 0);
 	changes(ns, dir);
 	close_dir(ns, fd);
-	/* All in the journal; the snapshot is the empty one a store writes at its first open. */
-	CHECK(nops > 10 && file_size(dir, "ns.snap") > 0 && file_size(dir, "ns.snap") < 64);
+	CHECK(nops > 10 && file_size(dir, "ns.snap") < 0); /* all in the journal */
 
 	/* Cut at every byte offset, or garbage from every offset on. */
 	off_t total = ends[nops - 1];
@@ -179,8 +178,6 @@ int main(void)
 	close(jfd);
 	CHECK(mkdir(work, 0700) == 0);
 	char cmd[700];
-	snprintf(cmd, sizeof cmd, "cp %s/ns.snap %s/ns.snap", dir, work);
-	CHECK(system(cmd) == 0);
 	int bad = 0;
 	for (int garbage = 0; garbage < 2; garbage++) {
 		for (off_t cut = 0; cut <= total; cut++) {
