@@ -136,7 +136,8 @@ static int frame_encode(uint8_t *out, int op, int more, const char *path, const 
 	p[1] = (uint8_t)more;
 	put_le(p + 2, pl, 2);
 	memcpy(p + PAYLOAD_HDR, path, pl);
-	memcpy(p + PAYLOAD_HDR + pl, rec, rlen);
+	if (rlen)
+		memcpy(p + PAYLOAD_HDR + pl, rec, rlen); /* DEL: rec may be NULL */
 	size_t len = PAYLOAD_HDR + pl + rlen;
 	put_le(out, len, 4);
 	put_le(out + 4, nsj_crc32c(0, p, len), 4);
