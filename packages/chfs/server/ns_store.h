@@ -1,16 +1,19 @@
 /*
- * ns_store.h — the namespace entries this server owns, kept as a directory tree: DIR/ns/
- * mirrors CHFS paths. Every CHFS name is stored with a '_' prefix ("a/b" -> ns/_a/_b), so no
- * client name can be ".", "..", or collide with server-private names (".meta", ".tmp.*"). A
- * file or symlink is a small regular file holding its record (record_codec.h); a directory is
- * a real directory whose record is ns/.../_d/.meta. A directory without .meta is "implicit": it
- * exists only because entries below it hash to this server. CHFS symlinks are records, never
- * file-system symlinks.
+ * ns_store.h — the namespace entries this server owns: files and symlinks (one record each,
+ * struct chfs_md in the record_codec.h format) and directories, either "owned" (with a record)
+ * or "implicit" (no record: they exist only because entries below them hash to this server).
+ * CHFS symlinks are records, never file-system symlinks.
+ *
+ * The namespace lives in memory (ns_index.h) and is made durable by a snapshot plus an
+ * append-only journal in the storage directory, DIR/ns.snap and DIR/ns.journal
+ * (ns_journal.h); a storage directory written by earlier versions (one file per entry under
+ * DIR/ns/) is imported once at open (ns_import.h). A change is in the journal before it is
+ * acknowledged; nothing is fsynced except compaction's snapshot, so acknowledged changes
+ * survive a crash of chfsd, not of the machine (see ns_journal.c).
  *
  * Paths are canonical (path_check_canonical; "" is the root, which has no record and always
- * exists). The namespace owns the path locks and the confinement of every lookup to ns/ (see
- * ns_store.c); it mints file ids but never touches the backing files (data_store.h). All
- * functions return 0 or -errno.
+ * exists) and are never resolved in the file system. The namespace mints file ids but never
+ * touches the backing files (data_store.h). All functions return 0 or -errno.
  */
 #ifndef CHFSD_NS_STORE_H
 #define CHFSD_NS_STORE_H
@@ -21,9 +24,13 @@
 
 struct ns_store;
 
-/* Open (creating it if needed) ROOT/ns, given an fd of ROOT. */
+/* Open the namespace of storage directory ROOT (given an fd of it): replay ROOT/ns.snap and
+ * ROOT/ns.journal (created if absent), importing an old-layout ROOT/ns/ once. */
 int ns_open_store(int rootfd, struct ns_store **out);
 void ns_close_store(struct ns_store *ns);
+/* Journal size above which it is compacted into the snapshot (default 16 MiB; 0: after every
+ * change, for tests). */
+void ns_set_compact_bytes(struct ns_store *ns, uint64_t bytes);
 
 /* Create a file or symlink record with a new file id. An existing file is truncated (size 0,
  * *existed = 1) unless excl; an existing directory gives -EISDIR, a symlink -EEXIST. */

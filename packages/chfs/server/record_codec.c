@@ -106,3 +106,5 @@ int record_decode(const uint8_t *buf, size_t n, struct chfs_md *md)
 	md->home[hl] = '\0';
 	return 0;
 }
+
+uint32_t record_mode(const uint8_t *buf) { return (uint32_t)get_le(buf + 8, 4); }

@@ -29,4 +29,7 @@ int record_encode(const struct chfs_md *md, uint8_t *buf, size_t cap, size_t *le
  * version, a reserved field not zero, an oversized or NUL-holding string, or trailing bytes. */
 int record_decode(const uint8_t *buf, size_t n, struct chfs_md *md);
 
+/* The mode field of an encoded record (at least RECORD_FIXED_LEN bytes, already decoded once). */
+uint32_t record_mode(const uint8_t *buf);
+
 #endif

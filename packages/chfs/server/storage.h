@@ -2,15 +2,17 @@
  * storage.h — chfsd's storage directory, the one interface the request handlers use.
  *
  * A storage directory (chfsd -c DIR) holds:
- *   DIR/ns/     the namespace entries this server owns (ns_store.h), one record per entry in
- *               the on-disk record format (record_codec.h)
+ *   DIR/ns.snap, DIR/ns.journal   the namespace entries this server owns (ns_store.h): a
+ *               snapshot and the journal of changes since (ns_journal.h), records in the
+ *               on-disk record format (record_codec.h); an old-layout DIR/ns/ tree (one file
+ *               per entry) is imported once and renamed DIR/ns.imported (ns_import.h)
  *   DIR/data/   one sparse backing file per CHFS file whose chunks live here (data_store.h)
  *   DIR/members, DIR/chfsd.addr, DIR/server.id   membership state kept across restarts
  *               (membership.c)
  *
  * Module map: storage.c opens the directory and composes the two stores behind one handle;
- * ns_store.c owns the namespace tree, its path locks and the confined (openat2 RESOLVE_BENEATH)
- * lookups; data_store.c owns the backing files; record_codec.c owns the bytes of a record. The
+ * ns_store.c owns the namespace (in memory: ns_index.c; its journal and
+ * snapshot: ns_journal.c; the import of the old tree: ns_import.c) and its lock; data_store.c owns the backing files; record_codec.c owns the bytes of a record. The
  * st_* calls below are those modules' calls on the handle's store, unchanged in meaning; their
  * contracts are documented in ns_store.h and data_store.h. All return 0 (or an fd) or -errno.
  */
