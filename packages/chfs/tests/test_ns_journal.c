@@ -113,7 +113,9 @@ static void changes(struct ns_store *ns, const char *dir)
 	}
 	CHECK_EQ(ns_create(ns, "x/y/deep", &in, 1, &out, &existed), 0); /* implicit parents */
 	record_step(ns, dir);
-	CHECK_EQ(ns_setattr(ns, "d/f1", 0, WIRE_SET_SIZE_MAX, 0, 0, 0, 12345, &out), 0);
+	CHECK_EQ(ns_setattr(ns, "d/f1", 0, &(struct wire_setattr){.which = WIRE_SET_SIZE_MAX, .size = 12345},
+	                    &out),
+	         0);
 	record_step(ns, dir);
 	CHECK_EQ(ns_rename(ns, "d/f2", "d/g2", &old, &replaced), 0);
 	record_step(ns, dir);
