@@ -6,8 +6,8 @@
  * ".."; climbing above the root is an error, not a clamp); servers never trust that and re-check
  * every path they receive with path_check_canonical() before it names anything in storage.
  *
- * Limits: a path is at most CHFS_PATH_MAX-1 bytes, a component at most CHFS_NAME_MAX bytes (one
- * less than the usual 255 because the server stores each name with a one-byte prefix).
+ * Limits: a path is at most CHFS_PATH_MAX-1 bytes, a component at most CHFS_NAME_MAX bytes (255,
+ * Linux's NAME_MAX: the namespace lives in memory and in a journal, so no on-disk name limits it).
  */
 #ifndef CHFS_PATH_H
 #define CHFS_PATH_H
@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 #define CHFS_PATH_MAX 4096
-#define CHFS_NAME_MAX 254
+#define CHFS_NAME_MAX 255
 
 /* Canonicalise `in` into out (capacity CHFS_PATH_MAX). Returns 0, -ENOENT for "", -EINVAL for a
  * path climbing above the root, -ENAMETOOLONG for an over-long component or path. */
