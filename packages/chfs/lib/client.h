@@ -65,6 +65,7 @@ struct client {
 	struct srvlist *_Atomic srv;
 	atomic_uint_fast64_t reqid;
 	atomic_int dirty_fds; /* descriptors with unreported writes */
+	atomic_int wrote;     /* data written since the last backend flush (chfs_term flushes only then) */
 	atomic_int async_access;
 	atomic_int forked;          /* set in a child by chfs_after_fork() */
 	atomic_int list_refreshing; /* one thread refreshes the server list at a time */

@@ -504,6 +504,8 @@ ssize_t io_transfer(struct chfs_file *f, int is_write, void *buf, size_t size, u
 		return 0;
 	if (off > WIRE_MAX_OFFSET || size > WIRE_MAX_OFFSET - off)
 		return -EFBIG;
+	if (is_write)
+		atomic_store_explicit(&chfs_client.wrote, 1, memory_order_relaxed);
 	int rc = client_begin(&s);
 	if (rc)
 		return rc;

@@ -206,11 +206,18 @@ def test_chfind_under_mpiexec_splits_the_servers(chfs_pool, tree):
         pytest.skip("mpiexec not installed")
     lines, local = tree
     build_chfs(lines, chfs_pool.env)
-    r = chfs_pool.run(["mpiexec", "-n", "2", "chfind", "-v", "/t", "-type", "f"], check=False,
-                      capture_output=True)
+    # Each rank's output to its own file: hydra forwards the ranks' stdout in chunks that may
+    # split a line between two ranks' writes (seen: a path cut after "/t/d…/f" and "459.c").
+    outdir = local.parent / "ranks"
+    outdir.mkdir()
+    r = chfs_pool.run(["mpiexec", "-n", "2", "sh", "-c",
+                       f'exec chfind -v /t -type f > {outdir}/out.$PMI_RANK 2> {outdir}/err.$PMI_RANK'],
+                      check=False, capture_output=True)
     assert r.returncode == 0, r.stderr
-    got = r.stdout.splitlines()
+    stdout = "".join((outdir / f"out.{i}").read_text() for i in range(2))
+    stderr = "".join((outdir / f"err.{i}").read_text() for i in range(2))
+    got = stdout.splitlines()
     nfiles = sum(1 for l in lines if l.startswith("f "))
     assert len(got) == len(set(got)) == nfiles
-    assert find_set(r.stdout, "/") == gnu_find(local, lines, ["-type", "f"])
-    assert len(re.findall(r"^MATCHED \d+/\d+$", r.stderr, re.M)) == 2  # one line per rank
+    assert find_set(stdout, "/") == gnu_find(local, lines, ["-type", "f"])
+    assert len(re.findall(r"^MATCHED \d+/\d+$", stderr, re.M)) == 2  # one line per rank

@@ -50,4 +50,7 @@ class ChfsHook(cmake.CMakePackage):
         return [
             self.define("CHFS_STACK_COMPONENTS", "chfs-hook"),
             self.define("BUILD_TESTING", False),
+            # chfs-hook-shared-bench (IOR-shaped MPI benchmark) is a development tool: never
+            # built against whatever MPI the build host has.
+            self.define("CMAKE_DISABLE_FIND_PACKAGE_MPI", True),
         ]

@@ -20,7 +20,7 @@ class ChfsJob(cmake.CMakePackage):
     """Run a job under the interception method its policy calls for (seccomp, ptrace, binary
     rewriting, FUSE) with path mapping, bandwidth limits and fork tracing."""
 
-    homepage = "https://github.com/otatebe/chfs"
+    homepage = "file://" + CHFS_STACK_CHECKOUT
     git = "file://" + CHFS_STACK_CHECKOUT
 
     maintainers("chfs-stack")
@@ -37,6 +37,10 @@ class ChfsJob(cmake.CMakePackage):
     # seccomp user notification with ADDFD (Linux 5.14+), x86-64 system-call table and registers.
     requires("platform=linux", msg="chfs-job uses seccomp user notification and ptrace")
     requires("target=x86_64:", msg="chfs-job's system-call table and register use are x86-64")
+
+    # An install without the launcher (a CMake configuration that skipped its target) must not
+    # pass as a success.
+    sanity_check_is_file = [join_path("bin", "chfs-job")]
 
     def cmake_args(self):
         return [
