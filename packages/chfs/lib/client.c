@@ -206,6 +206,20 @@ static unsigned random_index(unsigned n)
 	return n ? r % n : 0;
 }
 
+/* Why a server is unreachable: for shm, whether anybody (and whom) serves that name here. */
+static void shm_or_route(char *why, size_t size, const char *addr)
+{
+	uid_t uid = 0;
+	int rc = xprt_shm_owner(addr, &uid);
+	if (rc == -EACCES)
+		snprintf(why, size, "served by uid %u; shm connects one user's processes only: use tcp",
+		         (unsigned)uid);
+	else if (rc == -ENOENT || rc == 0)
+		snprintf(why, size, "no shm server of this user by that name on this node");
+	else
+		snprintf(why, size, "unreachable: no route, or no TCP answer");
+}
+
 /* Append "addr (why)" for a server that did not answer to the message in buf. */
 static void note_failure(char *buf, size_t size, int *shown, const char *addr, int rc, int timeout)
 {
@@ -213,11 +227,11 @@ static void note_failure(char *buf, size_t size, int *shown, const char *addr, i
 	if (*shown == 3) {
 		snprintf(buf + o, size - o, ", ...");
 	} else if (*shown < 3) {
-		char why[64];
+		char why[128];
 		if (rc == -ENOTCONN)
 			snprintf(why, sizeof why, "no answer within %d ms", timeout);
 		else if (rc == -EHOSTUNREACH)
-			snprintf(why, sizeof why, "unreachable: no route, or no TCP answer");
+			shm_or_route(why, sizeof why, addr);
 		else
 			snprintf(why, sizeof why, "%s", strerror(-rc));
 		snprintf(buf + o, size - o, "%s%s (%s)", *shown ? ", " : "", addr, why);

@@ -4,13 +4,16 @@ fail within a second or two, with the address in one error line — not after th
 A server that accepts connections but never answers still costs the RPC timeout (then EIO),
 never a hang. Every run here is bounded by a subprocess timeout."""
 import os
+import pwd
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 
 import pytest
 
-from ci.testlib.chfs_pool import make_secret, stack_env
+from ci.testlib.chfs_pool import make_secret, stack_env, stack_prefix
 
 # What "fast" means here: the issue asks for 1-2 s; the bound leaves room for a loaded machine
 # (the process itself starts in ~0.25 s, libfabric's psm constructors included) and is far
@@ -19,6 +22,7 @@ FAST_S = 4.0
 # A documentation address (RFC 5737 TEST-NET-1): never routed, so either the kernel has no
 # route to it (immediate ENETUNREACH) or its SYNs go nowhere.
 UNREACHABLE = "192.0.2.1"
+NOBODY, NOGROUP = pwd.getpwnam("nobody").pw_uid, pwd.getpwnam("nobody").pw_gid
 
 
 def refused_port():
@@ -97,3 +101,41 @@ def test_silent_server_still_fails_within_the_rpc_timeout(client_env):
         assert took < 15, f"took {took:.1f} s"
     finally:
         ls.close()
+
+
+def world_readable_chls(d):
+    """The installed build lives under /root (0700 here): a copy of chls and its libraries that
+    another user can run, as a site installs them. Returns the environment additions."""
+    shutil.copytree(os.path.join(stack_prefix(), "lib"), os.path.join(d, "lib"), symlinks=True)
+    os.makedirs(os.path.join(d, "bin"))
+    shutil.copy(os.path.join(stack_prefix(), "bin", "chls"), os.path.join(d, "bin"))
+    return {"LD_LIBRARY_PATH": os.path.join(d, "lib"), "PATH": f"{d}/bin:/usr/bin:/bin", "HOME": d}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 1, "proto": "shm"}], indirect=True)
+def test_shm_server_of_another_user_is_named_as_such(chfs_pool):
+    """A user reaching root's shm server: libfabric shm joins one user's processes only, and the
+    error says so (it said "no route, or no TCP answer" for an shm address)."""
+    assert os.geteuid() == 0, "this test acts as nobody and must run as root"
+    d = tempfile.mkdtemp(prefix="chfs-shm-user-")
+    try:
+        os.chmod(d, 0o755)
+        env = dict(chfs_pool.env, **world_readable_chls(d), CHFS_RPC_TIMEOUT_MSEC="3000")
+        env["CHFS_SECRET_FILE"] = os.path.join(d, "secret")
+        shutil.copy(chfs_pool.secret_file, env["CHFS_SECRET_FILE"])
+        os.chown(env["CHFS_SECRET_FILE"], NOBODY, NOGROUP)
+        argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOGROUP}", "--clear-groups", "chls", "/"]
+        r, took = timed(argv, env, timeout=60)
+        assert r.returncode != 0, r.stdout
+        line = error_lines_naming(r.stderr, chfs_pool.addrs[0])
+        assert line and "served by uid 0" in line[0] and "use tcp" in line[0], r.stderr
+        assert "TCP" not in r.stderr, r.stderr
+
+        gone = chfs_pool.addrs[0] + "x"  # a name nobody serves
+        r, took = timed(["chls", "/"], dict(chfs_pool.env, CHFS_SERVER=gone))
+        assert r.returncode != 0 and took < FAST_S, (took, r.stderr)
+        line = error_lines_naming(r.stderr, gone)
+        assert line and "no shm server of this user by that name" in line[0], r.stderr
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

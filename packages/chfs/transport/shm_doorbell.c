@@ -212,6 +212,19 @@ unsigned long shm_doorbell_ident(const char *name)
 	return stat(path, &st) == 0 ? (unsigned long)st.st_ino : 0;
 }
 
+int shm_doorbell_owner(const char *name, uid_t *uid)
+{
+	char path[256];
+	struct stat st;
+	if (!name_ok(name, 128))
+		return -EINVAL;
+	db_path(path, sizeof path, name);
+	if (lstat(path, &st) != 0)
+		return -errno;
+	*uid = st.st_uid;
+	return st.st_uid == geteuid() ? 0 : -EACCES;
+}
+
 struct shm_doorbell *shm_doorbell_open(const char *name) { return db_map(name, 0); }
 
 void shm_doorbell_unmap(struct shm_doorbell *db)

@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct shm_doorbell {
 	_Atomic uint32_t seq;      /* futex word: bumped by every ring */
@@ -38,6 +39,9 @@ struct shm_doorbell *shm_doorbell_open(const char *name);
 /* Identity of the doorbell file now at `name` (its inode; 0 if absent): a restarted peer
  * recreates the file, so a changed identity means the old mapping is stale. */
 unsigned long shm_doorbell_ident(const char *name);
+/* Who serves `name` on this node: 0 (this user), -EACCES (another user: *uid says who; shm
+ * connects processes of one user only), -ENOENT (nobody), -EINVAL (not a name we use). */
+int shm_doorbell_owner(const char *name, uid_t *uid);
 /* Remove what processes that died without closing (SIGKILL, crash) left in /dev/shm: their
  * doorbell files and, when it is older than the doorbell, libfabric's shm region of the same
  * name (16 MiB of tmpfs memory each). A file counts as dead only if its owner pid no longer

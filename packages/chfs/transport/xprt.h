@@ -29,6 +29,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 typedef struct xprt xprt_t;
 typedef struct xprt_peer xprt_peer_t; /* owned by the xprt_t; valid until xprt_close */
@@ -65,6 +66,10 @@ size_t xprt_max_msg(const xprt_t *x);
 /* Resolve an address string (cached: the same string gives the same peer). No traffic. */
 int xprt_connect(xprt_t *x, const char *addr, xprt_peer_t **out);
 const char *xprt_peer_addr(const xprt_peer_t *p);
+/* Who serves an "shm://name" address on this node, for error messages: 0 (this user), -EACCES
+ * (another user, *uid: libfabric shm joins processes of one user only), -ENOENT (nobody),
+ * -EINVAL (not an shm address). */
+int xprt_shm_owner(const char *addr, uid_t *uid);
 
 /* ---- client side (any xprt_t, servers included, can call) ---- */
 

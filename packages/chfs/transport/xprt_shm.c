@@ -227,3 +227,10 @@ void xprt_shm_kick(xprt_t *x, xprt_peer_t *peer)
 		shm_doorbell_ring(db);
 	shm_doorbell_ring(x->self_db);
 }
+
+int xprt_shm_owner(const char *addr, uid_t *uid)
+{
+	if (strncmp(addr, "shm://", strlen("shm://")) != 0)
+		return -EINVAL;
+	return shm_doorbell_owner(addr + strlen("shm://"), uid);
+}
