@@ -8,11 +8,8 @@ ENAMETOOLONG. The same script runs on tmpfs, on a chfuse mount and under the hoo
 import os
 import subprocess
 import tempfile
-import time
 
-import pytest
-
-from ci.testlib.chfs_pool import stack_prefix
+from ci.testlib.fuse_mount import chfuse_mounted
 from chfsutil import err_name, io
 
 SCRIPT = r"""
@@ -58,11 +55,6 @@ def reference():
         subprocess.run(["rm", "-rf", base], check=True)
 
 
-def mounted(path):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == path for line in f)
-
-
 def test_255_byte_names_under_the_hook_as_on_tmpfs(chfs_pool):
     want = reference()
     assert want == "ok 1 True ok ok ok ENAMETOOLONG ENAMETOOLONG ENAMETOOLONG 255", want
@@ -73,26 +65,8 @@ def test_255_byte_names_under_the_hook_as_on_tmpfs(chfs_pool):
 def test_255_byte_names_on_chfuse_as_on_tmpfs(chfs_pool, tmp_path):
     want = reference()
     mnt = str(tmp_path / "mnt")
-    os.mkdir(mnt)
-    log = open(tmp_path / "chfuse.log", "w")
-    daemon = subprocess.Popen([os.path.join(stack_prefix(), "bin", "chfuse"), "--foreground", mnt],
-                              env=chfs_pool.env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        end = time.time() + 20
-        while not mounted(mnt):
-            assert daemon.poll() is None and time.time() < end, open(log.name).read()
-            time.sleep(0.05)
+    with chfuse_mounted(chfs_pool.env, mnt):
         assert run_script([], mnt, chfs_pool.env) == want
-    finally:
-        subprocess.run(["fusermount3", "-u", mnt], capture_output=True, timeout=30)
-        if mounted(mnt):
-            subprocess.run(["umount", "-l", mnt], capture_output=True, timeout=30)
-        try:
-            daemon.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
-        log.close()
 
 
 def test_255_byte_name_through_the_native_api(chfs_pool):

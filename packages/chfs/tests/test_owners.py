@@ -12,11 +12,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 
 import pytest
 
 from ci.testlib.chfs_pool import stack_prefix
+from ci.testlib.fuse_mount import chfuse_mounted
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"  # stdlib only: readable by every user, unlike the build's venv
@@ -110,26 +110,13 @@ def reference(shared_dir):
         shutil.rmtree(base, ignore_errors=True)
 
 
-def mounted(path):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == path for line in f)
-
-
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
 def test_two_users_on_chfuse_allow_other_behave_as_on_tmpfs(chfs_pool, shared_dir):
     assert os.geteuid() == 0, "this test acts as two users and must run as root"
     want = reference(shared_dir)
     mnt = os.path.join(shared_dir, "mnt")
-    os.mkdir(mnt)
-    log = open(os.path.join(shared_dir, "chfuse.log"), "w")
-    daemon = subprocess.Popen([os.path.join(stack_prefix(), "bin", "chfuse"), "--foreground", "-o",
-                               "allow_other", mnt], env=chfs_pool.env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        end = time.time() + 20
-        while not mounted(mnt):
-            assert daemon.poll() is None and time.time() < end, open(log.name).read()
-            time.sleep(0.05)
+    with chfuse_mounted(chfs_pool.env, mnt, "allow_other"):
         os.chmod(mnt, 0o1777)  # what the root already is: allowed (was EPERM even for root)
         with pytest.raises(PermissionError):
             os.chmod(mnt, 0o755)  # the root is fixed
@@ -140,16 +127,6 @@ def test_two_users_on_chfuse_allow_other_behave_as_on_tmpfs(chfs_pool, shared_di
                    os.path.join(shared_dir, "owners_steps.py"))
         assert got == want, "\n".join(f"{'  ' if g == w else '!!'} chfuse: {g}\n   tmpfs:  {w}"
                                       for g, w in zip(got, want))
-    finally:
-        subprocess.run(["fusermount3", "-u", mnt], capture_output=True, timeout=30)
-        if mounted(mnt):
-            subprocess.run(["umount", "-l", mnt], capture_output=True, timeout=30)
-        try:
-            daemon.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
-        log.close()
 
 
 def world_readable_install(shared_dir):
