@@ -67,6 +67,7 @@ static int load_mounts(void)
 	if (!v || !*v)
 		v = "/chfs";
 	const char *p = v;
+	hook_cfg.longest_prefix = strlen("/proc/self/fd/"); /* the other prefix the filter reads */
 	while (*p) {
 		const char *end = strchr(p, ':');
 		size_t len = end ? (size_t)(end - p) : strlen(p);
@@ -76,6 +77,8 @@ static int load_mounts(void)
 			return bad(
 			        "CHFS_HOOK_MOUNTS", v,
 			        "each entry must be an absolute directory other than / (DIR or DIR=/CHFSDIR)");
+		if (hook_cfg.mounts[hook_cfg.nmounts].dirlen > hook_cfg.longest_prefix)
+			hook_cfg.longest_prefix = hook_cfg.mounts[hook_cfg.nmounts].dirlen;
 		hook_cfg.nmounts++;
 		p += len;
 		if (*p == ':')

@@ -24,24 +24,6 @@
 struct hook_config hook_cfg;
 static unsigned xsave_size; /* 0: use FXSAVE (512 bytes) */
 
-long hook_raw(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
-{
-	register long r10 __asm__("r10") = a4;
-	register long r8 __asm__("r8") = a5;
-	register long r9 __asm__("r9") = a6;
-	long ret;
-	__asm__ volatile("syscall"
-	                 : "=a"(ret)
-	                 : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
-	                 : "rcx", "r11", "memory");
-	return ret;
-}
-
-long hook_pass(const struct chfs_sysargs *s)
-{
-	return hook_raw(s->nr, s->a[0], s->a[1], s->a[2], s->a[3], s->a[4], s->a[5]);
-}
-
 /* ---- filter ---------------------------------------------------------------------------- */
 
 static int under_mount(const char *p)
@@ -71,8 +53,10 @@ static int starts_with(const char *s, const char *prefix)
 static int maybe_path(long dirfd, long path)
 {
 	const char *p = (const char *)path;
-	if (!p)
-		return 0;
+	/* A name the kernel could not read either: the handler answers EFAULT (and the filter
+	 * reads no further than the longest mount point and the /proc/self/fd/ prefix). */
+	if (!hook_user_readable(p, hook_cfg.longest_prefix + 1))
+		return 1;
 	if (p[0] == '/')
 		return under_mount(p) || (atomic_load_explicit(&hook_nfiles, memory_order_relaxed) > 0 &&
 		                          (starts_with(p, "/proc/self/fd/") || starts_with(p, "/dev/fd/")));
@@ -172,7 +156,10 @@ static int routed(const struct chfs_sysargs *s)
 	case SYS_fchmodat:
 	case SYS_fchownat:
 	case SYS_futimesat:
-	case SYS_mknodat: return maybe_path(a[0], a[1]) || (is_chfs_fd(a[0]) && a[1] && !*(const char *)a[1]);
+	case SYS_mknodat:
+		return maybe_path(a[0], a[1]) ||
+		       (is_chfs_fd(a[0]) && hook_user_readable((const char *)a[1], 1) &&
+		        !*(const char *)a[1]);
 	case SYS_utimensat: /* NULL path: the descriptor itself */
 		return a[1] ? maybe_path(a[0], a[1]) : is_chfs_fd(a[0]);
 	case SYS_renameat:
@@ -287,11 +274,18 @@ static long handle_in_thread(struct chfs_sysargs *s)
 	return handle(s);
 }
 
+static int changes_mappings(long nr)
+{
+	return nr == SYS_munmap || nr == SYS_mprotect || nr == SYS_mremap || nr == SYS_madvise ||
+	       nr == SYS_shmdt || nr == SYS_brk || nr == SYS_pkey_mprotect;
+}
+
 static long hook_syscall(struct chfs_sysargs *s)
 {
-	if (!routed(s))
-		return hook_pass(s);
-	return with_vector_state_saved(handle_in_thread, s);
+	long rc = routed(s) ? with_vector_state_saved(handle_in_thread, s) : hook_pass(s);
+	if (changes_mappings(s->nr))
+		hook_usermem_changed();
+	return rc;
 }
 
 static long after_fork_thunk(struct chfs_sysargs *s)

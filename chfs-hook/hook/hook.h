@@ -49,7 +49,8 @@ struct hook_mount {
 struct hook_config {
 	struct hook_mount mounts[HOOK_MAX_MOUNTS];
 	int nmounts;
-	int local_fast_path; /* CHFS_HOOK_LOCAL, default 1 */
+	int local_fast_path;   /* CHFS_HOOK_LOCAL, default 1 */
+	size_t longest_prefix; /* longest name prefix the filter compares (a mount, /proc/self/fd/) */
 	const char *loader_path;
 };
 extern struct hook_config hook_cfg;
@@ -58,14 +59,27 @@ int hook_config_load(void); /* -1 after printing why */
 /* CHFS_* and CHFS_HOOK_* entries of the start-up environment, for execve. */
 extern char **hook_saved_env;
 
+/* ---- usermem.c: the application's memory, read and written without crashing it ---- */
+/* 1 if [p, p+n) is readable now (no libc: the filter may call it). */
+int hook_user_readable(const void *p, size_t n);
+/* Copies the string at src (NUL included) into dst: its length, -EFAULT, or -ENAMETOOLONG. */
+long hook_user_strcpy(const char *src, char *dst, size_t size);
+long hook_user_get(void *dst, const void *src, size_t n); /* 0 or -EFAULT */
+long hook_user_put(void *dst, const void *src, size_t n); /* 0 or -EFAULT */
+void hook_usermem_changed(void); /* after munmap, mprotect, mremap, madvise, shmdt, brk */
+/* An empty name for AT_EMPTY_PATH: "" (or NULL, which Linux 6.11+ also accepts there). */
+static inline int hook_empty_name(const char *p) { return !p || (hook_user_readable(p, 1) && p[0] == 0); }
+
 /* ---- paths.c ---- */
 struct hook_target {
 	int chfs;             /* 1: CHFS path in `path`; 0: kernel path in `path` */
 	char path[PATH_MAX];  /* CHFS path, or the path to give the kernel */
 	char vpath[PATH_MAX]; /* normalised absolute virtual path (when chfs) */
 	int dir_only;         /* the name ended in "/" or "/.": it must be a directory */
+	char arg[PATH_MAX];   /* the caller's name, copied fault-safely */
 };
-/* Classifies (dirfd, path) as openat(2) would see it. -errno on error (ENAMETOOLONG). */
+/* Classifies (dirfd, path) as openat(2) would see it. -errno on error (ENAMETOOLONG, EFAULT for
+ * a path the kernel could not read either). */
 int hook_resolve(int dirfd, const char *path, struct hook_target *t);
 /* The CHFS file a "/proc/self/fd/N" or "/dev/fd/N" name refers to, or NULL. */
 struct hook_file *hook_fd_path_file(const char *path);

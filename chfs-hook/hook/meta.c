@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <linux/stat.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
@@ -65,7 +66,7 @@ static long ready(void) { return hook_chfs_ready(); }
 static long stat_at(int dirfd, const char *path, int flags, struct stat *st, int *is_chfs)
 {
 	*is_chfs = 1;
-	if (path && path[0] == 0 && (flags & AT_EMPTY_PATH)) {
+	if ((flags & AT_EMPTY_PATH) && hook_empty_name(path)) {
 		struct hook_file *h = hook_file_of(dirfd);
 		if (!h) {
 			*is_chfs = 0;
@@ -99,12 +100,13 @@ static long do_stat(const struct chfs_sysargs *s, int dirfd, const char *path, i
 	if (rc < 0)
 		return rc;
 	if (!is_chfs) {
+		if ((flags & AT_EMPTY_PATH) && hook_empty_name(path))
+			return hook_pass(s); /* a kernel descriptor itself */
 		struct hook_target t;
 		RESOLVE(dirfd, path, &t);
 		return RAW4(SYS_newfstatat, dirfd, t.path, out, flags);
 	}
-	*out = st;
-	return 0;
+	return hook_user_put(out, &st, sizeof st);
 }
 
 static long do_statx(const long *a)
@@ -117,12 +119,15 @@ static long do_statx(const long *a)
 	if (rc < 0)
 		return rc;
 	if (!is_chfs) {
+		if ((flags & AT_EMPTY_PATH) && hook_empty_name(path))
+			return hook_raw(SYS_statx, dirfd, a[1], flags, a[3], a[4], 0);
 		struct hook_target t;
 		RESOLVE(dirfd, path, &t);
 		return hook_raw(SYS_statx, dirfd, (long)t.path, flags, a[3], a[4], 0);
 	}
-	to_statx(&st, (struct statx *)a[4]);
-	return 0;
+	struct statx sx;
+	to_statx(&st, &sx);
+	return hook_user_put((void *)a[4], &sx, sizeof sx);
 }
 
 /* One-name operations: resolve; kernel call with the resolved name, or the CHFS call. */
@@ -137,10 +142,26 @@ enum name_op {
 	OP_CHOWN,
 	OP_LCHOWN,
 	OP_UTIMENS,
+	OP_LUTIMENS,
 	OP_STATFS,
 	OP_XATTR,
 	OP_MKNOD
 };
+
+/* readlink of a CHFS name into the caller's buffer (through a copy: a bad buffer is EFAULT). */
+static long readlink_out(const char *p, char *buf, size_t size)
+{
+	char *tmp = malloc(PATH_MAX);
+	if (!tmp)
+		return -ENOMEM;
+	int r = chfs_readlink(p, tmp, PATH_MAX);
+	long rc = r < 0 ? chfs_err() : 0;
+	size_t n = r < 0 ? 0 : (size_t)r < size ? (size_t)r : size;
+	if (rc == 0)
+		rc = hook_user_put(buf, tmp, n);
+	free(tmp);
+	return rc < 0 ? rc : (long)n;
+}
 
 static long chfs_name_op(enum name_op op, const char *p, const long *x)
 {
@@ -159,10 +180,7 @@ static long chfs_name_op(enum name_op op, const char *p, const long *x)
 	case OP_READLINK:
 		if ((long)x[1] <= 0)
 			return -EINVAL;
-		r = chfs_readlink(p, (char *)x[0], (size_t)x[1]);
-		if (r >= 0)
-			return r < (long)x[1] ? r : (long)x[1];
-		break;
+		return readlink_out(p, (char *)x[0], (size_t)x[1]);
 	case OP_TRUNCATE:
 		if (x[0] < 0)
 			return -EINVAL;
@@ -172,6 +190,7 @@ static long chfs_name_op(enum name_op op, const char *p, const long *x)
 	case OP_CHOWN: r = chfs_chown(p, (uid_t)x[0], (gid_t)x[1]); break;
 	case OP_LCHOWN: r = chfs_lchown(p, (uid_t)x[0], (gid_t)x[1]); break;
 	case OP_UTIMENS: r = chfs_utimens(p, (const struct timespec *)x[0]); break;
+	case OP_LUTIMENS: r = chfs_lutimens(p, (const struct timespec *)x[0]); break;
 	case OP_STATFS: {
 		struct stat st;
 		if (chfs_stat(p, &st) != 0)
@@ -204,8 +223,8 @@ static long name_op(const struct chfs_sysargs *s, enum name_op op, int dirfd, co
 		size_t n = strlen(self->vpath), size = (size_t)extra[1];
 		if ((long)extra[1] <= 0)
 			return -EINVAL;
-		memcpy((char *)extra[0], self->vpath, n < size ? n : size);
-		return (long)(n < size ? n : size);
+		long rc = hook_user_put((char *)extra[0], self->vpath, n < size ? n : size);
+		return rc < 0 ? rc : (long)(n < size ? n : size);
 	}
 	struct hook_target t;
 	RESOLVE(dirfd, path, &t);
@@ -271,7 +290,8 @@ static long utimes_op(const struct chfs_sysargs *s)
 		}
 	}
 	}
-	(void)flags;
+	if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
+		return -EINVAL;
 	struct hook_target t;
 	RESOLVE(dirfd, path, &t);
 	if (!t.chfs) {
@@ -280,7 +300,8 @@ static long utimes_op(const struct chfs_sysargs *s)
 		return hook_pass(&k);
 	}
 	long x[1] = {(long)tp};
-	return chfs_name_op(OP_UTIMENS, t.path, x);
+	return chfs_name_op((flags & AT_SYMLINK_NOFOLLOW) && !t.dir_only ? OP_LUTIMENS : OP_UTIMENS, t.path,
+	                    x);
 }
 
 static long two_names(const struct chfs_sysargs *s, int d1, const char *p1, int d2, const char *p2,
@@ -333,7 +354,11 @@ static long fd_meta(const struct chfs_sysargs *s, struct hook_file *h)
 	if (rc < 0)
 		return rc;
 	switch (s->nr) {
-	case SYS_fstat: return hook_stat_chfs(h, (struct stat *)s->a[1]);
+	case SYS_fstat: {
+		struct stat st;
+		rc = hook_stat_chfs(h, &st);
+		return rc < 0 ? rc : hook_user_put((void *)s->a[1], &st, sizeof st);
+	}
 	case SYS_fstatfs: {
 		struct statfs *sf = (struct statfs *)s->a[1];
 		rc = RAW2(SYS_statfs, "/", sf);

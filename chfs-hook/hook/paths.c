@@ -171,7 +171,10 @@ int hook_path_err(const char *cpath)
 
 int hook_resolve(int dirfd, const char *path, struct hook_target *t)
 {
-	int rc;
+	long rc = hook_user_strcpy(path, t->arg, sizeof t->arg);
+	if (rc < 0)
+		return (int)rc;
+	path = t->arg;
 	t->chfs = 0;
 	t->dir_only = ends_as_dir(path);
 	if (path[0] == 0) { /* "" is ENOENT unless AT_EMPTY_PATH, which callers handle first */

@@ -143,6 +143,8 @@ int chfs_access(const char *path, int mode); /* F_OK/R_OK/W_OK/X_OK against the 
 int chfs_chmod(const char *path, mode_t mode);
 /* times[0] = atime, times[1] = mtime; UTIME_NOW and UTIME_OMIT as in utimensat(2). */
 int chfs_utimens(const char *path, const struct timespec times[2]);
+/* chfs_utimens of a final symlink itself (utimensat's AT_SYMLINK_NOFOLLOW). */
+int chfs_lutimens(const char *path, const struct timespec times[2]);
 /* Owner and group (-1 leaves one unchanged): root changes anything, an owner may change the
  * group to one of its groups (EPERM otherwise); set-user-ID, and set-group-ID of a group-
  * executable file, are cleared on anything but a directory. chfs_lchown does not follow a

@@ -1,8 +1,8 @@
 /*
  * attr.c — changing an entry's attributes: mode (chfs_chmod), owner and group (chfs_chown,
- * chfs_lchown), times (chfs_utimens), and the access check (chfs_access).
+ * chfs_lchown), times (chfs_utimens, chfs_lutimens), and the access check (chfs_access).
  *
- * Each is one SETATTR to the owner of the name (symlinks followed, except by chfs_lchown),
+ * Each is one SETATTR to the owner of the name (symlinks followed, except by the l* calls),
  * after the permission rules of perm.c for the identity the call acts for. The root has no
  * record (it is fixed: root-owned, mode 1777, like /tmp): setting what it already has succeeds
  * (`chmod 1777` of a mount point, `chown 0:0`), anything else is EPERM. This process's
@@ -105,12 +105,13 @@ static int64_t ts_ns(const struct timespec *t, int64_t now)
 	return t->tv_nsec == UTIME_NOW ? now : (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
 }
 
-int chfs_utimens(const char *path, const struct timespec times[2])
+static int utimens_path(const char *path, const struct timespec times[2], int nofollow)
 {
 	int64_t now = now_ns();
 	struct attr_change a = {
 	        .set = {.which = WIRE_SET_ATIME | WIRE_SET_MTIME, .atime_ns = now, .mtime_ns = now},
-	        .rule = RULE_TIMES_NOW};
+	        .rule = RULE_TIMES_NOW,
+	        .nofollow = nofollow};
 	if (times) {
 		int explicit = 0;
 		for (int i = 0; i < 2; i++) {
@@ -132,6 +133,9 @@ int chfs_utimens(const char *path, const struct timespec times[2])
 	}
 	return set_err(setattr_path(path, &a));
 }
+
+int chfs_utimens(const char *path, const struct timespec times[2]) { return utimens_path(path, times, 0); }
+int chfs_lutimens(const char *path, const struct timespec times[2]) { return utimens_path(path, times, 1); }
 
 int chfs_access(const char *path, int mode)
 {

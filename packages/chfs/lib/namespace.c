@@ -807,6 +807,30 @@ static int may_rename(struct srvlist *s, const char *cf, const struct chfs_md *m
 	return rc;
 }
 
+/* A directory renamed onto an existing name: over anything but a directory ENOTDIR, over a
+ * non-empty directory ENOTEMPTY, over an empty one that directory is removed first (two steps,
+ * not one: a failure between them leaves the target removed and the source where it was). */
+static int replace_dir_target(struct srvlist *s, const char *ct)
+{
+	struct chfs_md *t = malloc(sizeof *t);
+	if (!t)
+		return -ENOMEM;
+	int rc = ns_lookup(s, ct, t);
+	if (rc == 0 && !S_ISDIR(t->mode))
+		rc = -ENOTDIR;
+	else if (rc == 0 && (rc = dir_nonempty(s, ct)) > 0)
+		rc = -ENOTEMPTY;
+	else if (rc == 0) {
+		RPC_DECL(r);
+		rpc_begin(&r, WOP_RMDIR);
+		wenc_str(&r.e, ct);
+		rc = rpc_call_path(s, ct, &r);
+		forget_parent();
+	}
+	free(t);
+	return rc == -ENOENT ? 0 : rc;
+}
+
 static void rename_fd(struct chfs_file *f, void *arg)
 {
 	pthread_mutex_lock(&f->lock);
@@ -841,7 +865,10 @@ int chfs_rename(const char *from, const char *to)
 		rc = dir_nonempty(s, cf);
 		if (rc)
 			return set_err(rc > 0 ? -EXDEV : rc);
+		if ((rc = replace_dir_target(s, ct)) < 0)
+			return set_err(rc);
 	}
+	md->ctime_ns = now_ns(); /* a rename changes the entry (the server sets it on RENAME too) */
 	if (!(old = malloc(sizeof *old)))
 		return set_err(-ENOMEM);
 	for (int attempt = 0;; attempt++) {

@@ -341,7 +341,10 @@ static int check_put(struct ns_store *ns, const char *path, const struct chfs_md
 	if (rc == 0) {
 		int isdir = S_ISDIR(old->mode);
 		if (noreplace || isdir || S_ISDIR(md->mode))
-			return isdir && !S_ISDIR(md->mode) ? -EISDIR : -EEXIST;
+			return isdir && !S_ISDIR(md->mode) ? -EISDIR
+			       : !noreplace && !isdir && S_ISDIR(md->mode)
+			               ? -ENOTDIR /* rename dir over file */
+			               : -EEXIST;
 		*replaced = 1;
 		return 0;
 	}
@@ -396,6 +399,7 @@ int ns_rename(struct ns_store *ns, const char *from, const char *to, struct chfs
 	if (rc == 0 && strcmp(from, to) != 0 && (rc = check_put(ns, to, md, 0, old, replaced)) == 0) {
 		/* One journal group: after a crash either both names changed or neither did. */
 		size_t len;
+		md->ctime_ns = now_ns();
 		rc = record_encode(md, ns->rec, sizeof ns->rec, &len);
 		if (rc == 0)
 			rc = nsj_append_move(ns->j, to, ns->rec, len, from);

@@ -197,7 +197,8 @@ static int op_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 static int op_utimens(const char *path, const struct timespec tv[2], struct fuse_file_info *fi)
 {
 	act_for_caller();
-	if (chfs_utimens(path, tv) < 0)
+	/* The kernel resolved every symlink already: a symlink's node here is the link itself. */
+	if (chfs_lutimens(path, tv) < 0)
 		return neg_errno();
 	/* The server derives a node-local file's times from its backing file: set them there. */
 	return on_backing(path, fi, utimens_fd, tv);
