@@ -55,6 +55,7 @@ CASES = [
     # names (item 5)
     ("name-max", [("create", "n" * 255, "x"), ("stat", "n" * 255), ("create", "m" * 256, "x")]),
     ("relative-long-path", [("deep", 30), ("create-rel", 30, 3900), ("stat-rel", 30, 3900)]),
+    ("beyond-4k-from-the-root", [("walk-down", 40)]),
     # hard links (item 2)
     ("link-basic", [("create", "f", "data"), ("link", "f", "g"), ("stat", "f"), ("stat", "g"),
                     ("append", "g", "+more"), ("read", "f"), ("unlink", "f"), ("read", "g"),
@@ -102,6 +103,14 @@ def describe(st):
 
 def write_file(p, data, flags=os.O_CREAT | os.O_EXCL | os.O_WRONLY):
     fd = os.open(p, flags, 0o644)
+    try:
+        os.write(fd, data.encode())
+    finally:
+        os.close(fd)
+
+
+def write_file_at(dirfd, name, data):
+    fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644, dir_fd=dirfd)
     try:
         os.write(fd, data.encode())
     finally:
@@ -230,6 +239,21 @@ def step(base, outside, op, *a):
             return describe(os.stat(rel + "/" + name, dir_fd=top))
         finally:
             os.close(top)
+    if op == "walk-down":  # every argument short, the name from the top longer than 4,095 bytes
+        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+        depth = 0
+        try:
+            for _ in range(a[0]):
+                comp = "w" * 120
+                os.mkdir(comp, dir_fd=fd)
+                nfd = os.open(comp, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+                os.close(fd)
+                fd, depth = nfd, depth + len(comp) + 1
+            write_file_at(fd, "leaf", "deep")
+            with os.fdopen(os.open("leaf", os.O_RDONLY, dir_fd=fd), "rb") as f:
+                return f"bytes-from-top={depth + 5} read={f.read().decode()}"
+        finally:
+            os.close(fd)
     if op == "unlinked-io":
         fd = os.open(P(a[0]), os.O_RDWR)
         try:
