@@ -43,6 +43,7 @@ PENDING[("hook", "link-errors")] = "issue 16 item 2 (the kernel answers these on
 README = os.path.join(conformance.ROOT, "README.md")
 
 
+@pytest.mark.hook
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
 def test_every_case_matches_tmpfs_on_chfuse_and_under_the_hook(chfs_pool):

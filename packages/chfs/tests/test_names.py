@@ -9,6 +9,8 @@ import os
 import subprocess
 import tempfile
 
+import pytest
+
 from ci.testlib.fuse_mount import chfuse_mounted
 from chfsutil import err_name, io
 
@@ -55,6 +57,7 @@ def reference():
         subprocess.run(["rm", "-rf", base], check=True)
 
 
+@pytest.mark.hook
 def test_255_byte_names_under_the_hook_as_on_tmpfs(chfs_pool):
     want = reference()
     assert want == "ok 1 True ok ok ok ENAMETOOLONG ENAMETOOLONG ENAMETOOLONG 255", want

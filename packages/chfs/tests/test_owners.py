@@ -139,6 +139,7 @@ def world_readable_install(shared_dir):
     return os.path.join(inst, "bin", "chfs-run")
 
 
+@pytest.mark.hook
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
 def test_two_users_under_the_hook_behave_as_on_tmpfs(chfs_pool, shared_dir):
@@ -178,6 +179,7 @@ print(st.st_uid, st.st_gid)
 """
 
 
+@pytest.mark.hook
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
 def test_hooked_process_that_drops_root_stays_in_the_pool_as_the_new_user(chfs_pool, shared_dir):

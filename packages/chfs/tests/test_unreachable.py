@@ -77,6 +77,7 @@ def test_refused_first_address_falls_through_to_a_live_one(chfs_pool):
         assert took < FAST_S, f"chls took {took:.1f} s"
 
 
+@pytest.mark.hook
 def test_hooked_program_with_a_refused_server_fails_fast(client_env):
     addr = f"tcp://127.0.0.1:{refused_port()}"
     env = dict(client_env, CHFS_SERVER=addr)
