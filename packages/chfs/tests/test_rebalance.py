@@ -164,7 +164,8 @@ def test_server_restarted_on_a_new_port_after_a_join_serves_every_byte(loaded_po
     assert_all_bytes(pool, [pool.manifest] + wm, FILES + nw)
 
 
-@pytest.mark.timeout(60)
+# 12 pools in turn: ~50 s on an idle machine, 2-3x that in the sanitizer builds.
+@pytest.mark.timeout(240)
 def test_join_right_after_writes_loses_nothing(tmp_path):
     """A third server joins a fresh 2-server pool right after 100 files were written (the
     second server's own join rebalance may still be finishing), in 12 rounds: every file reads
