@@ -8,7 +8,7 @@ ed25519 host key per node, each node's sshd_config, pid and log file, a known_ho
 names every node by address and by name, and an ssh_config the wrapper `DIR/bin/ssh` passes
 with -F. sshd listens only on its node's address (port 22 of that namespace), allows root
 with the key only (no password, no PAM), gives sessions the PATH of the process that set it up
-(DIR/bin first) and accepts LD_LIBRARY_PATH and the CHFS_*, HYDRA_* and SLURM_CONF variables
+(DIR/bin first) and accepts LD_LIBRARY_PATH, the CHFS_*, HYDRA_*, SLURM_CONF and sanitizer variables
 the wrapper sends, which stands in for the shared home
 directory and login scripts of a real cluster: `chfsctl -h`, `mpiexec` and job scripts find
 the same build on every node. Nothing of the machine's own ssh set-up is read or changed; the
@@ -25,8 +25,10 @@ import os
 import subprocess
 import time
 
+from .chfs_pool import stack_env
+
 SSHD = "/usr/sbin/sshd"
-SEND_ENV = "LD_LIBRARY_PATH CHFS_* HYDRA_* SLURM_CONF"
+SEND_ENV = "LD_LIBRARY_PATH CHFS_* HYDRA_* SLURM_CONF ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS"
 
 
 def _keygen(path):
@@ -53,9 +55,10 @@ class SshNodes:
         bindir = os.path.join(directory, "bin")
         os.makedirs(bindir, exist_ok=True)
         self.wrapper = os.path.join(bindir, "ssh")
-        # sshd does not take PATH from the client: sessions get the PATH of this process with
-        # the wrapper's directory first (a shared home's login scripts would do the same).
-        self.path = ":".join([bindir] + [p for p in os.environ.get("PATH", "").split(":")
+        # sshd does not take PATH from the client: sessions get the stack's PATH (the build the
+        # tests use — the sanitizer builds' too, matching the LD_LIBRARY_PATH they send) with the
+        # wrapper's directory first (a shared home's login scripts would do the same).
+        self.path = ":".join([bindir] + [p for p in stack_env()["PATH"].split(":")
                                          if p and p != bindir and " " not in p])
         known = []
         for i in range(cluster.n):
