@@ -13,8 +13,10 @@
  * peer or gfsd, stages what it writes, and adds its peer/gfsd counters.
  * Peers reach it through the TCP endpoint, which gfmd hands out as the
  * "cache endpoint" of this client; a peer must first prove it holds the
- * cluster's cache secret (AUTH) and may then only GET.  Each connection
- * is served by its own thread; requests on one connection are sequential.
+ * cluster's cache secret by a challenge-response that never sends the
+ * secret (AUTH, coop_cache_auth.c), and may then only GET; every reply to
+ * a peer carries a MAC over its data.  Each connection is served by its
+ * own thread; requests on one connection are sequential.
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -33,6 +35,7 @@
 #include <unistd.h>
 
 #include "coop_cache_wire.h"
+#include "coop_cache_auth.h"
 #include "page_cache.h"
 
 static struct page_cache *cache;
@@ -111,37 +114,53 @@ stat_text(char *buf, size_t size)
 	pthread_mutex_unlock(&stat_mu);
 }
 
+/* one connection's state: peers authenticate first (see serve_peer) */
+struct conn {
+	int fd, from_peer, authed;
+	uint64_t seq;				/* GET replies sent */
+	unsigned char nonce_s[COOP_NONCE_LEN];
+	unsigned char session[COOP_MAC_LEN];
+};
+
+/* a GET; a peer's reply is the data followed by their MAC */
 static int
-do_get(int fd, const struct coop_req *rq, int from_peer)
+do_get(struct conn *c, const struct coop_req *rq)
 {
-	char *buf = malloc(rq->len ? rq->len : 1);
+	char *buf = malloc((size_t)rq->len + COOP_MAC_LEN);
 	size_t n;
 	int r;
 
 	if (buf == NULL)
-		return (send_reply(fd, -ENOMEM, NULL, 0));
+		return (c->from_peer ? -1 : send_reply(c->fd, -ENOMEM, NULL, 0));
 	n = page_cache_get(cache, rq->ino, rq->gen, rq->off, buf, rq->len);
-	if (from_peer) {
+	if (c->from_peer) {
 		pthread_mutex_lock(&stat_mu);
 		stats.served_requested += pages_of(rq->off, rq->len);
 		stats.served += pages_of(rq->off, n);
 		pthread_mutex_unlock(&stat_mu);
+		if (coop_reply_mac(c->session, c->seq++, rq->ino, rq->gen,
+		    rq->off, rq->len, 0, buf, (uint32_t)n, (unsigned char *)
+		    buf + n) < 0) {
+			free(buf);
+			return (-1);
+		}
+		n += COOP_MAC_LEN;
 	}
-	r = send_reply(fd, 0, buf, (uint32_t)n);
+	r = send_reply(c->fd, 0, buf, (uint32_t)n);
 	free(buf);
 	return (r);
 }
 
 /* one request from the node-local socket; returns -1 to close */
 static int
-serve_local(int fd, const struct coop_req *rq)
+serve_local(struct conn *c, const struct coop_req *rq)
 {
 	char text[1024];
 	char *payload = NULL;
-	int r;
+	int fd = c->fd, r;
 
 	if (rq->op == COOP_OP_GET)
-		return (do_get(fd, rq, 0));
+		return (do_get(c, rq));
 	if (rq->len > 0 && rq->op != COOP_OP_PUT && rq->op != COOP_OP_STAT_ADD)
 		return (-1);
 	if (rq->len > 0) {
@@ -205,44 +224,51 @@ serve_local(int fd, const struct coop_req *rq)
 	return (r);
 }
 
-/* peers: AUTH first, then GET only */
+/* a peer connection starts with the server's nonce (the challenge) */
 static int
-serve_peer(int fd, const struct coop_req *rq, int *authed)
+peer_challenge(struct conn *c)
 {
-	unsigned char got[COOP_SECRET_LEN], diff = 0;
-	int i;
-
-	if (!*authed) {
-		if (rq->op != COOP_OP_AUTH || rq->len != COOP_SECRET_LEN ||
-		    full_io(fd, got, sizeof(got), 0) < 0)
-			return (-1);
-		for (i = 0; i < COOP_SECRET_LEN; i++)
-			diff |= got[i] ^ secret[i];
-		if (diff != 0) {
-			send_reply(fd, -EACCES, NULL, 0);
-			return (-1);
-		}
-		*authed = 1;
-		return (send_reply(fd, 0, NULL, 0));
-	}
-	if (rq->op != COOP_OP_GET)
+	if (coop_random(c->nonce_s, sizeof(c->nonce_s)) < 0)
 		return (-1);
-	return (do_get(fd, rq, 1));
+	return (send_reply(c->fd, 0, c->nonce_s, sizeof(c->nonce_s)));
 }
 
-struct conn {
-	int fd, from_peer;
-};
+/* peers: AUTH (nonce_c, proof of the secret) first, then GET only */
+static int
+serve_peer(struct conn *c, const struct coop_req *rq)
+{
+	unsigned char got[COOP_NONCE_LEN + COOP_MAC_LEN], want[COOP_MAC_LEN];
+	unsigned char *nonce_c = got, *proof = got + COOP_NONCE_LEN;
+
+	if (c->authed)
+		return (rq->op == COOP_OP_GET ? do_get(c, rq) : -1);
+	if (rq->op != COOP_OP_AUTH || rq->len != sizeof(got) ||
+	    full_io(c->fd, got, sizeof(got), 0) < 0 ||
+	    coop_handshake_mac(secret, "GFCC-client", c->nonce_s, nonce_c,
+	    want) < 0)
+		return (-1);
+	if (!coop_mac_equal(want, proof)) {
+		send_reply(c->fd, -EACCES, NULL, 0);
+		return (-1);
+	}
+	if (coop_handshake_mac(secret, "GFCC-server", c->nonce_s, nonce_c,
+	    want) < 0 ||
+	    coop_handshake_mac(secret, "GFCC-session", c->nonce_s, nonce_c,
+	    c->session) < 0)
+		return (-1);
+	c->authed = 1;
+	return (send_reply(c->fd, 0, want, sizeof(want)));
+}
 
 static void *
 conn_main(void *arg)
 {
-	struct conn c = *(struct conn *)arg;
+	struct conn *c = arg;
 	struct coop_req rq;
-	int authed = 0;
 
-	free(arg);
-	while (full_io(c.fd, &rq, sizeof(rq), 0) == 0) {
+	if (c->from_peer && peer_challenge(c) < 0)
+		goto out;
+	while (full_io(c->fd, &rq, sizeof(rq), 0) == 0) {
 		rq.magic = ntohl(rq.magic);
 		rq.op = ntohl(rq.op);
 		rq.ino = be64toh(rq.ino);
@@ -252,11 +278,13 @@ conn_main(void *arg)
 		rq.aux = ntohl(rq.aux);
 		if (rq.magic != COOP_WIRE_MAGIC || rq.len > COOP_MAX_IO)
 			break;
-		if ((c.from_peer ? serve_peer(c.fd, &rq, &authed) :
-		    serve_local(c.fd, &rq)) < 0)
+		if ((c->from_peer ? serve_peer(c, &rq) :
+		    serve_local(c, &rq)) < 0)
 			break;
 	}
-	close(c.fd);
+out:
+	close(c->fd);
+	free(c);
 	return (NULL);
 }
 
@@ -284,7 +312,7 @@ accept_main(void *arg)
 		if (l->from_peer)
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
 			    sizeof(one));
-		if ((c = malloc(sizeof(*c))) == NULL) {
+		if ((c = calloc(1, sizeof(*c))) == NULL) {
 			close(fd);
 			continue;
 		}

@@ -7,7 +7,10 @@
  * as gfarm2fs free of shared connection state.  Every socket gets send and
  * receive timeouts, and TCP connects are non-blocking with poll(), so a
  * dead or wedged peer costs at most the timeout before the caller falls
- * back to gfsd.
+ * back to gfsd.  A peer is trusted only after it proved it knows the
+ * cluster secret (challenge-response, coop_cache_auth.c; the secret is
+ * never sent), and each byte it returns only after the reply's MAC
+ * checked out: a fake or forged endpoint yields an error, never data.
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -27,6 +30,7 @@
 #include <gfarm/gflog.h>
 
 #include "coop_cache_wire.h"
+#include "coop_cache_auth.h"
 #include "coop_cache_client.h"
 
 static struct coop_cache_config config;
@@ -173,15 +177,11 @@ connect_peer(const char *endpoint)
 	return (fd);
 }
 
-/* send one request (+payload); receive the reply into buf (up to cap) */
 static int
-exchange(int fd, uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
-	uint32_t len, uint32_t aux, const void *payload, uint32_t plen,
-	void *buf, size_t cap, size_t *gotp)
+send_req(int fd, uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
+	uint32_t len, uint32_t aux, const void *payload, uint32_t plen)
 {
 	struct coop_req rq;
-	struct coop_rep rep;
-	uint32_t rlen;
 	int r;
 
 	rq.magic = htonl(COOP_WIRE_MAGIC);
@@ -192,17 +192,45 @@ exchange(int fd, uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
 	rq.len = htonl(len);
 	rq.aux = htonl(aux);
 	if ((r = full_io(fd, &rq, sizeof(rq), 1)) < 0 ||
-	    (plen > 0 && (r = full_io(fd, (void *)payload, plen, 1)) < 0) ||
-	    (r = full_io(fd, &rep, sizeof(rep), 0)) < 0)
+	    (plen > 0 && (r = full_io(fd, (void *)payload, plen, 1)) < 0))
 		return (r);
-	rlen = ntohl(rep.len);
+	return (0);
+}
+
+/* a reply header: its status into *statusp, its payload length */
+static int
+recv_rep(int fd, int32_t *statusp, uint32_t *lenp)
+{
+	struct coop_rep rep;
+	int r;
+
+	if ((r = full_io(fd, &rep, sizeof(rep), 0)) < 0)
+		return (r);
+	*statusp = (int32_t)ntohl(rep.status);
+	*lenp = ntohl(rep.len);
+	return (0);
+}
+
+/* send one request (+payload); receive the reply into buf (up to cap) */
+static int
+exchange(int fd, uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
+	uint32_t len, uint32_t aux, const void *payload, uint32_t plen,
+	void *buf, size_t cap, size_t *gotp)
+{
+	int32_t status;
+	uint32_t rlen;
+	int r;
+
+	if ((r = send_req(fd, op, ino, gen, off, len, aux, payload, plen)) < 0
+	    || (r = recv_rep(fd, &status, &rlen)) < 0)
+		return (r);
 	if (rlen > cap)
 		return (-EPROTO);
 	if (rlen > 0 && (r = full_io(fd, buf, rlen, 0)) < 0)
 		return (r);
 	if (gotp != NULL)
 		*gotp = rlen;
-	return ((int32_t)ntohl(rep.status));
+	return (status);
 }
 
 static int
@@ -288,22 +316,74 @@ coop_cache_local_stat_add(uint64_t local_requested, uint64_t local_hit,
 	    &a, sizeof(a), NULL, 0, NULL));
 }
 
+/* mutual challenge-response (coop_cache_auth.h); the session key out */
+static int
+peer_handshake(int fd, const unsigned char *secret, unsigned char *session)
+{
+	unsigned char nonce_s[COOP_NONCE_LEN], auth[COOP_NONCE_LEN +
+	    COOP_MAC_LEN], proof[COOP_MAC_LEN], want[COOP_MAC_LEN];
+	unsigned char *nonce_c = auth;
+	int32_t status;
+	uint32_t rlen;
+	size_t got;
+	int r;
+
+	if ((r = recv_rep(fd, &status, &rlen)) < 0)
+		return (r);
+	if (status != 0 || rlen != COOP_NONCE_LEN)
+		return (-EPROTO);
+	if ((r = full_io(fd, nonce_s, sizeof(nonce_s), 0)) < 0 ||
+	    (r = coop_random(nonce_c, COOP_NONCE_LEN)) < 0 ||
+	    (r = coop_handshake_mac(secret, "GFCC-client", nonce_s, nonce_c,
+	    auth + COOP_NONCE_LEN)) < 0)
+		return (r);
+	r = exchange(fd, COOP_OP_AUTH, 0, 0, 0, sizeof(auth), 0, auth,
+	    sizeof(auth), proof, sizeof(proof), &got);
+	if (r < 0)
+		return (r);
+	if (got != sizeof(proof) ||
+	    (r = coop_handshake_mac(secret, "GFCC-server", nonce_s, nonce_c,
+	    want)) < 0 || !coop_mac_equal(want, proof))
+		return (r < 0 ? r : -EACCES);	/* not a holder of the secret */
+	return (coop_handshake_mac(secret, "GFCC-session", nonce_s, nonce_c,
+	    session));
+}
+
 int
 coop_cache_peer_get(const char *endpoint, const unsigned char *secret,
 	uint64_t ino, uint64_t gen, uint64_t off, char *buf, size_t len,
 	size_t *gotp)
 {
+	unsigned char session[COOP_MAC_LEN], mac[COOP_MAC_LEN];
+	unsigned char want[COOP_MAC_LEN];
 	int fd = connect_peer(endpoint), r;
+	int32_t status;
+	uint32_t rlen = 0;
 
 	if (fd < 0)
 		return (fd);
 	if (len > COOP_MAX_IO)
 		len = COOP_MAX_IO;
-	r = exchange(fd, COOP_OP_AUTH, 0, 0, 0, COOP_SECRET_LEN, 0,
-	    secret, COOP_SECRET_LEN, NULL, 0, NULL);
-	if (r == 0)
-		r = exchange(fd, COOP_OP_GET, ino, gen, off, (uint32_t)len, 0,
-		    NULL, 0, buf, len, gotp);
+	if ((r = peer_handshake(fd, secret, session)) < 0 ||
+	    (r = send_req(fd, COOP_OP_GET, ino, gen, off, (uint32_t)len, 0,
+	    NULL, 0)) < 0 ||
+	    (r = recv_rep(fd, &status, &rlen)) < 0)
+		goto out;
+	if (rlen < COOP_MAC_LEN || rlen - COOP_MAC_LEN > len) {
+		r = -EPROTO;
+		goto out;
+	}
+	rlen -= COOP_MAC_LEN;
+	if ((r = full_io(fd, buf, rlen, 0)) < 0 ||
+	    (r = full_io(fd, mac, sizeof(mac), 0)) < 0 ||
+	    (r = coop_reply_mac(session, 0, ino, gen, off, (uint32_t)len,
+	    status, buf, rlen, want)) < 0)
+		goto out;
+	if (!coop_mac_equal(want, mac))
+		r = -EBADMSG;	/* forged or damaged: not one byte is used */
+	else if ((r = status) == 0)
+		*gotp = rlen;
+out:
 	close(fd);
 	return (r);
 }

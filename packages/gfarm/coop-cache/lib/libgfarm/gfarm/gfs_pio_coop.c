@@ -91,13 +91,35 @@ coop_self(char *ep, unsigned char *secret)
 	return (r);
 }
 
+/* gfmd's holder token for (ino, gen): issued only if this client may read
+ * that generation (caller frees) */
+static char *
+coop_admit(GFS_File gf, gfarm_uint64_t gen)
+{
+	char *token = NULL;
+	gfarm_error_t e = gfm_client_rpc(gf->gfm_server, 0,
+	    GFM_PROTO_COOP_CACHE_ADMIT, "ll/s", (gfarm_uint64_t)gf->ino, gen,
+	    &token);
+
+	if (e != GFARM_ERR_NO_ERROR) {
+		gflog_debug(GFARM_MSG_UNFIXED, "coop cache admit %llu: %s",
+		    (unsigned long long)gf->ino, gfarm_error_string(e));
+		return (NULL);
+	}
+	return (token);
+}
+
 static void
 coop_register(GFS_File gf, gfarm_uint64_t gen, const char *ep)
 {
-	gfarm_error_t e = gfm_client_rpc(gf->gfm_server, 0,
-	    GFM_PROTO_COOP_CACHE_REGISTER, "lls/", (gfarm_uint64_t)gf->ino,
-	    gen, ep);
+	char *token = coop_admit(gf, gen);
+	gfarm_error_t e;
 
+	if (token == NULL)
+		return;
+	e = gfm_client_rpc(gf->gfm_server, 0, GFM_PROTO_COOP_CACHE_REGISTER,
+	    "llss/", (gfarm_uint64_t)gf->ino, gen, ep, token);
+	free(token);
 	if (e != GFARM_ERR_NO_ERROR)
 		gflog_debug(GFARM_MSG_UNFIXED, "coop cache register %llu: %s",
 		    (unsigned long long)gf->ino, gfarm_error_string(e));

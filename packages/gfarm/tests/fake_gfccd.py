@@ -1,0 +1,105 @@
+"""A malicious node for the cooperative-cache security tests (not a test module).
+
+fake_gfccd.py LOCAL_SOCKET PEER_IP:PORT CAPTURE_FILE
+
+LOCAL_SOCKET: a stand-in for the node's gfccd that the attacker's own libgfarm talks to:
+HELLO names PEER_IP:PORT as this node's cache endpoint (so reading a file registers that
+endpoint with gfmd as a holder), every GET misses, every other request succeeds.
+PEER_IP:PORT: the fake peer. It speaks whichever protocol the reader speaks: if the reader
+sends first (a secret in clear, the old protocol) it accepts anything and answers GETs with
+forged bytes ('F'); otherwise it sends a challenge, accepts the reader's proof, answers with a
+random "proof" and forged data followed by a random "MAC". Every byte a reader sends is
+appended to CAPTURE_FILE.
+"""
+import os
+import select
+import socket
+import struct
+import sys
+import threading
+
+REQ = struct.Struct("!IIQQQII")
+REP = struct.Struct("!iI")
+HELLO, AUTH, GET = 1, 2, 3
+
+
+def recv_exact(s, n, log=None):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+        if log:
+            log(chunk)
+    return buf
+
+
+def local_conn(s, endpoint):
+    with s:
+        while True:
+            try:
+                magic, op, ino, gen, off, ln, aux = REQ.unpack(recv_exact(s, REQ.size))
+            except (EOFError, OSError):
+                return
+            if op in (4, 7) and ln:  # PUT, STAT_ADD carry a payload
+                recv_exact(s, ln)
+            if op == HELLO:
+                s.sendall(REP.pack(0, 96) + endpoint.encode().ljust(64, b"\0") + b"\0" * 32)
+            else:
+                s.sendall(REP.pack(0, 0))  # GET: miss; others: ok
+
+
+def peer_conn(s, capture):
+    lock = threading.Lock()
+
+    def log(chunk):
+        with lock, open(capture, "ab") as f:
+            f.write(chunk)
+
+    with s:
+        try:
+            new_protocol = not select.select([s], [], [], 0.3)[0]  # the reader waits for us
+            if new_protocol:
+                s.sendall(REP.pack(0, 32) + os.urandom(32))  # challenge
+            while True:
+                magic, op, ino, gen, off, ln, aux = REQ.unpack(recv_exact(s, REQ.size, log))
+                if op == AUTH:
+                    recv_exact(s, ln, log)
+                    s.sendall(REP.pack(0, 32) + os.urandom(32) if new_protocol else REP.pack(0, 0))
+                elif op == GET:
+                    data = b"F" * ln
+                    s.sendall(REP.pack(0, ln + 32) + data + os.urandom(32) if new_protocol
+                              else REP.pack(0, ln) + data)
+                else:
+                    return
+        except (EOFError, OSError):
+            return
+
+
+def serve(listener, handler, *args):
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=handler, args=(conn, *args), daemon=True).start()
+
+
+def main():
+    local_path, endpoint, capture = sys.argv[1:4]
+    host, port = endpoint.rsplit(":", 1)
+    lu = socket.socket(socket.AF_UNIX)
+    if os.path.exists(local_path):
+        os.unlink(local_path)
+    lu.bind(local_path)
+    lu.listen(16)
+    lt = socket.socket()
+    lt.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lt.bind((host, int(port)))
+    lt.listen(16)
+    open(capture, "wb").close()
+    threading.Thread(target=serve, args=(lt, peer_conn, capture), daemon=True).start()
+    print("ready", flush=True)
+    serve(lu, local_conn, endpoint)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Security and robustness of the cooperative cache's peers (issue 15 item 1).
+
+A malicious client node (c3) runs a fake gfccd: its libgfarm registers the fake peer's
+endpoint with gfmd as a holder of a file it may read, and the fake peer captures what
+readers send and answers with forged bytes. Readers must never send the cluster's cache
+secret to it, must reject its bytes and read the true data from gfsd. gfmd refuses a
+holder registration without a token it issued for that inode and generation.
+"""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gfcluster import GfarmCluster, pages
+
+pytestmark = [pytest.mark.netns, pytest.mark.timeout(300)]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIZE = 1024 * 1024 + 777
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    c = GfarmCluster(clients=3, cluster_id=83, state_dir=str(tmp_path_factory.mktemp("gfs")))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def inode_gen(cluster, path):
+    st = cluster.run("c1", ["gfstat", path], stdout=subprocess.PIPE, text=True).stdout
+    return int(st.split("Inode:")[1].split()[0]), int(st.split("Gen:")[1].split()[0])
+
+
+def table_eps(cluster, ino):
+    out = cluster.run("c1", ["gfcctable"], stdout=subprocess.PIPE, text=True).stdout
+    return [line.split()[2] for line in out.splitlines() if int(line.split()[0]) == ino]
+
+
+@pytest.fixture
+def fake_node(cluster, tmp_path):
+    """c3 turned malicious: fake local gfccd + fake peer at c3's IP, port 10651."""
+    ip = cluster.stat("c3")["endpoint"].rsplit(":", 1)[0]
+    ep = f"{ip}:10651"
+    sock, capture = str(tmp_path / "fake.sock"), str(tmp_path / "capture")
+    proc = subprocess.Popen(["ip", "netns", "exec", os.path.basename(cluster.netns("c3")),
+                             sys.executable, os.path.join(HERE, "fake_gfccd.py"), sock, ep,
+                             capture], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        yield {"socket": sock, "endpoint": ep, "capture": capture}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_fake_peer_never_sees_the_secret_and_its_forged_bytes_are_rejected(
+        cluster, fake_node, tmp_path):
+    data = os.urandom(SIZE)
+    (tmp_path / "f").write_bytes(data)
+    cluster.put("c1", str(tmp_path / "f"), "/victim", coop=False)  # no honest holder yet
+    ino, _ = inode_gen(cluster, "/victim")
+    # the attacker reads the file (it may) through its fake gfccd: registers the fake peer
+    cluster.run("c3", ["env", f"GFARM_COOP_CACHE_SOCKET={fake_node['socket']}",
+                       "gfexport", "/victim"], stdout=subprocess.DEVNULL)
+    assert fake_node["endpoint"] in table_eps(cluster, ino)
+    before = cluster.stat("c2")
+    got = cluster.get("c2", "/victim")  # gfmd hands the fake peer to the reader
+    after = cluster.stat("c2")
+    captured = open(fake_node["capture"], "rb").read()
+    with open(os.path.join(cluster.dir, "etc", "cache.secret"), "rb") as f:
+        secret = f.read(32)
+    assert len(captured) > 0  # the reader did contact the fake peer
+    assert secret not in captured  # ... but never sent it the secret
+    assert got == data  # forged bytes rejected, the true data came from gfsd
+    assert after["peer_transferred"] - before["peer_transferred"] == 0
+    assert after["gfsd_pages"] - before["gfsd_pages"] == pages(SIZE)
+    # nothing forged entered c2's cache either: a second read is the true data
+    assert cluster.get("c2", "/victim") == data
+
+
+def gfcctable(cluster, *args):
+    return cluster.run("c1", ["gfcctable", *args], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, check=False)
+
+
+def test_registration_without_a_valid_token_is_refused(cluster, tmp_path):
+    (tmp_path / "a").write_bytes(b"a" * 5000)
+    cluster.put("c1", str(tmp_path / "a"), "/tok_a", coop=False)
+    cluster.put("c1", str(tmp_path / "a"), "/tok_b", coop=False)
+    ino, gen = inode_gen(cluster, "/tok_a")
+    ino_b, gen_b = inode_gen(cluster, "/tok_b")
+    forged = "10.213.83.99:10650"
+    r = gfcctable(cluster, "register", str(ino), str(gen), forged, "00" * 32)
+    assert r.returncode != 0 and "permission denied" in r.stderr.lower(), r
+    tok_b = gfcctable(cluster, "admit", str(ino_b), str(gen_b))
+    assert tok_b.returncode == 0, tok_b.stderr
+    r = gfcctable(cluster, "register", str(ino), str(gen), forged, tok_b.stdout.strip())
+    assert r.returncode != 0, "a token for another file was accepted"
+    assert gfcctable(cluster, "admit", str(ino), str(gen + 1)).returncode != 0  # no token
+    assert forged not in table_eps(cluster, ino)
+    tok = gfcctable(cluster, "admit", str(ino), str(gen)).stdout.strip()
+    r = gfcctable(cluster, "register", str(ino), str(gen), forged, tok)
+    assert r.returncode == 0, r.stderr  # the control: gfmd's own token is accepted
+    assert forged in table_eps(cluster, ino)
