@@ -108,3 +108,47 @@ def test_registration_without_a_valid_token_is_refused(cluster, tmp_path):
     r = gfcctable(cluster, "register", str(ino), str(gen), forged, tok)
     assert r.returncode == 0, r.stderr  # the control: gfmd's own token is accepted
     assert forged in table_eps(cluster, ino)
+
+
+FLOOD = r"""
+import socket, sys, time
+host, port = sys.argv[1].rsplit(":", 1)
+conns = []
+for _ in range(int(sys.argv[2])):
+    try:
+        conns.append(socket.create_connection((host, int(port)), timeout=5))
+    except OSError:
+        pass
+print(len(conns), flush=True)
+sys.stdin.readline()  # hold them (idle, unauthenticated) until told to stop
+"""
+
+
+def threads_of(pid):
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def test_connection_flood_keeps_threads_bounded_and_clients_served(cluster, tmp_path):
+    data = os.urandom(SIZE)
+    (tmp_path / "fl").write_bytes(data)
+    cluster.put("c1", str(tmp_path / "fl"), "/flood")  # c1 holds it
+    pid = cluster.daemon_pid("c1")
+    ep = cluster.stat("c1")["endpoint"]
+    flood = subprocess.Popen(["ip", "netns", "exec", os.path.basename(cluster.netns("c3")),
+                              sys.executable, "-c", FLOOD, ep, "500"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        opened = int(flood.stdout.readline())
+        assert opened >= 400  # the flood did connect (the kernel backlog admits them all)
+        time.sleep(0.5)
+        threads = threads_of(pid)
+        print(f"gfccd: {threads} threads with {opened} flood connections open")
+        before = cluster.stat("c2")
+        assert cluster.get("c2", "/flood") == data  # a real peer is served meanwhile
+        after = cluster.stat("c2")
+        assert after["peer_transferred"] - before["peer_transferred"] == pages(SIZE)
+        assert cluster.get("c1", "/flood") == data  # and a local client
+        assert threads <= 16, f"{threads} threads for {opened} idle connections"
+        assert threads_of(pid) <= 16
+    finally:
+        flood.communicate("\n", timeout=30)

@@ -15,8 +15,10 @@
  * "cache endpoint" of this client; a peer must first prove it holds the
  * cluster's cache secret by a challenge-response that never sends the
  * secret (AUTH, coop_cache_auth.c), and may then only GET; every reply to
- * a peer carries a MAC over its data.  Each connection is served by its
- * own thread; requests on one connection are sequential.
+ * a peer carries a MAC over its data.  Connections are watched by one
+ * poll thread and served by a fixed worker pool, with bounded counts and
+ * idle/auth timeouts (conn_loop.c); requests on one connection are
+ * sequential.
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -36,6 +38,7 @@
 
 #include "coop_cache_wire.h"
 #include "coop_cache_auth.h"
+#include "conn_loop.h"
 #include "page_cache.h"
 
 static struct page_cache *cache;
@@ -97,7 +100,7 @@ stat_text(char *buf, size_t size)
 	    "capacity_pages %zu\nlocal_requested %llu\nlocal_hit %llu\n"
 	    "peer_requested %llu\npeer_transferred %llu\n"
 	    "peer_hit_rate %.4f\nhit_rate %.4f\ngfsd_pages %llu\n"
-	    "served_requested %llu\nserved_pages %llu\n",
+	    "served_requested %llu\nserved_pages %llu\nconnections %d\n",
 	    endpoint, COOP_PAGE_SIZE, page_cache_npages(cache),
 	    page_cache_capacity_pages(cache),
 	    (unsigned long long)c.local_requested,
@@ -110,17 +113,9 @@ stat_text(char *buf, size_t size)
 	    / c.local_requested : 0.0,
 	    (unsigned long long)stats.client.gfsd_pages,
 	    (unsigned long long)stats.served_requested,
-	    (unsigned long long)stats.served);
+	    (unsigned long long)stats.served, conn_loop_count());
 	pthread_mutex_unlock(&stat_mu);
 }
-
-/* one connection's state: peers authenticate first (see serve_peer) */
-struct conn {
-	int fd, from_peer, authed;
-	uint64_t seq;				/* GET replies sent */
-	unsigned char nonce_s[COOP_NONCE_LEN];
-	unsigned char session[COOP_MAC_LEN];
-};
 
 /* a GET; a peer's reply is the data followed by their MAC */
 static int
@@ -260,72 +255,31 @@ serve_peer(struct conn *c, const struct coop_req *rq)
 	return (send_reply(c->fd, 0, want, sizeof(want)));
 }
 
-static void *
-conn_main(void *arg)
+/* conn_loop: a new connection; a peer's starts with the challenge */
+static int
+conn_open(struct conn *c)
 {
-	struct conn *c = arg;
-	struct coop_req rq;
-
-	if (c->from_peer && peer_challenge(c) < 0)
-		goto out;
-	while (full_io(c->fd, &rq, sizeof(rq), 0) == 0) {
-		rq.magic = ntohl(rq.magic);
-		rq.op = ntohl(rq.op);
-		rq.ino = be64toh(rq.ino);
-		rq.gen = be64toh(rq.gen);
-		rq.off = be64toh(rq.off);
-		rq.len = ntohl(rq.len);
-		rq.aux = ntohl(rq.aux);
-		if (rq.magic != COOP_WIRE_MAGIC || rq.len > COOP_MAX_IO)
-			break;
-		if ((c->from_peer ? serve_peer(c, &rq) :
-		    serve_local(c, &rq)) < 0)
-			break;
-	}
-out:
-	close(c->fd);
-	free(c);
-	return (NULL);
+	return (c->from_peer ? peer_challenge(c) : 0);
 }
 
-struct listener {
-	int fd, from_peer;
-};
-
-static void *
-accept_main(void *arg)
+/* conn_loop: one request is waiting on c */
+static int
+conn_request(struct conn *c)
 {
-	struct listener *l = arg;
+	struct coop_req rq;
 
-	for (;;) {
-		int fd = accept(l->fd, NULL, NULL), one = 1;
-		struct conn *c;
-		pthread_t t;
-
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED ||
-			    errno == EMFILE || errno == ENFILE)
-				continue;
-			perror("gfccd: accept");
-			exit(1);
-		}
-		if (l->from_peer)
-			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
-			    sizeof(one));
-		if ((c = calloc(1, sizeof(*c))) == NULL) {
-			close(fd);
-			continue;
-		}
-		c->fd = fd;
-		c->from_peer = l->from_peer;
-		if (pthread_create(&t, NULL, conn_main, c) != 0) {
-			close(fd);
-			free(c);
-			continue;
-		}
-		pthread_detach(t);
-	}
-	return (NULL);
+	if (full_io(c->fd, &rq, sizeof(rq), 0) < 0)
+		return (-1);
+	rq.magic = ntohl(rq.magic);
+	rq.op = ntohl(rq.op);
+	rq.ino = be64toh(rq.ino);
+	rq.gen = be64toh(rq.gen);
+	rq.off = be64toh(rq.off);
+	rq.len = ntohl(rq.len);
+	rq.aux = ntohl(rq.aux);
+	if (rq.magic != COOP_WIRE_MAGIC || rq.len > COOP_MAX_IO)
+		return (-1);
+	return (c->from_peer ? serve_peer(c, &rq) : serve_local(c, &rq));
 }
 
 static int
@@ -404,8 +358,8 @@ static int
 serve(const char *sock, const char *listen_ep, const char *secret_file,
 	size_t size, const char *pid_file)
 {
-	static struct listener lu, lt;
-	pthread_t t;
+	static const struct conn_handlers h = { conn_open, conn_request };
+	int lu, lt, r;
 
 	if (read_secret(secret_file) < 0) {
 		fprintf(stderr, "gfccd: %s: cannot read a %d-byte secret\n",
@@ -417,16 +371,15 @@ serve(const char *sock, const char *listen_ep, const char *secret_file,
 		return (1);
 	}
 	snprintf(endpoint, sizeof(endpoint), "%s", listen_ep);
-	if ((lu.fd = listen_unix(sock)) < 0) {
+	if ((lu = listen_unix(sock)) < 0) {
 		fprintf(stderr, "gfccd: %s: %s\n", sock, strerror(errno));
 		return (1);
 	}
-	if ((lt.fd = listen_tcp(listen_ep)) < 0) {
+	if ((lt = listen_tcp(listen_ep)) < 0) {
 		fprintf(stderr, "gfccd: listen %s: %s\n", listen_ep,
 		    strerror(errno));
 		return (1);
 	}
-	lt.from_peer = 1;
 	signal(SIGPIPE, SIG_IGN);
 	if (pid_file != NULL) {
 		FILE *f = fopen(pid_file, "w");
@@ -439,10 +392,9 @@ serve(const char *sock, const char *listen_ep, const char *secret_file,
 		fprintf(f, "%d\n", (int)getpid());
 		fclose(f);
 	}
-	if (pthread_create(&t, NULL, accept_main, &lt) != 0)
-		return (1);
-	accept_main(&lu);
-	return (0);
+	r = conn_loop_run(lu, lt, &h);
+	fprintf(stderr, "gfccd: %s\n", strerror(-r));
+	return (1);
 }
 
 static int
