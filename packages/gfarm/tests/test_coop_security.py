@@ -7,6 +7,7 @@ secret to it, must reject its bytes and read the true data from gfsd. gfmd refus
 holder registration without a token it issued for that inode and generation.
 """
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -152,3 +153,30 @@ def test_connection_flood_keeps_threads_bounded_and_clients_served(cluster, tmp_
         assert threads_of(pid) <= 16
     finally:
         flood.communicate("\n", timeout=30)
+
+
+def test_hung_local_gfccd_costs_one_timeout_not_one_per_read(cluster, tmp_path):
+    size = 16 << 20
+    data = os.urandom(size)
+    (tmp_path / "big").write_bytes(data)
+    cluster.put("c1", str(tmp_path / "big"), "/hung_local", coop=False)
+    timeout_ms = 500
+    env = [f"GFARM_COOP_CACHE_TIMEOUT_MS={timeout_ms}"]
+    t0 = time.monotonic()
+    assert cluster.get("c2", "/hung_local", coop=False) == data
+    baseline = time.monotonic() - t0
+    pid = cluster.daemon_pid("c2")
+    os.kill(pid, signal.SIGSTOP)  # c2's own gfccd hangs: accepts, never answers
+    try:
+        t0 = time.monotonic()
+        r = cluster.run("c2", ["env", *env, "gfexport", "/hung_local"], timeout=120,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        elapsed = time.monotonic() - t0
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    print(f"16 MiB read, local gfccd stopped: {elapsed:.2f} s (no cache: {baseline:.2f} s)")
+    assert r.stdout == data
+    assert r.stderr.count(b"does not answer") == 1, r.stderr  # one clear line
+    # gfexport makes >= 4 reads of 4 MiB, each costing several local calls before the fix
+    assert elapsed < baseline + 2.5 * timeout_ms / 1000 + 1.0, (elapsed, baseline)
+    assert cluster.get("c2", "/hung_local") == data  # resumed: the cache works again

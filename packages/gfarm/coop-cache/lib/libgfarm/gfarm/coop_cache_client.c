@@ -11,6 +11,11 @@
  * cluster secret (challenge-response, coop_cache_auth.c; the secret is
  * never sent), and each byte it returns only after the reply's MAC
  * checked out: a fake or forged endpoint yields an error, never data.
+ *
+ * A local daemon that does not answer (hung, dead, socket gone) is noted
+ * once, with one log line, and bypassed by every call of this process for
+ * COOP_LOCAL_RETRY_SECONDS, then tried again: a hung gfccd costs one
+ * timeout per process and period, not one per read.
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -25,6 +30,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <gfarm/gflog.h>
@@ -33,7 +39,11 @@
 #include "coop_cache_auth.h"
 #include "coop_cache_client.h"
 
+#define COOP_LOCAL_RETRY_SECONDS	10
+
 static struct coop_cache_config config;
+static pthread_mutex_t local_down_mutex = PTHREAD_MUTEX_INITIALIZER;
+static time_t local_down_until;	/* bypass the local daemon until then */
 static int config_ok;
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 
@@ -233,18 +243,55 @@ exchange(int fd, uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
 	return (status);
 }
 
+int
+coop_cache_local_up(void)
+{
+	int up;
+
+	pthread_mutex_lock(&local_down_mutex);
+	up = local_down_until == 0 || time(NULL) >= local_down_until;
+	pthread_mutex_unlock(&local_down_mutex);
+	return (up);
+}
+
+/* the local daemon failed to answer: bypass it for a while */
+static void
+local_down(int err)
+{
+	time_t now = time(NULL);
+	int first;
+
+	pthread_mutex_lock(&local_down_mutex);
+	first = local_down_until == 0 || now >= local_down_until;
+	local_down_until = now + COOP_LOCAL_RETRY_SECONDS;
+	pthread_mutex_unlock(&local_down_mutex);
+	if (first)
+		gflog_warning(GFARM_MSG_UNFIXED, "cooperative cache: gfccd at "
+		    "%s does not answer (%s); bypassed for %d s",
+		    config.socket_path, strerror(-err),
+		    COOP_LOCAL_RETRY_SECONDS);
+}
+
 static int
 local_call(uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
 	uint32_t len, uint32_t aux, const void *payload, uint32_t plen,
 	void *buf, size_t cap, size_t *gotp)
 {
-	int fd = connect_local(), r;
+	int fd, r;
 
-	if (fd < 0)
+	if (!coop_cache_local_up())
+		return (-EHOSTDOWN);
+	if ((fd = connect_local()) < 0) {
+		local_down(fd);
 		return (fd);
+	}
 	r = exchange(fd, op, ino, gen, off, len, aux, payload, plen,
 	    buf, cap, gotp);
 	close(fd);
+	/* a transport failure, not a daemon's -errno answer */
+	if (r == -ETIMEDOUT || r == -ECONNRESET || r == -EPIPE ||
+	    r == -EPROTO)
+		local_down(r);
 	return (r);
 }
 

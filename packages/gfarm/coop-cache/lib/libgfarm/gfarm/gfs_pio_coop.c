@@ -186,7 +186,7 @@ int
 gfs_pio_coop_active(GFS_File gf)
 {
 	return (coop_cache_config() != NULL &&
-	    (gf->mode & GFS_FILE_MODE_WRITE) == 0);
+	    (gf->mode & GFS_FILE_MODE_WRITE) == 0 && coop_cache_local_up());
 }
 
 gfarm_error_t
