@@ -81,6 +81,7 @@ def test_fake_peer_never_sees_the_secret_and_its_forged_bytes_are_rejected(
     assert got == data  # forged bytes rejected, the true data came from gfsd
     assert after["peer_transferred"] - before["peer_transferred"] == 0
     assert after["gfsd_pages"] - before["gfsd_pages"] == pages(SIZE)
+    assert fake_node["endpoint"] not in table_eps(cluster, ino)  # reported, dropped
     # nothing forged entered c2's cache either: a second read is the true data
     assert cluster.get("c2", "/victim") == data
 
@@ -180,3 +181,18 @@ def test_hung_local_gfccd_costs_one_timeout_not_one_per_read(cluster, tmp_path):
     # gfexport makes >= 4 reads of 4 MiB, each costing several local calls before the fix
     assert elapsed < baseline + 2.5 * timeout_ms / 1000 + 1.0, (elapsed, baseline)
     assert cluster.get("c2", "/hung_local") == data  # resumed: the cache works again
+
+
+def test_dead_holder_is_reported_and_dropped_by_gfmd(cluster, tmp_path):
+    # runs last: it kills c3's gfccd for good
+    data = os.urandom(SIZE)
+    (tmp_path / "d").write_bytes(data)
+    cluster.put("c3", str(tmp_path / "d"), "/dead_holder")  # c3 holds it
+    ino, _ = inode_gen(cluster, "/dead_holder")
+    c3 = cluster.stat("c3")["endpoint"]
+    assert table_eps(cluster, ino) == [c3]
+    os.kill(cluster.daemon_pid("c3"), signal.SIGKILL)
+    assert cluster.get("c2", "/dead_holder") == data  # refused by c3, gfsd serves
+    assert c3 not in table_eps(cluster, ino)  # c2 reported it, gfmd dropped it
+    assert cluster.get("c1", "/dead_holder") == data  # c1 is sent to c2, not to the dead c3
+    assert c3 not in table_eps(cluster, ino)

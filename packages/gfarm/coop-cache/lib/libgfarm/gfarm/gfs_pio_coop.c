@@ -27,7 +27,8 @@
  * staged pages become that generation's and the writer registers as a
  * holder, otherwise they are dropped.  Files open for writing bypass the
  * cache on reads.  Any cache failure only costs the fallback to gfsd; a
- * peer that failed is skipped by this process for COOP_BAD_PEER_SECONDS.
+ * peer that failed is skipped by this process for COOP_BAD_PEER_SECONDS
+ * and reported to gfmd (GFM_PROTO_COOP_CACHE_FAILED), which drops it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -123,6 +124,21 @@ coop_register(GFS_File gf, gfarm_uint64_t gen, const char *ep)
 	if (e != GFARM_ERR_NO_ERROR)
 		gflog_debug(GFARM_MSG_UNFIXED, "coop cache register %llu: %s",
 		    (unsigned long long)gf->ino, gfarm_error_string(e));
+}
+
+/* the holder gfmd named failed us (refused, timed out, failed the proof or
+ * a MAC): gfmd drops it from (ino, gen)'s list, so no reader tries it
+ * again until it registers anew */
+static void
+coop_holder_failed(GFS_File gf, const char *peer)
+{
+	char *token = coop_admit(gf, gf->gen);
+
+	if (token == NULL)
+		return;
+	(void)gfm_client_rpc(gf->gfm_server, 0, GFM_PROTO_COOP_CACHE_FAILED,
+	    "llss/", (gfarm_uint64_t)gf->ino, gf->gen, peer, token);
+	free(token);
 }
 
 static int
@@ -222,6 +238,7 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 		gflog_debug(GFARM_MSG_UNFIXED, "coop cache peer %s: %s",
 		    peer, strerror(-r));
 		peer_failed(peer);
+		coop_holder_failed(gf, peer);
 		got = 0;
 	}
 	if (got > 0) {
