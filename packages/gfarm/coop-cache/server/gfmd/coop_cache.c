@@ -20,6 +20,8 @@
  *   FAILED(ino, gen, ep, tk)   ep failed a requester (refused, timed out,
  *                              bad proof or MAC): drop it from the list
  *   DUMP                       -> the table as text (gfccd-table)
+ *   HELLO                      -> protocol version (clients probe a gfmd
+ *                              with it on a throw-away connection first)
  *
  * A holder token is HMAC-SHA256(key, ino, gen) under a random key drawn
  * when this gfmd starts, so gfmd keeps no per-client state for it, a token
@@ -50,6 +52,7 @@
 #include "peer.h"
 #include "inode.h"
 #include "coop_cache_auth.h"
+#include "coop_gfmd_probe.h"
 #include "coop_cache.h"
 
 #define CC_NBUCKETS	4096
@@ -231,6 +234,17 @@ gfm_server_coop_cache_register(struct peer *peer, int from_client, int skip)
 	free(ep);
 	free(tk);
 	return (gfm_server_put_reply(peer, diag, e, ""));
+}
+
+gfarm_error_t
+gfm_server_coop_cache_hello(struct peer *peer, int from_client, int skip)
+{
+	static const char diag[] = "GFM_PROTO_COOP_CACHE_HELLO";
+
+	if (skip)
+		return (GFARM_ERR_NO_ERROR);
+	return (gfm_server_put_reply(peer, diag, GFARM_ERR_NO_ERROR, "i",
+	    (gfarm_int32_t)COOP_GFMD_PROTOCOL_VERSION));
 }
 
 gfarm_error_t

@@ -53,6 +53,7 @@
 #include "gfs_pio_impl.h"
 #include "coop_cache_wire.h"
 #include "coop_cache_client.h"
+#include "coop_gfmd_probe.h"
 #include "gfs_pio_coop.h"
 
 #define COOP_STATE_REGISTERED	1
@@ -202,7 +203,8 @@ int
 gfs_pio_coop_active(GFS_File gf)
 {
 	return (coop_cache_config() != NULL &&
-	    (gf->mode & GFS_FILE_MODE_WRITE) == 0 && coop_cache_local_up());
+	    (gf->mode & GFS_FILE_MODE_WRITE) == 0 && coop_cache_local_up() &&
+	    coop_gfmd_supported(gf->gfm_server));
 }
 
 gfarm_error_t
@@ -414,6 +416,7 @@ gfs_pio_coop_closed(GFS_File gf, const gfarm_uint64_t *genp)
 		return;
 	if (genp == NULL || (gf->coop_state & COOP_STATE_NO_RETAG) != 0 ||
 	    (gf->open_flags & GFARM_FILE_TRUNC) == 0 ||
+	    !coop_gfmd_supported(gf->gfm_server) ||
 	    coop_self(self, secret) < 0) {
 		(void)coop_cache_local_inval(gf->ino);
 		return;
