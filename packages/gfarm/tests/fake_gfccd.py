@@ -1,6 +1,6 @@
 """A malicious node for the cooperative-cache security tests (not a test module).
 
-fake_gfccd.py LOCAL_SOCKET PEER_IP:PORT CAPTURE_FILE
+fake_gfccd.py LOCAL_SOCKET PEER_IP:PORT CAPTURE_FILE [SECRET_FILE]
 
 LOCAL_SOCKET: a stand-in for the node's gfccd that the attacker's own libgfarm talks to:
 HELLO names PEER_IP:PORT as this node's cache endpoint (so reading a file registers that
@@ -8,9 +8,13 @@ endpoint with gfmd as a holder), every GET misses, every other request succeeds.
 PEER_IP:PORT: the fake peer. It speaks whichever protocol the reader speaks: if the reader
 sends first (a secret in clear, the old protocol) it accepts anything and answers GETs with
 forged bytes ('F'); otherwise it sends a challenge, accepts the reader's proof, answers with a
-random "proof" and forged data followed by a random "MAC". Every byte a reader sends is
-appended to CAPTURE_FILE.
+random "proof" and forged data followed by a random "MAC". With SECRET_FILE (a peer that
+knows the cluster secret, or a man in the middle of a real one) it passes the handshake
+properly and sends forged data with a valid MAC over other bytes: only the reply MAC can
+catch it. Every byte a reader sends is appended to CAPTURE_FILE.
 """
+import hashlib
+import hmac
 import os
 import select
 import socket
@@ -50,8 +54,13 @@ def local_conn(s, endpoint):
                 s.sendall(REP.pack(0, 0))  # GET: miss; others: ok
 
 
-def peer_conn(s, capture):
+def mac(key, *parts):
+    return hmac.new(key, b"".join(parts), hashlib.sha256).digest()
+
+
+def peer_conn(s, capture, secret):
     lock = threading.Lock()
+    ns, session, seq = os.urandom(32), None, 0
 
     def log(chunk):
         with lock, open(capture, "ab") as f:
@@ -61,15 +70,25 @@ def peer_conn(s, capture):
         try:
             new_protocol = not select.select([s], [], [], 0.3)[0]  # the reader waits for us
             if new_protocol:
-                s.sendall(REP.pack(0, 32) + os.urandom(32))  # challenge
+                s.sendall(REP.pack(0, 32) + ns)  # challenge
             while True:
                 magic, op, ino, gen, off, ln, aux = REQ.unpack(recv_exact(s, REQ.size, log))
                 if op == AUTH:
-                    recv_exact(s, ln, log)
-                    s.sendall(REP.pack(0, 32) + os.urandom(32) if new_protocol else REP.pack(0, 0))
+                    auth = recv_exact(s, ln, log)
+                    proof = os.urandom(32)
+                    if secret and new_protocol:
+                        nc = auth[:32]
+                        proof = mac(secret, b"GFCC-server", ns, nc)
+                        session = mac(secret, b"GFCC-session", ns, nc)
+                    s.sendall(REP.pack(0, 32) + proof if new_protocol else REP.pack(0, 0))
                 elif op == GET:
                     data = b"F" * ln
-                    s.sendall(REP.pack(0, ln + 32) + data + os.urandom(32) if new_protocol
+                    tag = os.urandom(32)
+                    if session:  # a valid MAC, but over other bytes than those sent
+                        h = struct.pack("!QQQQIiI", seq, ino, gen, off, ln, 0, ln)
+                        tag = mac(session, b"GFCC-data", h, b"G" * ln)
+                        seq += 1
+                    s.sendall(REP.pack(0, ln + 32) + data + tag if new_protocol
                               else REP.pack(0, ln) + data)
                 else:
                     return
@@ -85,6 +104,7 @@ def serve(listener, handler, *args):
 
 def main():
     local_path, endpoint, capture = sys.argv[1:4]
+    secret = open(sys.argv[4], "rb").read(32) if len(sys.argv) > 4 else None
     host, port = endpoint.rsplit(":", 1)
     lu = socket.socket(socket.AF_UNIX)
     if os.path.exists(local_path):
@@ -96,7 +116,7 @@ def main():
     lt.bind((host, int(port)))
     lt.listen(16)
     open(capture, "wb").close()
-    threading.Thread(target=serve, args=(lt, peer_conn, capture), daemon=True).start()
+    threading.Thread(target=serve, args=(lt, peer_conn, capture, secret), daemon=True).start()
     print("ready", flush=True)
     serve(lu, local_conn, endpoint)
 

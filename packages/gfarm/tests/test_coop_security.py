@@ -8,6 +8,7 @@ holder registration without a token it issued for that inode and generation.
 """
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -43,18 +44,23 @@ def table_eps(cluster, ino):
     return [line.split()[2] for line in out.splitlines() if int(line.split()[0]) == ino]
 
 
-@pytest.fixture
-def fake_node(cluster, tmp_path):
-    """c3 turned malicious: fake local gfccd + fake peer at c3's IP, port 10651."""
+def start_fake_node(cluster, tmp_path, port, *extra):
+    """c3 turned malicious: fake local gfccd + fake peer at c3's IP and this port."""
     ip = cluster.stat("c3")["endpoint"].rsplit(":", 1)[0]
-    ep = f"{ip}:10651"
+    ep = f"{ip}:{port}"
     sock, capture = str(tmp_path / "fake.sock"), str(tmp_path / "capture")
     proc = subprocess.Popen(["ip", "netns", "exec", os.path.basename(cluster.netns("c3")),
                              sys.executable, os.path.join(HERE, "fake_gfccd.py"), sock, ep,
-                             capture], stdout=subprocess.PIPE, text=True)
+                             capture, *extra], stdout=subprocess.PIPE, text=True)
+    return proc, {"socket": sock, "endpoint": ep, "capture": capture}
+
+
+@pytest.fixture
+def fake_node(cluster, tmp_path):
+    proc, node = start_fake_node(cluster, tmp_path, 10651)
     try:
         assert proc.stdout.readline().strip() == "ready"
-        yield {"socket": sock, "endpoint": ep, "capture": capture}
+        yield node
     finally:
         proc.kill()
         proc.wait()
@@ -84,6 +90,34 @@ def test_fake_peer_never_sees_the_secret_and_its_forged_bytes_are_rejected(
     assert fake_node["endpoint"] not in table_eps(cluster, ino)  # reported, dropped
     # nothing forged entered c2's cache either: a second read is the true data
     assert cluster.get("c2", "/victim") == data
+
+
+def test_altered_data_from_a_peer_that_passes_the_handshake_are_rejected(cluster, tmp_path):
+    # the fake peer knows the secret (a compromised node, or a man in the middle of a real
+    # peer's connection): only the MAC over the reply's data can tell its bytes are not true
+    proc, node = start_fake_node(cluster, tmp_path, 10652,
+                                 os.path.join(cluster.dir, "etc", "cache.secret"))
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        data = os.urandom(SIZE)
+        (tmp_path / "m").write_bytes(data)
+        cluster.put("c1", str(tmp_path / "m"), "/mitm", coop=False)
+        ino, _ = inode_gen(cluster, "/mitm")
+        cluster.run("c3", ["env", f"GFARM_COOP_CACHE_SOCKET={node['socket']}",
+                           "gfexport", "/mitm"], stdout=subprocess.DEVNULL)
+        assert node["endpoint"] in table_eps(cluster, ino)
+        before = cluster.stat("c1")
+        got = cluster.get("c1", "/mitm")
+        after = cluster.stat("c1")
+        captured = open(node["capture"], "rb").read()
+        get_op = struct.pack("!II", 0x47464343, 3)
+        assert get_op in captured  # the handshake passed and the reader sent a GET
+        assert got == data  # the altered bytes were rejected, gfsd served
+        assert after["peer_transferred"] - before["peer_transferred"] == 0
+        assert node["endpoint"] not in table_eps(cluster, ino)
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def gfcctable(cluster, *args):
