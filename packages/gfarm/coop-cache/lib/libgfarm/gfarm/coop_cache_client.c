@@ -2,9 +2,10 @@
  * coop_cache_client.c - libgfarm's side of the gfccd wire protocol (see
  * coop_cache_wire.h).
  *
- * Each call opens its own connection: a UNIX-socket connect costs a few
- * microseconds next to a 1 MiB read, and it keeps multi-threaded users such
- * as gfarm2fs free of shared connection state.  Every socket gets send and
+ * Each local call opens its own connection: a UNIX-socket connect costs a
+ * few microseconds next to a 1 MiB read, and it keeps multi-threaded users
+ * such as gfarm2fs free of shared connection state.  Authenticated peer
+ * connections are kept for reuse (see peer_conn_take).  Every socket gets send and
  * receive timeouts, and TCP connects are non-blocking with poll(), so a
  * dead or wedged peer costs at most the timeout before the caller falls
  * back to gfsd.  A peer is trusted only after it proved it knows the
@@ -25,6 +26,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -396,41 +398,140 @@ peer_handshake(int fd, const unsigned char *secret, unsigned char *session)
 	    session));
 }
 
+/*
+ * Authenticated peer connections are kept for reuse (COOP_PEER_CONNS, per
+ * process), so a large read pays the connect and the handshake once, not
+ * once per request.  A connection is taken out of the cache while in use
+ * (threads never share one) and dropped on any error; one inherited across
+ * fork() is never used by the child.  gfccd closes idle ones after 60 s:
+ * a request whose reused connection turns out closed is retried once on a
+ * fresh one (a timeout is not retried: a hung peer costs one timeout).
+ */
+#define COOP_PEER_CONNS	4
+
+struct peer_conn {
+	int fd;
+	pid_t pid;
+	uint64_t seq;
+	char endpoint[COOP_ENDPOINT_MAX];
+	unsigned char session[COOP_MAC_LEN];
+};
+
+static pthread_mutex_t peer_conns_mutex = PTHREAD_MUTEX_INITIALIZER;
+static struct peer_conn peer_conns[COOP_PEER_CONNS];
+static int peer_conns_n;
+
+/* a cached connection to endpoint, removed from the cache; 0 if none */
+static int
+peer_conn_take(const char *endpoint, struct peer_conn *pc)
+{
+	pid_t pid = getpid();
+	int i, found = 0;
+
+	pthread_mutex_lock(&peer_conns_mutex);
+	for (i = 0; i < peer_conns_n; i++) {
+		if (peer_conns[i].pid != pid) {		/* forked: not ours */
+			peer_conns[i--] = peer_conns[--peer_conns_n];
+			continue;
+		}
+		if (strcmp(peer_conns[i].endpoint, endpoint) == 0) {
+			*pc = peer_conns[i];
+			peer_conns[i] = peer_conns[--peer_conns_n];
+			found = 1;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&peer_conns_mutex);
+	return (found);
+}
+
+static void
+peer_conn_put(const struct peer_conn *pc)
+{
+	int evict = -1;
+
+	pthread_mutex_lock(&peer_conns_mutex);
+	if (peer_conns_n == COOP_PEER_CONNS) {
+		evict = peer_conns[0].pid == getpid() ? peer_conns[0].fd : -1;
+		peer_conns[0] = peer_conns[--peer_conns_n];
+	}
+	peer_conns[peer_conns_n++] = *pc;
+	pthread_mutex_unlock(&peer_conns_mutex);
+	if (evict >= 0)
+		close(evict);
+}
+
+static int
+peer_conn_open(const char *endpoint, const unsigned char *secret,
+	struct peer_conn *pc)
+{
+	int r;
+
+	if ((pc->fd = connect_peer(endpoint)) < 0)
+		return (pc->fd);
+	if ((r = peer_handshake(pc->fd, secret, pc->session)) < 0) {
+		close(pc->fd);
+		return (r);
+	}
+	pc->pid = getpid();
+	pc->seq = 0;
+	snprintf(pc->endpoint, sizeof(pc->endpoint), "%s", endpoint);
+	return (0);
+}
+
+/* one GET on an authenticated connection; < 0: drop the connection */
+static int
+peer_conn_get(struct peer_conn *pc, uint64_t ino, uint64_t gen,
+	uint64_t off, char *buf, size_t len, size_t *gotp, int32_t *statusp)
+{
+	unsigned char mac[COOP_MAC_LEN], want[COOP_MAC_LEN];
+	uint32_t rlen;
+	int r;
+
+	if ((r = send_req(pc->fd, COOP_OP_GET, ino, gen, off, (uint32_t)len,
+	    0, NULL, 0)) < 0 ||
+	    (r = recv_rep(pc->fd, statusp, &rlen)) < 0)
+		return (r);
+	if (rlen < COOP_MAC_LEN || rlen - COOP_MAC_LEN > len)
+		return (-EPROTO);
+	rlen -= COOP_MAC_LEN;
+	if ((r = full_io(pc->fd, buf, rlen, 0)) < 0 ||
+	    (r = full_io(pc->fd, mac, sizeof(mac), 0)) < 0 ||
+	    (r = coop_reply_mac(pc->session, pc->seq++, ino, gen, off,
+	    (uint32_t)len, *statusp, buf, rlen, want)) < 0)
+		return (r);
+	if (!coop_mac_equal(want, mac))
+		return (-EBADMSG); /* forged or damaged: not one byte is used */
+	*gotp = rlen;
+	return (0);
+}
+
 int
 coop_cache_peer_get(const char *endpoint, const unsigned char *secret,
 	uint64_t ino, uint64_t gen, uint64_t off, char *buf, size_t len,
 	size_t *gotp)
 {
-	unsigned char session[COOP_MAC_LEN], mac[COOP_MAC_LEN];
-	unsigned char want[COOP_MAC_LEN];
-	int fd = connect_peer(endpoint), r;
-	int32_t status;
-	uint32_t rlen = 0;
+	struct peer_conn pc;
+	int32_t status = 0;
+	int reused, r;
 
-	if (fd < 0)
-		return (fd);
 	if (len > COOP_MAX_IO)
 		len = COOP_MAX_IO;
-	if ((r = peer_handshake(fd, secret, session)) < 0 ||
-	    (r = send_req(fd, COOP_OP_GET, ino, gen, off, (uint32_t)len, 0,
-	    NULL, 0)) < 0 ||
-	    (r = recv_rep(fd, &status, &rlen)) < 0)
-		goto out;
-	if (rlen < COOP_MAC_LEN || rlen - COOP_MAC_LEN > len) {
-		r = -EPROTO;
-		goto out;
+	reused = peer_conn_take(endpoint, &pc);
+	if (!reused && (r = peer_conn_open(endpoint, secret, &pc)) < 0)
+		return (r);
+	r = peer_conn_get(&pc, ino, gen, off, buf, len, gotp, &status);
+	if (r < 0 && reused && (r == -ECONNRESET || r == -EPIPE)) {
+		/* the daemon closed an idle connection: once more */
+		close(pc.fd);
+		if ((r = peer_conn_open(endpoint, secret, &pc)) < 0)
+			return (r);
+		r = peer_conn_get(&pc, ino, gen, off, buf, len, gotp, &status);
 	}
-	rlen -= COOP_MAC_LEN;
-	if ((r = full_io(fd, buf, rlen, 0)) < 0 ||
-	    (r = full_io(fd, mac, sizeof(mac), 0)) < 0 ||
-	    (r = coop_reply_mac(session, 0, ino, gen, off, (uint32_t)len,
-	    status, buf, rlen, want)) < 0)
-		goto out;
-	if (!coop_mac_equal(want, mac))
-		r = -EBADMSG;	/* forged or damaged: not one byte is used */
-	else if ((r = status) == 0)
-		*gotp = rlen;
-out:
-	close(fd);
-	return (r);
+	if (r < 0) {
+		close(pc.fd);
+		return (r);
+	}
+	peer_conn_put(&pc);
+	return (status);
 }
