@@ -1,6 +1,6 @@
 """A malicious node for the cooperative-cache security tests (not a test module).
 
-fake_gfccd.py LOCAL_SOCKET PEER_IP:PORT CAPTURE_FILE [SECRET_FILE]
+fake_gfccd.py LOCAL_SOCKET PEER_IP:PORT CAPTURE_FILE [SECRET_FILE | relay=IP:PORT]
 
 LOCAL_SOCKET: a stand-in for the node's gfccd that the attacker's own libgfarm talks to:
 HELLO names PEER_IP:PORT as this node's cache endpoint (so reading a file registers that
@@ -11,7 +11,9 @@ forged bytes ('F'); otherwise it sends a challenge, accepts the reader's proof, 
 random "proof" and forged data followed by a random "MAC". With SECRET_FILE (a peer that
 knows the cluster secret, or a man in the middle of a real one) it passes the handshake
 properly and sends forged data with a valid MAC over other bytes: only the reply MAC can
-catch it. Every byte a reader sends is appended to CAPTURE_FILE.
+catch it. With relay=IP:PORT it is a man in the middle without the secret: it relays each
+connection to that real gfccd and flips one data byte in every GET reply. Every byte a reader
+sends is appended to CAPTURE_FILE.
 """
 import hashlib
 import hmac
@@ -96,6 +98,40 @@ def peer_conn(s, capture, secret):
             return
 
 
+def relay_conn(s, capture, upstream):
+    host, port = upstream.rsplit(":", 1)
+    u = socket.create_connection((host, int(port)), timeout=10)
+
+    def reader_to_upstream():
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                with open(capture, "ab") as f:
+                    f.write(chunk)
+                u.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            u.close()
+
+    threading.Thread(target=reader_to_upstream, daemon=True).start()
+    with s:
+        try:
+            n = 0
+            while True:  # replies: challenge, AUTH's, then GETs (data + MAC)
+                hdr = recv_exact(u, REP.size)
+                status, ln = REP.unpack(hdr)
+                body = bytearray(recv_exact(u, ln))
+                n += 1
+                if n > 2 and ln > 32:
+                    body[0] ^= 0x01  # one flipped bit in the data
+                s.sendall(hdr + bytes(body))
+        except (EOFError, OSError):
+            return
+
+
 def serve(listener, handler, *args):
     while True:
         conn, _ = listener.accept()
@@ -104,7 +140,9 @@ def serve(listener, handler, *args):
 
 def main():
     local_path, endpoint, capture = sys.argv[1:4]
-    secret = open(sys.argv[4], "rb").read(32) if len(sys.argv) > 4 else None
+    extra = sys.argv[4] if len(sys.argv) > 4 else None
+    relay = extra[len("relay="):] if extra and extra.startswith("relay=") else None
+    secret = open(extra, "rb").read(32) if extra and not relay else None
     host, port = endpoint.rsplit(":", 1)
     lu = socket.socket(socket.AF_UNIX)
     if os.path.exists(local_path):
@@ -116,7 +154,11 @@ def main():
     lt.bind((host, int(port)))
     lt.listen(16)
     open(capture, "wb").close()
-    threading.Thread(target=serve, args=(lt, peer_conn, capture, secret), daemon=True).start()
+    if relay:
+        threading.Thread(target=serve, args=(lt, relay_conn, capture, relay), daemon=True).start()
+    else:
+        threading.Thread(target=serve, args=(lt, peer_conn, capture, secret),
+                         daemon=True).start()
     print("ready", flush=True)
     serve(lu, local_conn, endpoint)
 

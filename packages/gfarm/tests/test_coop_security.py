@@ -120,6 +120,36 @@ def test_altered_data_from_a_peer_that_passes_the_handshake_are_rejected(cluster
         proc.wait()
 
 
+def test_bytes_altered_in_transit_from_a_real_peer_are_rejected(cluster, tmp_path):
+    # a man in the middle without the secret relays a real holder's (c1's) connection and
+    # flips one bit of each reply's data: the handshake passes (relayed), the MAC does not
+    data = os.urandom(SIZE)
+    (tmp_path / "t").write_bytes(data)
+    cluster.put("c1", str(tmp_path / "t"), "/transit")  # c1 holds it for real
+    proc, node = start_fake_node(cluster, tmp_path, 10653,
+                                 "relay=" + cluster.stat("c1")["endpoint"])
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        ino, _ = inode_gen(cluster, "/transit")
+        cluster.run("c3", ["env", f"GFARM_COOP_CACHE_SOCKET={node['socket']}",
+                           "gfexport", "/transit"], stdout=subprocess.DEVNULL)
+        # c3's own read went to c1 with a wrong secret and reported it failed (a reader that
+        # may read the file can do that, see the README's limits): the relay is left
+        assert table_eps(cluster, ino) == [node["endpoint"]]
+        before1, before2 = cluster.stat("c1"), cluster.stat("c2")
+        assert cluster.get("c2", "/transit") == data  # the true data, from gfsd
+        after1, after2 = cluster.stat("c1"), cluster.stat("c2")
+        captured = open(node["capture"], "rb").read()
+        assert struct.pack("!II", 0x47464343, 3) in captured  # a GET went through the relay
+        assert after1["served_pages"] > before1["served_pages"]  # and c1 answered it
+        assert after2["peer_transferred"] == before2["peer_transferred"]  # nothing accepted
+        assert after2["gfsd_pages"] - before2["gfsd_pages"] == pages(SIZE)
+        assert node["endpoint"] not in table_eps(cluster, ino)  # reported, dropped
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def gfcctable(cluster, *args):
     return cluster.run("c1", ["gfcctable", *args], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, check=False)
