@@ -247,6 +247,30 @@ def test_hung_local_gfccd_costs_one_timeout_not_one_per_read(cluster, tmp_path):
     assert cluster.get("c2", "/hung_local") == data  # resumed: the cache works again
 
 
+def test_hung_local_gfccd_is_tried_again_later_by_a_long_lived_process(cluster, tmp_path):
+    # gfarm2fs on c2 lives on: after the bypass period (10 s) it uses its gfccd again
+    (tmp_path / "r").write_bytes(os.urandom(SIZE))
+    cluster.put("c1", str(tmp_path / "r"), "/retry1", coop=False)
+    cluster.put("c1", str(tmp_path / "r"), "/retry2", coop=False)
+    mnt = cluster.mount()["c2"]
+    try:
+        pid = cluster.daemon_pid("c2")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            with open(os.path.join(mnt, "retry1"), "rb") as f:
+                assert len(f.read()) == SIZE  # gfsd, after one timeout (1 s default)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        before = cluster.stat("c2")
+        time.sleep(11)
+        with open(os.path.join(mnt, "retry2"), "rb") as f:
+            assert f.read() == (tmp_path / "r").read_bytes()
+        after = cluster.stat("c2")
+        assert after["local_requested"] > before["local_requested"]  # the cache is back
+    finally:
+        cluster.umount()
+
+
 def test_dead_holder_is_reported_and_dropped_by_gfmd(cluster, tmp_path):
     # runs last: it kills c3's gfccd for good
     data = os.urandom(SIZE)
