@@ -19,9 +19,11 @@ def pages(size):
 
 class GfarmCluster:
     def __init__(self, clients=3, cluster_id=78, state_dir=None, cache_size=256 << 20,
-                 link_rate=None):
+                 link_rate=None, gfmd_prefix=None):
         self.clients = clients
         self.env = dict(os.environ, GFARM_CLUSTER_ID=str(cluster_id))
+        if gfmd_prefix:  # another gfmd build, e.g. build-gfarm's stock (unpatched) one
+            self.env["GFARM_GFMD_PREFIX"] = gfmd_prefix
         if state_dir:
             self.env["GFARM_CLUSTER_DIR"] = state_dir
         self.dir = state_dir or os.path.join(

@@ -120,11 +120,11 @@ def test_hung_or_dead_peer_read_succeeds_from_gfsd_within_timeout(cluster, tmp_p
 
 
 PEER_PROBE = r"""
-import socket, struct, sys
+import os, socket, struct, sys
 host, port = sys.argv[1].rsplit(":", 1)
 s = socket.create_connection((host, int(port)), timeout=5)
 hdr = struct.Struct("!IIQQQII")
-s.sendall(hdr.pack(0x47464343, 2, 0, 0, 0, 32, 0) + b"x" * 32)   # AUTH with a wrong secret
+s.sendall(hdr.pack(0x47464343, 2, 0, 0, 0, 64, 0) + os.urandom(64))  # AUTH, proof without the secret
 s.sendall(hdr.pack(0x47464343, 3, int(sys.argv[2]), int(sys.argv[3]), 0, 4096, 0))  # GET
 data = b""
 try:
@@ -148,8 +148,8 @@ def test_peer_without_the_cache_secret_gets_no_data(cluster, tmp_path):
     ep = cluster.stat("c1")["endpoint"]
     out = cluster.run("c2", [sys.executable, "-c", PEER_PROBE, ep, str(ino), str(gen)],
                       stdout=subprocess.PIPE, text=True).stdout
-    # at most the 8-byte EACCES reply to AUTH, never file data
-    assert int(out.strip()) <= 8
+    # at most the challenge (8 + 32 bytes) and the 8-byte EACCES reply to AUTH, never data
+    assert int(out.strip()) <= 48
 
 
 def table(cluster):

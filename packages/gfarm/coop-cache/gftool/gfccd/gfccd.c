@@ -13,8 +13,12 @@
  * peer or gfsd, stages what it writes, and adds its peer/gfsd counters.
  * Peers reach it through the TCP endpoint, which gfmd hands out as the
  * "cache endpoint" of this client; a peer must first prove it holds the
- * cluster's cache secret (AUTH) and may then only GET.  Each connection
- * is served by its own thread; requests on one connection are sequential.
+ * cluster's cache secret by a challenge-response that never sends the
+ * secret (AUTH, coop_cache_auth.c), and may then only GET; every reply to
+ * a peer carries a MAC over its data.  Connections are watched by one
+ * poll thread and served by a fixed worker pool, with bounded counts and
+ * idle/auth timeouts (conn_loop.c); requests on one connection are
+ * sequential.
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -33,6 +37,8 @@
 #include <unistd.h>
 
 #include "coop_cache_wire.h"
+#include "coop_cache_auth.h"
+#include "conn_loop.h"
 #include "page_cache.h"
 
 static struct page_cache *cache;
@@ -94,7 +100,7 @@ stat_text(char *buf, size_t size)
 	    "capacity_pages %zu\nlocal_requested %llu\nlocal_hit %llu\n"
 	    "peer_requested %llu\npeer_transferred %llu\n"
 	    "peer_hit_rate %.4f\nhit_rate %.4f\ngfsd_pages %llu\n"
-	    "served_requested %llu\nserved_pages %llu\n",
+	    "served_requested %llu\nserved_pages %llu\nconnections %d\n",
 	    endpoint, COOP_PAGE_SIZE, page_cache_npages(cache),
 	    page_cache_capacity_pages(cache),
 	    (unsigned long long)c.local_requested,
@@ -107,41 +113,49 @@ stat_text(char *buf, size_t size)
 	    / c.local_requested : 0.0,
 	    (unsigned long long)stats.client.gfsd_pages,
 	    (unsigned long long)stats.served_requested,
-	    (unsigned long long)stats.served);
+	    (unsigned long long)stats.served, conn_loop_count());
 	pthread_mutex_unlock(&stat_mu);
 }
 
+/* a GET; a peer's reply is the data followed by their MAC */
 static int
-do_get(int fd, const struct coop_req *rq, int from_peer)
+do_get(struct conn *c, const struct coop_req *rq)
 {
-	char *buf = malloc(rq->len ? rq->len : 1);
+	char *buf = malloc((size_t)rq->len + COOP_MAC_LEN);
 	size_t n;
 	int r;
 
 	if (buf == NULL)
-		return (send_reply(fd, -ENOMEM, NULL, 0));
+		return (c->from_peer ? -1 : send_reply(c->fd, -ENOMEM, NULL, 0));
 	n = page_cache_get(cache, rq->ino, rq->gen, rq->off, buf, rq->len);
-	if (from_peer) {
+	if (c->from_peer) {
 		pthread_mutex_lock(&stat_mu);
 		stats.served_requested += pages_of(rq->off, rq->len);
 		stats.served += pages_of(rq->off, n);
 		pthread_mutex_unlock(&stat_mu);
+		if (coop_reply_mac(c->session, c->seq++, rq->ino, rq->gen,
+		    rq->off, rq->len, 0, buf, (uint32_t)n, (unsigned char *)
+		    buf + n) < 0) {
+			free(buf);
+			return (-1);
+		}
+		n += COOP_MAC_LEN;
 	}
-	r = send_reply(fd, 0, buf, (uint32_t)n);
+	r = send_reply(c->fd, 0, buf, (uint32_t)n);
 	free(buf);
 	return (r);
 }
 
 /* one request from the node-local socket; returns -1 to close */
 static int
-serve_local(int fd, const struct coop_req *rq)
+serve_local(struct conn *c, const struct coop_req *rq)
 {
 	char text[1024];
 	char *payload = NULL;
-	int r;
+	int fd = c->fd, r;
 
 	if (rq->op == COOP_OP_GET)
-		return (do_get(fd, rq, 0));
+		return (do_get(c, rq));
 	if (rq->len > 0 && rq->op != COOP_OP_PUT && rq->op != COOP_OP_STAT_ADD)
 		return (-1);
 	if (rq->len > 0) {
@@ -205,99 +219,67 @@ serve_local(int fd, const struct coop_req *rq)
 	return (r);
 }
 
-/* peers: AUTH first, then GET only */
+/* a peer connection starts with the server's nonce (the challenge) */
 static int
-serve_peer(int fd, const struct coop_req *rq, int *authed)
+peer_challenge(struct conn *c)
 {
-	unsigned char got[COOP_SECRET_LEN], diff = 0;
-	int i;
-
-	if (!*authed) {
-		if (rq->op != COOP_OP_AUTH || rq->len != COOP_SECRET_LEN ||
-		    full_io(fd, got, sizeof(got), 0) < 0)
-			return (-1);
-		for (i = 0; i < COOP_SECRET_LEN; i++)
-			diff |= got[i] ^ secret[i];
-		if (diff != 0) {
-			send_reply(fd, -EACCES, NULL, 0);
-			return (-1);
-		}
-		*authed = 1;
-		return (send_reply(fd, 0, NULL, 0));
-	}
-	if (rq->op != COOP_OP_GET)
+	if (coop_random(c->nonce_s, sizeof(c->nonce_s)) < 0)
 		return (-1);
-	return (do_get(fd, rq, 1));
+	return (send_reply(c->fd, 0, c->nonce_s, sizeof(c->nonce_s)));
 }
 
-struct conn {
-	int fd, from_peer;
-};
-
-static void *
-conn_main(void *arg)
+/* peers: AUTH (nonce_c, proof of the secret) first, then GET only */
+static int
+serve_peer(struct conn *c, const struct coop_req *rq)
 {
-	struct conn c = *(struct conn *)arg;
+	unsigned char got[COOP_NONCE_LEN + COOP_MAC_LEN], want[COOP_MAC_LEN];
+	unsigned char *nonce_c = got, *proof = got + COOP_NONCE_LEN;
+
+	if (c->authed)
+		return (rq->op == COOP_OP_GET ? do_get(c, rq) : -1);
+	if (rq->op != COOP_OP_AUTH || rq->len != sizeof(got) ||
+	    full_io(c->fd, got, sizeof(got), 0) < 0 ||
+	    coop_handshake_mac(secret, "GFCC-client", c->nonce_s, nonce_c,
+	    want) < 0)
+		return (-1);
+	if (!coop_mac_equal(want, proof)) {
+		send_reply(c->fd, -EACCES, NULL, 0);
+		return (-1);
+	}
+	if (coop_handshake_mac(secret, "GFCC-server", c->nonce_s, nonce_c,
+	    want) < 0 ||
+	    coop_handshake_mac(secret, "GFCC-session", c->nonce_s, nonce_c,
+	    c->session) < 0)
+		return (-1);
+	c->authed = 1;
+	return (send_reply(c->fd, 0, want, sizeof(want)));
+}
+
+/* conn_loop: a new connection; a peer's starts with the challenge */
+static int
+conn_open(struct conn *c)
+{
+	return (c->from_peer ? peer_challenge(c) : 0);
+}
+
+/* conn_loop: one request is waiting on c */
+static int
+conn_request(struct conn *c)
+{
 	struct coop_req rq;
-	int authed = 0;
 
-	free(arg);
-	while (full_io(c.fd, &rq, sizeof(rq), 0) == 0) {
-		rq.magic = ntohl(rq.magic);
-		rq.op = ntohl(rq.op);
-		rq.ino = be64toh(rq.ino);
-		rq.gen = be64toh(rq.gen);
-		rq.off = be64toh(rq.off);
-		rq.len = ntohl(rq.len);
-		rq.aux = ntohl(rq.aux);
-		if (rq.magic != COOP_WIRE_MAGIC || rq.len > COOP_MAX_IO)
-			break;
-		if ((c.from_peer ? serve_peer(c.fd, &rq, &authed) :
-		    serve_local(c.fd, &rq)) < 0)
-			break;
-	}
-	close(c.fd);
-	return (NULL);
-}
-
-struct listener {
-	int fd, from_peer;
-};
-
-static void *
-accept_main(void *arg)
-{
-	struct listener *l = arg;
-
-	for (;;) {
-		int fd = accept(l->fd, NULL, NULL), one = 1;
-		struct conn *c;
-		pthread_t t;
-
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED ||
-			    errno == EMFILE || errno == ENFILE)
-				continue;
-			perror("gfccd: accept");
-			exit(1);
-		}
-		if (l->from_peer)
-			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
-			    sizeof(one));
-		if ((c = malloc(sizeof(*c))) == NULL) {
-			close(fd);
-			continue;
-		}
-		c->fd = fd;
-		c->from_peer = l->from_peer;
-		if (pthread_create(&t, NULL, conn_main, c) != 0) {
-			close(fd);
-			free(c);
-			continue;
-		}
-		pthread_detach(t);
-	}
-	return (NULL);
+	if (full_io(c->fd, &rq, sizeof(rq), 0) < 0)
+		return (-1);
+	rq.magic = ntohl(rq.magic);
+	rq.op = ntohl(rq.op);
+	rq.ino = be64toh(rq.ino);
+	rq.gen = be64toh(rq.gen);
+	rq.off = be64toh(rq.off);
+	rq.len = ntohl(rq.len);
+	rq.aux = ntohl(rq.aux);
+	if (rq.magic != COOP_WIRE_MAGIC || rq.len > COOP_MAX_IO)
+		return (-1);
+	return (c->from_peer ? serve_peer(c, &rq) : serve_local(c, &rq));
 }
 
 static int
@@ -376,8 +358,8 @@ static int
 serve(const char *sock, const char *listen_ep, const char *secret_file,
 	size_t size, const char *pid_file)
 {
-	static struct listener lu, lt;
-	pthread_t t;
+	static const struct conn_handlers h = { conn_open, conn_request };
+	int lu, lt, r;
 
 	if (read_secret(secret_file) < 0) {
 		fprintf(stderr, "gfccd: %s: cannot read a %d-byte secret\n",
@@ -389,16 +371,15 @@ serve(const char *sock, const char *listen_ep, const char *secret_file,
 		return (1);
 	}
 	snprintf(endpoint, sizeof(endpoint), "%s", listen_ep);
-	if ((lu.fd = listen_unix(sock)) < 0) {
+	if ((lu = listen_unix(sock)) < 0) {
 		fprintf(stderr, "gfccd: %s: %s\n", sock, strerror(errno));
 		return (1);
 	}
-	if ((lt.fd = listen_tcp(listen_ep)) < 0) {
+	if ((lt = listen_tcp(listen_ep)) < 0) {
 		fprintf(stderr, "gfccd: listen %s: %s\n", listen_ep,
 		    strerror(errno));
 		return (1);
 	}
-	lt.from_peer = 1;
 	signal(SIGPIPE, SIG_IGN);
 	if (pid_file != NULL) {
 		FILE *f = fopen(pid_file, "w");
@@ -411,10 +392,9 @@ serve(const char *sock, const char *listen_ep, const char *secret_file,
 		fprintf(f, "%d\n", (int)getpid());
 		fclose(f);
 	}
-	if (pthread_create(&t, NULL, accept_main, &lt) != 0)
-		return (1);
-	accept_main(&lu);
-	return (0);
+	r = conn_loop_run(lu, lt, &h);
+	fprintf(stderr, "gfccd: %s\n", strerror(-r));
+	return (1);
 }
 
 static int

@@ -9,17 +9,30 @@
  * sorted by (requested - transferred), smallest first, so a lookup hands
  * out the peer that has disappointed least.
  *
- *   REGISTER(ino, gen, ep)     a client opened the file for reading, or
- *                              closed it after writing generation gen
+ *   ADMIT(ino, gen)            -> holder token, only if gen is the file's
+ *                              current generation and the caller's user
+ *                              may read it
+ *   REGISTER(ino, gen, ep, tk) a client opened the file for reading, or
+ *                              closed it after writing generation gen;
+ *                              refused unless tk is ADMIT's token
  *   LOOKUP(ino, gen, self)     -> best peer other than self, or ""
  *   REPORT(ino, gen, ep, r, t) requester asked ep for r pages, got t
+ *   FAILED(ino, gen, ep, tk)   ep failed a requester (refused, timed out,
+ *                              bad proof or MAC): drop it from the list
  *   DUMP                       -> the table as text (gfccd-table)
+ *   HELLO                      -> protocol version (clients probe a gfmd
+ *                              with it on a throw-away connection first)
+ *
+ * A holder token is HMAC-SHA256(key, ino, gen) under a random key drawn
+ * when this gfmd starts, so gfmd keeps no per-client state for it, a token
+ * is useless for any other file or generation, and a restarted gfmd
+ * accepts no old token.  ADMIT takes giant_lock to look at the inode.
  *
  * A request naming a newer generation than the entry's resets the entry
  * (the old generation's holders have stale data); one naming an older
  * generation is ignored.  inode_remove() calls coop_cache_forget(), so an
- * unlinked file leaves the table.  The table has its own mutex and never
- * takes giant_lock, so handlers may run from any protocol thread.
+ * unlinked file leaves the table.  The table has its own mutex, and only
+ * ADMIT takes giant_lock, so handlers may run from any protocol thread.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -33,7 +46,13 @@
 #include <gfarm/gfs.h>
 
 #include "gfp_xdr.h"
+#include "auth.h"
 #include "rpcsubr.h"
+#include "subr.h"
+#include "peer.h"
+#include "inode.h"
+#include "coop_cache_auth.h"
+#include "coop_gfmd_probe.h"
 #include "coop_cache.h"
 
 #define CC_NBUCKETS	4096
@@ -56,6 +75,55 @@ struct cc_entry {
 
 static pthread_mutex_t cc_mutex = PTHREAD_MUTEX_INITIALIZER;
 static struct cc_entry *cc_bucket[CC_NBUCKETS];
+
+#define CC_TOKEN_LEN	(2 * COOP_MAC_LEN)	/* hex */
+static unsigned char cc_key[COOP_MAC_LEN];
+static int cc_key_ok;
+static pthread_once_t cc_key_once = PTHREAD_ONCE_INIT;
+
+static void
+cc_key_init(void)
+{
+	cc_key_ok = coop_random(cc_key, sizeof(cc_key)) == 0;
+}
+
+/* the holder token of (ino, gen) as hex, into tk[CC_TOKEN_LEN + 1] */
+static gfarm_error_t
+cc_token(gfarm_uint64_t ino, gfarm_uint64_t gen, char *tk)
+{
+	unsigned char mac[COOP_MAC_LEN], be[16];
+	const void *part[2] = { "GFCC-holder", be };
+	size_t len[2] = { 11, sizeof(be) };
+	int i;
+
+	pthread_once(&cc_key_once, cc_key_init);
+	for (i = 0; i < 8; i++) {
+		be[i] = (unsigned char)(ino >> (56 - 8 * i));
+		be[8 + i] = (unsigned char)(gen >> (56 - 8 * i));
+	}
+	if (!cc_key_ok || coop_mac(cc_key, sizeof(cc_key), 2, part, len,
+	    mac) < 0)
+		return (GFARM_ERR_INTERNAL_ERROR);
+	for (i = 0; i < COOP_MAC_LEN; i++)
+		sprintf(tk + 2 * i, "%02x", mac[i]);
+	return (GFARM_ERR_NO_ERROR);
+}
+
+/* is tk the token gfmd issued for (ino, gen)? */
+static int
+cc_token_valid(gfarm_uint64_t ino, gfarm_uint64_t gen, const char *tk)
+{
+	char want[CC_TOKEN_LEN + 1];
+	unsigned char diff = 0;
+	int i;
+
+	if (strlen(tk) != CC_TOKEN_LEN ||
+	    cc_token(ino, gen, want) != GFARM_ERR_NO_ERROR)
+		return (0);
+	for (i = 0; i < CC_TOKEN_LEN; i++)
+		diff |= want[i] ^ tk[i];
+	return (diff == 0);
+}
 
 static struct cc_entry **
 cc_slot(gfarm_ino_t ino)
@@ -128,20 +196,26 @@ gfm_server_coop_cache_register(struct peer *peer, int from_client, int skip)
 {
 	gfarm_error_t e;
 	gfarm_uint64_t ino, gen;
-	char *ep;
+	char *ep, *tk;
 	struct cc_entry *ent;
 	static const char diag[] = "GFM_PROTO_COOP_CACHE_REGISTER";
 
-	e = gfm_server_get_request(peer, diag, "lls", &ino, &gen, &ep);
+	e = gfm_server_get_request(peer, diag, "llss", &ino, &gen, &ep, &tk);
 	if (e != GFARM_ERR_NO_ERROR)
 		return (e);
 	if (skip) {
 		free(ep);
+		free(tk);
 		return (GFARM_ERR_NO_ERROR);
 	}
 	if (strlen(ep) == 0 || strlen(ep) >= CC_EP_MAX)
 		e = GFARM_ERR_INVALID_ARGUMENT;
-	else {
+	else if (!cc_token_valid(ino, gen, tk)) {
+		gflog_notice(GFARM_MSG_UNFIXED, "%s: %s: no valid holder "
+		    "token for inode %llu gen %llu: refused", diag, ep,
+		    (unsigned long long)ino, (unsigned long long)gen);
+		e = GFARM_ERR_PERMISSION_DENIED;
+	} else {
 		pthread_mutex_lock(&cc_mutex);
 		ent = cc_entry_for(ino, gen, 1);
 		if (ent != NULL && cc_find(ent, ep) == NULL &&
@@ -158,6 +232,91 @@ gfm_server_coop_cache_register(struct peer *peer, int from_client, int skip)
 		pthread_mutex_unlock(&cc_mutex);
 	}
 	free(ep);
+	free(tk);
+	return (gfm_server_put_reply(peer, diag, e, ""));
+}
+
+gfarm_error_t
+gfm_server_coop_cache_hello(struct peer *peer, int from_client, int skip)
+{
+	static const char diag[] = "GFM_PROTO_COOP_CACHE_HELLO";
+
+	if (skip)
+		return (GFARM_ERR_NO_ERROR);
+	return (gfm_server_put_reply(peer, diag, GFARM_ERR_NO_ERROR, "i",
+	    (gfarm_int32_t)COOP_GFMD_PROTOCOL_VERSION));
+}
+
+gfarm_error_t
+gfm_server_coop_cache_admit(struct peer *peer, int from_client, int skip)
+{
+	gfarm_error_t e;
+	gfarm_uint64_t ino, gen;
+	struct inode *inode;
+	struct user *user;
+	char tk[CC_TOKEN_LEN + 1] = "";
+	static const char diag[] = "GFM_PROTO_COOP_CACHE_ADMIT";
+
+	e = gfm_server_get_request(peer, diag, "ll", &ino, &gen);
+	if (e != GFARM_ERR_NO_ERROR || skip)
+		return (e);
+	giant_lock();
+	inode = inode_lookup(ino);
+	user = peer_get_user(peer);
+	if (!from_client || user == NULL)
+		e = GFARM_ERR_OPERATION_NOT_PERMITTED;
+	else if (inode == NULL || !inode_is_file(inode))
+		e = GFARM_ERR_NO_SUCH_OBJECT;
+	else if (inode_get_gen(inode) != gen)
+		e = GFARM_ERR_STALE_FILE_HANDLE;
+	else
+		e = inode_access(inode, user, GFS_R_OK);
+	giant_unlock();
+	if (e == GFARM_ERR_NO_ERROR)
+		e = cc_token(ino, gen, tk);
+	return (gfm_server_put_reply(peer, diag, e, "s", tk));
+}
+
+gfarm_error_t
+gfm_server_coop_cache_failed(struct peer *peer, int from_client, int skip)
+{
+	gfarm_error_t e;
+	gfarm_uint64_t ino, gen;
+	char *ep, *tk;
+	struct cc_entry *ent;
+	int i;
+	static const char diag[] = "GFM_PROTO_COOP_CACHE_FAILED";
+
+	e = gfm_server_get_request(peer, diag, "llss", &ino, &gen, &ep, &tk);
+	if (e != GFARM_ERR_NO_ERROR)
+		return (e);
+	if (skip) {
+		free(ep);
+		free(tk);
+		return (GFARM_ERR_NO_ERROR);
+	}
+	if (!cc_token_valid(ino, gen, tk))
+		e = GFARM_ERR_PERMISSION_DENIED;
+	else {
+		pthread_mutex_lock(&cc_mutex);
+		if ((ent = cc_entry_for(ino, gen, 0)) != NULL) {
+			for (i = 0; i < ent->n; i++) {
+				if (strcmp(ent->client[i].ep, ep) != 0)
+					continue;
+				memmove(&ent->client[i], &ent->client[i + 1],
+				    (ent->n - i - 1) * sizeof(ent->client[0]));
+				ent->n--;
+				gflog_info(GFARM_MSG_UNFIXED, "%s: inode %llu "
+				    "gen %llu: holder %s failed a reader, "
+				    "dropped", diag, (unsigned long long)ino,
+				    (unsigned long long)gen, ep);
+				break;
+			}
+		}
+		pthread_mutex_unlock(&cc_mutex);
+	}
+	free(ep);
+	free(tk);
 	return (gfm_server_put_reply(peer, diag, e, ""));
 }
 

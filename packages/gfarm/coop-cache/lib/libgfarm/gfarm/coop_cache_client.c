@@ -2,12 +2,21 @@
  * coop_cache_client.c - libgfarm's side of the gfccd wire protocol (see
  * coop_cache_wire.h).
  *
- * Each call opens its own connection: a UNIX-socket connect costs a few
- * microseconds next to a 1 MiB read, and it keeps multi-threaded users such
- * as gfarm2fs free of shared connection state.  Every socket gets send and
+ * Each local call opens its own connection: a UNIX-socket connect costs a
+ * few microseconds next to a 1 MiB read, and it keeps multi-threaded users
+ * such as gfarm2fs free of shared connection state.  Authenticated peer
+ * connections are kept for reuse (see peer_conn_take).  Every socket gets send and
  * receive timeouts, and TCP connects are non-blocking with poll(), so a
  * dead or wedged peer costs at most the timeout before the caller falls
- * back to gfsd.
+ * back to gfsd.  A peer is trusted only after it proved it knows the
+ * cluster secret (challenge-response, coop_cache_auth.c; the secret is
+ * never sent), and each byte it returns only after the reply's MAC
+ * checked out: a fake or forged endpoint yields an error, never data.
+ *
+ * A local daemon that does not answer (hung, dead, socket gone) is noted
+ * once, with one log line, and bypassed by every call of this process for
+ * COOP_LOCAL_RETRY_SECONDS, then tried again: a hung gfccd costs one
+ * timeout per process and period, not one per read.
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -17,19 +26,26 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <gfarm/gflog.h>
 
 #include "coop_cache_wire.h"
+#include "coop_cache_auth.h"
 #include "coop_cache_client.h"
 
+#define COOP_LOCAL_RETRY_SECONDS	10
+
 static struct coop_cache_config config;
+static pthread_mutex_t local_down_mutex = PTHREAD_MUTEX_INITIALIZER;
+static time_t local_down_until;	/* bypass the local daemon until then */
 static int config_ok;
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 
@@ -173,15 +189,11 @@ connect_peer(const char *endpoint)
 	return (fd);
 }
 
-/* send one request (+payload); receive the reply into buf (up to cap) */
 static int
-exchange(int fd, uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
-	uint32_t len, uint32_t aux, const void *payload, uint32_t plen,
-	void *buf, size_t cap, size_t *gotp)
+send_req(int fd, uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
+	uint32_t len, uint32_t aux, const void *payload, uint32_t plen)
 {
 	struct coop_req rq;
-	struct coop_rep rep;
-	uint32_t rlen;
 	int r;
 
 	rq.magic = htonl(COOP_WIRE_MAGIC);
@@ -192,17 +204,74 @@ exchange(int fd, uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
 	rq.len = htonl(len);
 	rq.aux = htonl(aux);
 	if ((r = full_io(fd, &rq, sizeof(rq), 1)) < 0 ||
-	    (plen > 0 && (r = full_io(fd, (void *)payload, plen, 1)) < 0) ||
-	    (r = full_io(fd, &rep, sizeof(rep), 0)) < 0)
+	    (plen > 0 && (r = full_io(fd, (void *)payload, plen, 1)) < 0))
 		return (r);
-	rlen = ntohl(rep.len);
+	return (0);
+}
+
+/* a reply header: its status into *statusp, its payload length */
+static int
+recv_rep(int fd, int32_t *statusp, uint32_t *lenp)
+{
+	struct coop_rep rep;
+	int r;
+
+	if ((r = full_io(fd, &rep, sizeof(rep), 0)) < 0)
+		return (r);
+	*statusp = (int32_t)ntohl(rep.status);
+	*lenp = ntohl(rep.len);
+	return (0);
+}
+
+/* send one request (+payload); receive the reply into buf (up to cap) */
+static int
+exchange(int fd, uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
+	uint32_t len, uint32_t aux, const void *payload, uint32_t plen,
+	void *buf, size_t cap, size_t *gotp)
+{
+	int32_t status;
+	uint32_t rlen;
+	int r;
+
+	if ((r = send_req(fd, op, ino, gen, off, len, aux, payload, plen)) < 0
+	    || (r = recv_rep(fd, &status, &rlen)) < 0)
+		return (r);
 	if (rlen > cap)
 		return (-EPROTO);
 	if (rlen > 0 && (r = full_io(fd, buf, rlen, 0)) < 0)
 		return (r);
 	if (gotp != NULL)
 		*gotp = rlen;
-	return ((int32_t)ntohl(rep.status));
+	return (status);
+}
+
+int
+coop_cache_local_up(void)
+{
+	int up;
+
+	pthread_mutex_lock(&local_down_mutex);
+	up = local_down_until == 0 || time(NULL) >= local_down_until;
+	pthread_mutex_unlock(&local_down_mutex);
+	return (up);
+}
+
+/* the local daemon failed to answer: bypass it for a while */
+static void
+local_down(int err)
+{
+	time_t now = time(NULL);
+	int first;
+
+	pthread_mutex_lock(&local_down_mutex);
+	first = local_down_until == 0 || now >= local_down_until;
+	local_down_until = now + COOP_LOCAL_RETRY_SECONDS;
+	pthread_mutex_unlock(&local_down_mutex);
+	if (first)
+		gflog_warning(GFARM_MSG_UNFIXED, "cooperative cache: gfccd at "
+		    "%s does not answer (%s); bypassed for %d s",
+		    config.socket_path, strerror(-err),
+		    COOP_LOCAL_RETRY_SECONDS);
 }
 
 static int
@@ -210,13 +279,21 @@ local_call(uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
 	uint32_t len, uint32_t aux, const void *payload, uint32_t plen,
 	void *buf, size_t cap, size_t *gotp)
 {
-	int fd = connect_local(), r;
+	int fd, r;
 
-	if (fd < 0)
+	if (!coop_cache_local_up())
+		return (-EHOSTDOWN);
+	if ((fd = connect_local()) < 0) {
+		local_down(fd);
 		return (fd);
+	}
 	r = exchange(fd, op, ino, gen, off, len, aux, payload, plen,
 	    buf, cap, gotp);
 	close(fd);
+	/* a transport failure, not a daemon's -errno answer */
+	if (r == -ETIMEDOUT || r == -ECONNRESET || r == -EPIPE ||
+	    r == -EPROTO)
+		local_down(r);
 	return (r);
 }
 
@@ -288,22 +365,173 @@ coop_cache_local_stat_add(uint64_t local_requested, uint64_t local_hit,
 	    &a, sizeof(a), NULL, 0, NULL));
 }
 
+/* mutual challenge-response (coop_cache_auth.h); the session key out */
+static int
+peer_handshake(int fd, const unsigned char *secret, unsigned char *session)
+{
+	unsigned char nonce_s[COOP_NONCE_LEN], auth[COOP_NONCE_LEN +
+	    COOP_MAC_LEN], proof[COOP_MAC_LEN], want[COOP_MAC_LEN];
+	unsigned char *nonce_c = auth;
+	int32_t status;
+	uint32_t rlen;
+	size_t got;
+	int r;
+
+	if ((r = recv_rep(fd, &status, &rlen)) < 0)
+		return (r);
+	if (status != 0 || rlen != COOP_NONCE_LEN)
+		return (-EPROTO);
+	if ((r = full_io(fd, nonce_s, sizeof(nonce_s), 0)) < 0 ||
+	    (r = coop_random(nonce_c, COOP_NONCE_LEN)) < 0 ||
+	    (r = coop_handshake_mac(secret, "GFCC-client", nonce_s, nonce_c,
+	    auth + COOP_NONCE_LEN)) < 0)
+		return (r);
+	r = exchange(fd, COOP_OP_AUTH, 0, 0, 0, sizeof(auth), 0, auth,
+	    sizeof(auth), proof, sizeof(proof), &got);
+	if (r < 0)
+		return (r);
+	if (got != sizeof(proof) ||
+	    (r = coop_handshake_mac(secret, "GFCC-server", nonce_s, nonce_c,
+	    want)) < 0 || !coop_mac_equal(want, proof))
+		return (r < 0 ? r : -EACCES);	/* not a holder of the secret */
+	return (coop_handshake_mac(secret, "GFCC-session", nonce_s, nonce_c,
+	    session));
+}
+
+/*
+ * Authenticated peer connections are kept for reuse (COOP_PEER_CONNS, per
+ * process), so a large read pays the connect and the handshake once, not
+ * once per request.  A connection is taken out of the cache while in use
+ * (threads never share one) and dropped on any error; one inherited across
+ * fork() is never used by the child.  gfccd closes idle ones after 60 s:
+ * a request whose reused connection turns out closed is retried once on a
+ * fresh one (a timeout is not retried: a hung peer costs one timeout).
+ */
+#define COOP_PEER_CONNS	4
+
+struct peer_conn {
+	int fd;
+	pid_t pid;
+	uint64_t seq;
+	char endpoint[COOP_ENDPOINT_MAX];
+	unsigned char session[COOP_MAC_LEN];
+};
+
+static pthread_mutex_t peer_conns_mutex = PTHREAD_MUTEX_INITIALIZER;
+static struct peer_conn peer_conns[COOP_PEER_CONNS];
+static int peer_conns_n;
+
+/* a cached connection to endpoint, removed from the cache; 0 if none */
+static int
+peer_conn_take(const char *endpoint, struct peer_conn *pc)
+{
+	pid_t pid = getpid();
+	int i, found = 0;
+
+	pthread_mutex_lock(&peer_conns_mutex);
+	for (i = 0; i < peer_conns_n; i++) {
+		if (peer_conns[i].pid != pid) {		/* forked: not ours */
+			peer_conns[i--] = peer_conns[--peer_conns_n];
+			continue;
+		}
+		if (strcmp(peer_conns[i].endpoint, endpoint) == 0) {
+			*pc = peer_conns[i];
+			peer_conns[i] = peer_conns[--peer_conns_n];
+			found = 1;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&peer_conns_mutex);
+	return (found);
+}
+
+static void
+peer_conn_put(const struct peer_conn *pc)
+{
+	int evict = -1;
+
+	pthread_mutex_lock(&peer_conns_mutex);
+	if (peer_conns_n == COOP_PEER_CONNS) {
+		evict = peer_conns[0].pid == getpid() ? peer_conns[0].fd : -1;
+		peer_conns[0] = peer_conns[--peer_conns_n];
+	}
+	peer_conns[peer_conns_n++] = *pc;
+	pthread_mutex_unlock(&peer_conns_mutex);
+	if (evict >= 0)
+		close(evict);
+}
+
+static int
+peer_conn_open(const char *endpoint, const unsigned char *secret,
+	struct peer_conn *pc)
+{
+	int r;
+
+	if ((pc->fd = connect_peer(endpoint)) < 0)
+		return (pc->fd);
+	if ((r = peer_handshake(pc->fd, secret, pc->session)) < 0) {
+		close(pc->fd);
+		return (r);
+	}
+	pc->pid = getpid();
+	pc->seq = 0;
+	snprintf(pc->endpoint, sizeof(pc->endpoint), "%s", endpoint);
+	return (0);
+}
+
+/* one GET on an authenticated connection; < 0: drop the connection */
+static int
+peer_conn_get(struct peer_conn *pc, uint64_t ino, uint64_t gen,
+	uint64_t off, char *buf, size_t len, size_t *gotp, int32_t *statusp)
+{
+	unsigned char mac[COOP_MAC_LEN], want[COOP_MAC_LEN];
+	uint32_t rlen;
+	int r;
+
+	if ((r = send_req(pc->fd, COOP_OP_GET, ino, gen, off, (uint32_t)len,
+	    0, NULL, 0)) < 0 ||
+	    (r = recv_rep(pc->fd, statusp, &rlen)) < 0)
+		return (r);
+	if (rlen < COOP_MAC_LEN || rlen - COOP_MAC_LEN > len)
+		return (-EPROTO);
+	rlen -= COOP_MAC_LEN;
+	if ((r = full_io(pc->fd, buf, rlen, 0)) < 0 ||
+	    (r = full_io(pc->fd, mac, sizeof(mac), 0)) < 0 ||
+	    (r = coop_reply_mac(pc->session, pc->seq++, ino, gen, off,
+	    (uint32_t)len, *statusp, buf, rlen, want)) < 0)
+		return (r);
+	if (!coop_mac_equal(want, mac))
+		return (-EBADMSG); /* forged or damaged: not one byte is used */
+	*gotp = rlen;
+	return (0);
+}
+
 int
 coop_cache_peer_get(const char *endpoint, const unsigned char *secret,
 	uint64_t ino, uint64_t gen, uint64_t off, char *buf, size_t len,
 	size_t *gotp)
 {
-	int fd = connect_peer(endpoint), r;
+	struct peer_conn pc;
+	int32_t status = 0;
+	int reused, r;
 
-	if (fd < 0)
-		return (fd);
 	if (len > COOP_MAX_IO)
 		len = COOP_MAX_IO;
-	r = exchange(fd, COOP_OP_AUTH, 0, 0, 0, COOP_SECRET_LEN, 0,
-	    secret, COOP_SECRET_LEN, NULL, 0, NULL);
-	if (r == 0)
-		r = exchange(fd, COOP_OP_GET, ino, gen, off, (uint32_t)len, 0,
-		    NULL, 0, buf, len, gotp);
-	close(fd);
-	return (r);
+	reused = peer_conn_take(endpoint, &pc);
+	if (!reused && (r = peer_conn_open(endpoint, secret, &pc)) < 0)
+		return (r);
+	r = peer_conn_get(&pc, ino, gen, off, buf, len, gotp, &status);
+	if (r < 0 && reused && (r == -ECONNRESET || r == -EPIPE)) {
+		/* the daemon closed an idle connection: once more */
+		close(pc.fd);
+		if ((r = peer_conn_open(endpoint, secret, &pc)) < 0)
+			return (r);
+		r = peer_conn_get(&pc, ino, gen, off, buf, len, gotp, &status);
+	}
+	if (r < 0) {
+		close(pc.fd);
+		return (r);
+	}
+	peer_conn_put(&pc);
+	return (status);
 }

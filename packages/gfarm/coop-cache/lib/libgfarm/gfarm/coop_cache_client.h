@@ -15,6 +15,9 @@ struct coop_cache_config {
 /* NULL when the cooperative cache is off or misconfigured */
 const struct coop_cache_config *coop_cache_config(void);
 
+/* 0 while a local daemon that failed to answer is being bypassed */
+int coop_cache_local_up(void);
+
 /* this node's cache endpoint and the cluster's cache secret */
 int coop_cache_hello(char *endpoint, size_t size, unsigned char *secret);
 

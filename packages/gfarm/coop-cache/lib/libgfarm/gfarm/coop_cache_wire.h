@@ -10,6 +10,15 @@
  * use (only AUTH, then GET).  Data are kept in pages of COOP_PAGE_SIZE bytes
  * keyed by (inode, generation, page index); a page is full unless it is the
  * last page of the file at that generation.
+ *
+ * Peer (TCP) connections authenticate both ends without sending the
+ * cluster secret (coop_cache_auth.h): on accept the server sends a reply
+ * header with a COOP_NONCE_LEN-byte nonce; the client sends AUTH with
+ * payload nonce_c + client proof; the server answers 0 + server proof (or
+ * -EACCES and closes).  Every GET reply on a peer connection then carries
+ * `len' = data + COOP_MAC_LEN bytes, the data followed by their MAC under
+ * the connection's session key (coop_reply_mac); the client checks it
+ * before using a byte.
  */
 #ifndef COOP_CACHE_WIRE_H
 #define COOP_CACHE_WIRE_H
@@ -27,7 +36,7 @@
 
 enum coop_op {
 	COOP_OP_HELLO = 1,	/* local: reply "endpoint\0secret" */
-	COOP_OP_AUTH = 2,	/* peer: payload = secret */
+	COOP_OP_AUTH = 2,	/* peer: payload = nonce_c, client proof */
 	COOP_OP_GET = 3,	/* longest cached prefix of [off, off+len) */
 	COOP_OP_PUT = 4,	/* local: store payload at off; aux=COOP_PUT_EOF */
 	COOP_OP_INVAL = 5,	/* local: drop every page of ino */

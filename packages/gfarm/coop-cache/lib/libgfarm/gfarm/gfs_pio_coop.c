@@ -27,7 +27,8 @@
  * staged pages become that generation's and the writer registers as a
  * holder, otherwise they are dropped.  Files open for writing bypass the
  * cache on reads.  Any cache failure only costs the fallback to gfsd; a
- * peer that failed is skipped by this process for COOP_BAD_PEER_SECONDS.
+ * peer that failed is skipped by this process for COOP_BAD_PEER_SECONDS
+ * and reported to gfmd (GFM_PROTO_COOP_CACHE_FAILED), which drops it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -52,6 +53,7 @@
 #include "gfs_pio_impl.h"
 #include "coop_cache_wire.h"
 #include "coop_cache_client.h"
+#include "coop_gfmd_probe.h"
 #include "gfs_pio_coop.h"
 
 #define COOP_STATE_REGISTERED	1
@@ -91,16 +93,53 @@ coop_self(char *ep, unsigned char *secret)
 	return (r);
 }
 
+/* gfmd's holder token for (ino, gen): issued only if this client may read
+ * that generation (caller frees) */
+static char *
+coop_admit(GFS_File gf, gfarm_uint64_t gen)
+{
+	char *token = NULL;
+	gfarm_error_t e = gfm_client_rpc(gf->gfm_server, 0,
+	    GFM_PROTO_COOP_CACHE_ADMIT, "ll/s", (gfarm_uint64_t)gf->ino, gen,
+	    &token);
+
+	if (e != GFARM_ERR_NO_ERROR) {
+		gflog_debug(GFARM_MSG_UNFIXED, "coop cache admit %llu: %s",
+		    (unsigned long long)gf->ino, gfarm_error_string(e));
+		return (NULL);
+	}
+	return (token);
+}
+
 static void
 coop_register(GFS_File gf, gfarm_uint64_t gen, const char *ep)
 {
-	gfarm_error_t e = gfm_client_rpc(gf->gfm_server, 0,
-	    GFM_PROTO_COOP_CACHE_REGISTER, "lls/", (gfarm_uint64_t)gf->ino,
-	    gen, ep);
+	char *token = coop_admit(gf, gen);
+	gfarm_error_t e;
 
+	if (token == NULL)
+		return;
+	e = gfm_client_rpc(gf->gfm_server, 0, GFM_PROTO_COOP_CACHE_REGISTER,
+	    "llss/", (gfarm_uint64_t)gf->ino, gen, ep, token);
+	free(token);
 	if (e != GFARM_ERR_NO_ERROR)
 		gflog_debug(GFARM_MSG_UNFIXED, "coop cache register %llu: %s",
 		    (unsigned long long)gf->ino, gfarm_error_string(e));
+}
+
+/* the holder gfmd named failed us (refused, timed out, failed the proof or
+ * a MAC): gfmd drops it from (ino, gen)'s list, so no reader tries it
+ * again until it registers anew */
+static void
+coop_holder_failed(GFS_File gf, const char *peer)
+{
+	char *token = coop_admit(gf, gf->gen);
+
+	if (token == NULL)
+		return;
+	(void)gfm_client_rpc(gf->gfm_server, 0, GFM_PROTO_COOP_CACHE_FAILED,
+	    "llss/", (gfarm_uint64_t)gf->ino, gf->gen, peer, token);
+	free(token);
 }
 
 static int
@@ -164,7 +203,8 @@ int
 gfs_pio_coop_active(GFS_File gf)
 {
 	return (coop_cache_config() != NULL &&
-	    (gf->mode & GFS_FILE_MODE_WRITE) == 0);
+	    (gf->mode & GFS_FILE_MODE_WRITE) == 0 && coop_cache_local_up() &&
+	    coop_gfmd_supported(gf->gfm_server));
 }
 
 gfarm_error_t
@@ -200,6 +240,7 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 		gflog_debug(GFARM_MSG_UNFIXED, "coop cache peer %s: %s",
 		    peer, strerror(-r));
 		peer_failed(peer);
+		coop_holder_failed(gf, peer);
 		got = 0;
 	}
 	if (got > 0) {
@@ -375,6 +416,7 @@ gfs_pio_coop_closed(GFS_File gf, const gfarm_uint64_t *genp)
 		return;
 	if (genp == NULL || (gf->coop_state & COOP_STATE_NO_RETAG) != 0 ||
 	    (gf->open_flags & GFARM_FILE_TRUNC) == 0 ||
+	    !coop_gfmd_supported(gf->gfm_server) ||
 	    coop_self(self, secret) < 0) {
 		(void)coop_cache_local_inval(gf->ino);
 		return;
