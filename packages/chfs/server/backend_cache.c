@@ -12,9 +12,10 @@
  * smallest length the file was truncated to: bytes at or past it are gone from the CHFS file
  * and are never fetched (a later extension reads zeros there, as POSIX wants).
  *
- * Locking: the fetch-and-mark of chunk i of a file holds one of STRIPES mutexes chosen by
- * (fileid, i), so different chunks fetch in parallel; a truncate holds them all (it changes the
- * floor every fetch reads). Creating a map (writing its header) holds `create_lock`, so a new
+ * Locking: the fetch-and-mark of chunk i of a file holds `gate` shared and one of STRIPES
+ * mutexes chosen by (fileid, i), so different chunks fetch in parallel; a truncate holds `gate`
+ * exclusively (it changes the floor every fetch reads) — one lock, not all the stripes (a
+ * thread holding 64 mutexes at once also overflowed ThreadSanitizer's deadlock detector). Creating a map (writing its header) holds `create_lock`, so a new
  * header can never overwrite a floor a truncate just wrote.
  */
 #define _GNU_SOURCE
@@ -36,6 +37,7 @@
 #define FETCH_PIECE (1u << 20)
 
 static pthread_mutex_t stripes[STRIPES];
+static pthread_rwlock_t gate = PTHREAD_RWLOCK_INITIALIZER;
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 static int mapdir = -1;
 
@@ -183,6 +185,7 @@ static int pass_chunk(struct pass *p, uint64_t i)
 	uint64_t cs = p->tag->chunk_size;
 	int rc = 0;
 	pthread_mutex_t *l = stripe(p->fileid, i);
+	pthread_rwlock_rdlock(&gate);
 	pthread_mutex_lock(l);
 	if (!map_held(p->map, i)) {
 		uint64_t floor = map_floor(p->map), start = i * cs, end = start + cs;
@@ -201,6 +204,7 @@ static int pass_chunk(struct pass *p, uint64_t i)
 			rc = map_mark(p->map, i);
 	}
 	pthread_mutex_unlock(l);
+	pthread_rwlock_unlock(&gate);
 	return rc;
 }
 
@@ -257,15 +261,13 @@ int bcache_truncate(struct chfsd *d, uint64_t fileid, uint64_t len)
 {
 	if (!d->bk)
 		return 0;
-	for (int i = 0; i < STRIPES; i++)
-		pthread_mutex_lock(&stripes[i]);
+	pthread_rwlock_wrlock(&gate);
 	int map = map_open(fileid), rc = map < 0 ? map : 0;
 	if (rc == 0 && len < map_floor(map))
 		rc = put_u64(map, len, 0);
 	if (map >= 0)
 		close(map);
-	for (int i = STRIPES - 1; i >= 0; i--)
-		pthread_mutex_unlock(&stripes[i]);
+	pthread_rwlock_unlock(&gate);
 	return rc;
 }
 
@@ -274,6 +276,7 @@ void bcache_mark(struct chfsd *d, uint64_t fileid, uint64_t index)
 	if (!d->bk)
 		return;
 	pthread_mutex_t *l = stripe(fileid, index);
+	pthread_rwlock_rdlock(&gate);
 	pthread_mutex_lock(l);
 	int map = map_open(fileid);
 	if (map >= 0) {
@@ -281,6 +284,7 @@ void bcache_mark(struct chfsd *d, uint64_t fileid, uint64_t index)
 		close(map);
 	}
 	pthread_mutex_unlock(l);
+	pthread_rwlock_unlock(&gate);
 }
 
 int bcache_holds(struct chfsd *d, uint64_t fileid, uint64_t off)
