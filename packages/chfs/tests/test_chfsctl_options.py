@@ -2,9 +2,11 @@
 with one file per server, -x variables exported to every server, -C NUMA binding through
 numactl (a clear error without it), -m/-M a chfuse mount on every host that stop unmounts.
 Real servers on this host; -b/-F/-U are covered by test_backend_flush.py."""
+import glob
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 
@@ -19,12 +21,9 @@ def ctl(tmp_path):
     env = stack_env()
     env["CHFS_SECRET_FILE"] = str(tmp_path / "secret")
     scratch = str(tmp_path / "pool")
-    used = []
 
     def run(*args, check=True, extra_env=None):
         argv = ["chfsctl", "-c", scratch] + list(args)
-        if argv not in used and args[-1] == "start":
-            used.append(argv[:-1])
         r = subprocess.run(argv, env=dict(env, **(extra_env or {})), capture_output=True,
                            text=True, timeout=90, check=False)
         if check:
@@ -34,8 +33,15 @@ def ctl(tmp_path):
         return r
     run.env, run.scratch = env, scratch
     yield run
-    for argv in used:
-        subprocess.run(argv + ["clean"], env=env, capture_output=True, timeout=120)
+    # Every server any start left (by pid file: a start's options, e.g. -x of a variable set
+    # only for that call, need not be valid for a clean), then the storage.
+    for pidfile in glob.glob(f"{scratch}*/srv*/chfsd.pid"):
+        try:
+            os.kill(int(open(pidfile).read()), signal.SIGKILL)
+        except (ValueError, OSError):
+            pass
+    for d in glob.glob(f"{scratch}*"):
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def pid(scratch, i):
