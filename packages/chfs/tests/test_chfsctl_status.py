@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+import poolstatus
 from ci.testlib.chfs_pool import stack_env
 
 
@@ -86,6 +87,13 @@ def test_status_shows_each_servers_identity_data_dirty_bytes_requests_and_failed
                                           if int(kv["dirty_bytes"])}, st.stdout
         for a, kv in after.items():
             assert int(kv["flush_failed"]) == sum(x == a for x, _ in failed), st.stdout
+        # chlist -S's own lines, as the rebalance tests parse them: the path lines do not
+        # replace a member's state line
+        pool = poolstatus.status(env)
+        for a in addrs:
+            assert pool[a]["id"] == ids[a] and isinstance(pool[a]["epoch"], int), pool
+            assert pool[a].get("flush_failed_paths", []) == \
+                ["big: No space left on device"] * int(after[a]["flush_failed"]), pool
         assert sum(int(kv["dirty_bytes"]) for kv in after.values()) == len(big), st.stdout
         with open(os.path.join(small_tmpfs, "small"), "rb") as f:
             assert f.read() == small                               # the rest was flushed
