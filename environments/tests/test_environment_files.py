@@ -34,6 +34,7 @@ CHFS_VARS = {
     "CHFS_LOG_PRIORITY": r"emerg|alert|crit|err|warning|notice|info|debug",
     "CHFS_SECRET_FILE": r".+",
     "CHFS_LOCAL_FASTPATH": r"[01]",
+    "CHFS_BACKEND_PATH": r"(/.*)?",   # libchfs and chfsd (config.c); empty: no backend
 }
 # Settings of environments/stack and the access paths.
 STACK_VARS = {"CHFS_STACK_ENV", "CHFS_STACK_PROTO", "CHFS_STACK_MOUNT", "CHFS_STACK_SERVERS",

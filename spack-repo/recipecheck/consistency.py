@@ -23,7 +23,8 @@ that (issue 17, item 5) sit between things, so each check here reads one relatio
   tree, and spack-repo-index.yaml lets `spack repo add` find the repository;
 - environments: where an environment has mpich-chfs, every MPI user names it as its MPI
   (`%mpi=mpich-chfs`): `packages: mpi: require:` does not reach a package Spack takes as an
-  external (Debian's hdf5 comes linked to Debian's MPICH).
+  external (Debian's hdf5 comes linked to Debian's MPICH); an environment with a pool offers
+  CHFS_BACKEND_PATH in its env_vars ("" or an absolute path) for a site's backend.
 Each function returns a list of one-line problems naming the recipe (or file) and the cause.
 """
 import os
@@ -313,6 +314,25 @@ def check_checkout(root, repo_dir):
 def check_environment(name, doc):
     """Problems with one environment's spack.yaml (already parsed)."""
     sp = doc.get("spack") or {}
+    return _check_environment_mpi(name, sp) + _check_environment_backend(name, sp)
+
+
+def _check_environment_backend(name, sp):
+    """An environment that runs a pool (spec chfs) offers CHFS_BACKEND_PATH in env_vars:set, a
+    string that is empty (no backend) or absolute — where a site puts its file system."""
+    if not any(specs.parse(s)[0].name == "chfs" for s in sp.get("specs") or []):
+        return []
+    ev = ((sp.get("env_vars") or {}).get("set")) or {}
+    if "CHFS_BACKEND_PATH" not in ev:
+        return [f"{name}: env_vars:set has no CHFS_BACKEND_PATH (\"\" for none, or the site's "
+                f"backend directory): a site has nowhere to point the pool at its file system"]
+    v = ev["CHFS_BACKEND_PATH"]
+    if not isinstance(v, str) or (v and not v.startswith("/")):
+        return [f"{name}: CHFS_BACKEND_PATH {v!r} must be \"\" or an absolute path"]
+    return []
+
+
+def _check_environment_mpi(name, sp):
     specs_ = sp.get("specs") or []
     has_mpich_chfs = any(specs.parse(s)[0].name == "mpich-chfs" for s in specs_)
     if not has_mpich_chfs:

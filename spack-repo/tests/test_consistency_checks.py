@@ -195,9 +195,24 @@ def test_checkout_without_build_link_ignore_or_repo_index(tmp_path):
 
 def test_environment_whose_mpi_users_do_not_name_mpich_chfs():
     doc = {"spack": {"specs": ["chfs", "mpich-chfs", "hdf5+mpi", "ior+hdf5"],
-                     "packages": {"mpi": {"require": "mpich-chfs"}}}}
+                     "packages": {"mpi": {"require": "mpich-chfs"}},
+                     "env_vars": {"set": {"CHFS_BACKEND_PATH": ""}}}}
     ps = consistency.check_environment("mpiio", doc)
     assert len(ps) == 2 and all("add '%mpi=mpich-chfs'" in p for p in ps), ps
+
+
+def test_environment_with_a_pool_but_no_backend_variable():
+    doc = {"spack": {"specs": ["chfs", "chfs-hook"], "env_vars": {"set": {"CHFS_STACK_ENV": "hook"}}}}
+    ps = consistency.check_environment("hook", doc)
+    assert len(ps) == 1 and "no CHFS_BACKEND_PATH" in ps[0], ps
+    doc["spack"]["env_vars"]["set"]["CHFS_BACKEND_PATH"] = "relative/dir"
+    ps = consistency.check_environment("hook", doc)
+    assert len(ps) == 1 and "must be \"\" or an absolute path" in ps[0], ps
+    for ok in ("", "/lustre/proj"):
+        doc["spack"]["env_vars"]["set"]["CHFS_BACKEND_PATH"] = ok
+        assert consistency.check_environment("hook", doc) == []
+    gfarm = {"spack": {"specs": ["gfarm@2.7.20+coop-cache backend=none", "gfarm2fs"]}}
+    assert consistency.check_environment("gfarm", gfarm) == []   # no CHFS pool: nothing asked
 
 
 # ---- the real thing passes ------------------------------------------------------------------------
@@ -213,7 +228,7 @@ def test_the_spack_repo_index_names_our_repository():
 
 @pytest.mark.parametrize("name", sorted(d for d in os.listdir(ENVDIR)
                                         if os.path.isfile(os.path.join(ENVDIR, d, "spack.yaml"))))
-def test_our_environments_name_their_mpi(name):
+def test_our_environments_pass_the_environment_checks(name):
     with open(os.path.join(ENVDIR, name, "spack.yaml")) as f:
         assert consistency.check_environment(name, yaml.safe_load(f)) == []
 

@@ -68,7 +68,8 @@ class HookPath(LocalPath):
     def __enter__(self):
         self.pool.start()
         self.env = self.pool.env
-        self.prefix = ["chfs-run", "--mount", self.pool.mount, "--"]
+        self.mount = self.pool.mount
+        self.prefix = ["chfs-run", "--mount", self.mount, "--"]
         return self
 
     def __exit__(self, *exc):

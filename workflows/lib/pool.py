@@ -72,7 +72,8 @@ class StackPool:
         })
         if self.env_name == "fuse":     # a private mount point; the hook keeps its virtual /chfs
             self.env["CHFS_STACK_MOUNT"] = os.path.join(self.dir, "mnt")
-        for var in ("CHFS_STACK_SERVERS", "CHFS_STACK_PROTO", "CHFS_PLACEMENT"):
+        for var in ("CHFS_STACK_SERVERS", "CHFS_STACK_PROTO", "CHFS_PLACEMENT",
+                    "CHFS_BACKEND_PATH"):
             if os.environ.get(var):     # the caller's choice wins over the environment's
                 self.env[var] = os.environ[var]
         r = self._stack("up")

@@ -47,6 +47,7 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_STAGE_ENTRY] = "stage_entry",
         [WOP_STAGE_DATA] = "stage_data",
         [WOP_FLUSH] = "flush",
+        [WOP_FLUSH_ERRORS] = "flush-errors",
 };
 
 const char *wire_op_name(unsigned op)
@@ -691,7 +692,8 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 			bad = -EINVAL;
 		break;
 	}
-	case WOP_FLUSH: break;
+	case WOP_FLUSH:
+	case WOP_FLUSH_ERRORS: break;
 	case WOP_STAGE_ENTRY:
 		dec_path(&d, r->path, 0, &bad);
 		r->flags = wdec_u32(&d);

@@ -87,10 +87,12 @@ enum wire_op {
 	/* Stage-in from the backend (server/backend*.c): the owner of the path makes the backend
 	 * file a CHFS entry (with this chunk size if it is new), then every server fetches the
 	 * chunks it owns, one request each. */
-	WOP_STAGE_ENTRY, /* str path, u32 chunk size -> md */
-	WOP_STAGE_DATA,  /* u64 fileid, tag (+ backend path), u64 size, u32 piece -> u64 bytes fetched */
-	WOP_FLUSH,       /* -> u32 n, n x str "path: error" (flush everything written to the backend
+	WOP_STAGE_ENTRY,  /* str path, u32 chunk size -> md */
+	WOP_STAGE_DATA,   /* u64 fileid, tag (+ backend path), u64 size, u32 piece -> u64 bytes fetched */
+	WOP_FLUSH,        /* -> u32 n, n x str "path: error" (flush everything written to the backend
 	                  * now; the files that failed stay in CHFS) */
+	WOP_FLUSH_ERRORS, /* -> u32 n, n x str "path: error" (the files whose last flush to the
+	                   * backend failed, as WOP_FLUSH lists them, without flushing: status) */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);

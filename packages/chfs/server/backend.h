@@ -98,5 +98,8 @@ void bflush_file_now(struct chfsd *d, uint64_t fileid);
 void bflush_forget(struct chfsd *d, uint64_t fileid);
 /* " dirty_files=N dirty_bytes=N flush_failed=N" appended to buf. */
 void bflush_status(struct chfsd *d, char *buf, size_t size);
+/* The WOP_FLUSH_ERRORS reply: u32 n, n x "path: error" of the files whose last flush failed
+ * (as many as fit in budget bytes of reply), without flushing anything. */
+int bflush_errors(struct chfsd *d, struct wenc *e, size_t budget);
 
 #endif

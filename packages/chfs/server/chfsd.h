@@ -47,6 +47,7 @@ struct chfsd {
 	uint32_t bk_chunk_size;      /* chunk size of files read through from the backend */
 	atomic_int handover_pending; /* this server holds keys others own (handover.c) */
 	atomic_int stopping;         /* shutting down: background threads end */
+	atomic_ullong requests;      /* requests served (admitted and decoded), for status */
 };
 
 /* This server's identity from DIR/server.id, created on first use. */

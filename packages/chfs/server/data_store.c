@@ -213,6 +213,31 @@ int ds_walk(struct data_store *ds, int (*fn)(void *arg, uint64_t fileid), void *
 	return rc;
 }
 
+int ds_usage(struct data_store *ds, uint64_t *files, uint64_t *bytes)
+{
+	*files = *bytes = 0;
+	int fd = openat(ds->datafd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	DIR *dp = fdopendir(fd);
+	if (!dp) {
+		close(fd);
+		return -errno;
+	}
+	struct dirent *de;
+	struct stat sb;
+	while ((de = readdir(dp)) != NULL) {
+		if (strlen(de->d_name) != 16 || strspn(de->d_name, "0123456789abcdef") != 16)
+			continue;
+		if (fstatat(ds->datafd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode)) {
+			(*files)++;
+			*bytes += (uint64_t)sb.st_blocks * 512;
+		}
+	}
+	closedir(dp);
+	return 0;
+}
+
 int ds_punch(struct data_store *ds, uint64_t fileid, uint64_t off, uint64_t len)
 {
 	int fd = ds_open(ds, fileid, 0);

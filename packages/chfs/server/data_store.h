@@ -43,6 +43,10 @@ int ds_get_tag(struct data_store *ds, uint64_t fileid, struct wire_tag *tag);
 int ds_walk(struct data_store *ds, int (*fn)(void *arg, uint64_t fileid), void *arg);
 int ds_punch(struct data_store *ds, uint64_t fileid, uint64_t off, uint64_t len);
 
+/* The data files and the bytes they occupy on disk (allocated blocks: a sparse or punched
+ * file counts what it holds), for status. */
+int ds_usage(struct data_store *ds, uint64_t *files, uint64_t *bytes);
+
 /* A new random, non-zero file id. */
 uint64_t ds_new_fileid(void);
 

@@ -336,17 +336,10 @@ static void flush_all(void)
 	}
 }
 
-int bflush_wait(struct chfsd *d, struct wenc *e, size_t budget)
+/* The failed files' "path: error" lines into a reply (fl.lock held); their number. */
+static uint32_t put_errors(struct wenc *e, size_t budget)
 {
 	uint32_t n = 0;
-	uint8_t *np = wenc_reserve(e, 4);
-	if (!np)
-		return -EMSGSIZE;
-	put32(np, 0);
-	if (!d->bk)
-		return 0;
-	pthread_mutex_lock(&fl.lock);
-	flush_all();
 	for (struct dirty *x = fl.head; x; x = x->next) {
 		if (!x->err)
 			continue;
@@ -357,10 +350,30 @@ int bflush_wait(struct chfsd *d, struct wenc *e, size_t budget)
 		wenc_str(e, line);
 		n++;
 	}
+	return n;
+}
+
+/* u32 n reserved in e, then the lines; with flush, everything dirty is flushed first. */
+static int reply_errors(struct chfsd *d, struct wenc *e, size_t budget, int flush)
+{
+	uint8_t *np = wenc_reserve(e, 4);
+	if (!np)
+		return -EMSGSIZE;
+	put32(np, 0);
+	if (!d->bk)
+		return 0;
+	pthread_mutex_lock(&fl.lock);
+	if (flush)
+		flush_all();
+	uint32_t n = put_errors(e, budget);
 	pthread_mutex_unlock(&fl.lock);
 	put32(np, n);
 	return 0;
 }
+
+int bflush_wait(struct chfsd *d, struct wenc *e, size_t budget) { return reply_errors(d, e, budget, 1); }
+
+int bflush_errors(struct chfsd *d, struct wenc *e, size_t budget) { return reply_errors(d, e, budget, 0); }
 
 void bflush_file_now(struct chfsd *d, uint64_t fileid)
 {

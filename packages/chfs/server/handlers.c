@@ -280,12 +280,19 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		                 q->prev_len);
 		return rc < 0 ? rc : 0;
 	case WOP_STATUS: {
-		char line[768];
+		char line[1024];
+		uint64_t files = 0, bytes = 0;
 		rebalance_status(d, line, sizeof line);
 		bflush_status(d, line, sizeof line);
+		st_data_usage(d->st, &files, &bytes); /* (a failed walk reports what it counted) */
+		size_t n = strlen(line);
+		snprintf(line + n, sizeof line - n, " stored_files=%llu stored_bytes=%llu requests=%llu",
+		         (unsigned long long)files, (unsigned long long)bytes,
+		         (unsigned long long)atomic_load(&d->requests));
 		wenc_str(e, line);
 		return 0;
 	}
+	case WOP_FLUSH_ERRORS: return bflush_errors(d, e, WIRE_HDR_LEN + WIRE_READDIR_MAX);
 	case WOP_MIG_GET_ENTRY:
 	case WOP_MIG_DROP_ENTRY:
 	case WOP_MIG_GET_DATA:
@@ -462,6 +469,7 @@ static int placed(unsigned op)
 	case WOP_STATUS:
 	case WOP_SYNC:
 	case WOP_FLUSH:
+	case WOP_FLUSH_ERRORS:
 	case WOP_MOVED:
 	case WOP_LOCAL_PATH:
 	case WOP_FIND: /* whatever this server holds; a long walk must not hold the ring gate */
@@ -554,6 +562,7 @@ void handle_request(xprt_req_t *r, void *arg)
 		reply_status(r, small, &h, rc, WIRE_HDR_LEN);
 		return;
 	}
+	atomic_fetch_add(&d->requests, 1);
 	struct wenc e;
 	wenc_init(&e, w->rep, w->repcap);
 	wenc_reserve(&e, WIRE_HDR_LEN);

@@ -161,6 +161,11 @@ int st_data_walk(struct storage *st, int (*fn)(void *arg, uint64_t fileid), void
 	return ds_walk(st->data, fn, arg);
 }
 
+int st_data_usage(struct storage *st, uint64_t *files, uint64_t *bytes)
+{
+	return ds_usage(st->data, files, bytes);
+}
+
 int st_data_punch(struct storage *st, uint64_t fileid, uint64_t off, uint64_t len)
 {
 	return ds_punch(st->data, fileid, off, len);

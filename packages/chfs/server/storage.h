@@ -65,5 +65,6 @@ int st_data_open_tagged(struct storage *st, uint64_t fileid, const struct wire_t
 int st_data_tag(struct storage *st, uint64_t fileid, struct wire_tag *tag);
 int st_data_walk(struct storage *st, int (*fn)(void *arg, uint64_t fileid), void *arg);
 int st_data_punch(struct storage *st, uint64_t fileid, uint64_t off, uint64_t len);
+int st_data_usage(struct storage *st, uint64_t *files, uint64_t *bytes);
 
 #endif

@@ -1,6 +1,7 @@
 """The pool's per-server state as `chlist -S` prints it (one line per member: "ADDR id=ID
 epoch=E rebalance=idle|active entries_in=N chunks_in=N bytes_in=N entries_out=N chunks_out=N
-bytes_out=N", or "ADDR down"), and waiting until a membership change has been rebalanced.
+bytes_out=N ...", or "ADDR down"; "ADDR flush-failed PATH: ERROR" lines are collected in the
+member's "flush_failed_paths"), and waiting until a membership change has been rebalanced.
 Used by the rebalance tests and bench/run-rebalance-bench."""
 import subprocess
 import time
@@ -14,6 +15,10 @@ def parse(text):
     for line in text.splitlines():
         f = line.split()
         if not f:
+            continue
+        if len(f) > 1 and f[1] == "flush-failed":   # "ADDR flush-failed PATH: ERROR"
+            out.setdefault(f[0], {}).setdefault("flush_failed_paths", []).append(
+                line.split(" flush-failed ", 1)[1])
             continue
         st = {"down": len(f) > 1 and f[1] == "down"}
         for kv in f[1:]:

@@ -78,3 +78,43 @@ def test_chfsctl_over_ssh_runs_a_four_node_pool_for_a_client_on_a_fifth_node(sim
     assert all(not os.path.exists(os.path.join(sc.node_tmp(i), "chfs-sshtest", "srv0"))
                for i in range(4))
     assert all(not sc.pids_on(i, "chfsd") for i in range(5))
+
+
+@pytest.mark.netns
+@pytest.mark.timeout(240)
+def test_chfsctl_options_reach_the_remote_servers(sim_cluster):
+    """-x, -L and -m over ssh: the variable is in each remote chfsd's environment, each node's
+    server logs to its own file in a shared log directory, chfuse mounts the pool on every
+    node (a file written through one node's mount is read through another's) and stop
+    unmounts it everywhere."""
+    sc = sim_cluster
+    hosts = sc.hostfile([0, 1], "opt-hosts")
+    secret = os.path.join(sc.shared, "opt-secret")
+    logs = os.path.join(sc.shared, "opt-logs")
+    mnt = "/tmp/chfs-optmnt"
+    ctl = (f"chfsctl -h {hosts} -c /tmp/chfs-opttest -k {secret} -L {logs} "
+           f"-x CHFS_TEST_REMOTE=from-the-login-node -m {mnt}")
+    r = sc.ssh(4, f"{ctl} start", timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    try:
+        for i in range(2):
+            (pid,) = sc.pids_on(i, "chfsd")
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                assert b"CHFS_TEST_REMOTE=from-the-login-node" in f.read().split(b"\0")
+            with open(os.path.join(logs, f"chfsd-{sc.name(i)}-srv0.log")) as f:
+                assert f"serving /tmp/chfs-opttest/srv0 on tcp://{sc.ip(i)}:" in f.read()
+            assert sc.ssh(i, f"mountpoint -q {mnt}").returncode == 0, f"node {i}: not mounted"
+        r = sc.ssh(0, f"echo through-node-0 > {mnt}/x && sync")
+        assert r.returncode == 0, r.stderr
+        r = sc.ssh(1, f"cat {mnt}/x")
+        assert r.returncode == 0 and r.stdout == "through-node-0\n", r.stdout + r.stderr
+        r = sc.ssh(4, f"{ctl} status", timeout=60)
+        assert r.stdout.count(f" mount {mnt} mounted") == 2, r.stdout
+        r = sc.ssh(4, f"{ctl} stop", timeout=120)
+        assert r.returncode == 0, r.stderr
+        for i in range(2):
+            assert sc.ssh(i, f"mountpoint -q {mnt}").returncode != 0, f"node {i}: still mounted"
+    finally:
+        sc.ssh(4, f"{ctl} clean", timeout=120)
+        for i in range(2):
+            sc.ssh(i, f"umount -l {mnt} 2>/dev/null; true")

@@ -155,10 +155,14 @@ int main(void)
 
 	/* Backing files: sparse writes at logical offsets, truncate sets the exact size (node-local
 	 * files are read directly through their backing file), remove. */
+	uint64_t nfiles, nbytes;
+	CHECK(st_data_usage(st, &nfiles, &nbytes) == 0 && nfiles == 0 && nbytes == 0);
 	int fd = st_data_open(st, 77, 1);
 	CHECK(fd >= 0);
 	CHECK(pwrite(fd, "z", 1, 1 << 20) == 1);
 	close(fd);
+	/* usage counts allocated blocks (status's stored_bytes): a sparse file, not its size */
+	CHECK(st_data_usage(st, &nfiles, &nbytes) == 0 && nfiles == 1 && nbytes > 0 && nbytes < (1 << 20));
 	uint64_t size;
 	int64_t mt;
 	CHECK(st_data_stat(st, 77, &size, &mt) == 0 && size == (1 << 20) + 1);
@@ -172,6 +176,7 @@ int main(void)
 	CHECK(strncmp(path, st_root(st), strlen(st_root(st))) == 0 && strstr(path, "/data/000000000000004d"));
 	CHECK_EQ(st_data_remove(st, 77), 0);
 	CHECK(st_data_stat(st, 77, &size, &mt) == 0 && size == 0);
+	CHECK(st_data_usage(st, &nfiles, &nbytes) == 0 && nfiles == 0 && nbytes == 0);
 	CHECK_EQ(st_data_open(st, 0, 1), -EINVAL);
 
 	/* Client paths are never resolved in the file system: a symlink planted in the storage

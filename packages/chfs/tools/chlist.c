@@ -25,8 +25,12 @@ static void usage(FILE *f)
 	           "the answering server's failure detector finds it down).\n"
 	           "  -c        one comma-separated line of addresses (for CHFS_SERVER)\n"
 	           "  -o PATH   print the address of the server holding PATH's namespace entry\n"
-	           "  -S        ask every server for its status: epoch, ring epoch, rebalance=idle|active\n"
-	           "            and what it moved (entries/chunks/bytes in and out); exit 1 if any is down\n"
+	           "  -S        ask every server for its status, one \"ADDR key=value ...\" line each: id,\n"
+	           "            epoch, ring epoch, rebalance=idle|active and what it moved (entries/\n"
+	           "            chunks/bytes in and out), dirty_files/dirty_bytes not yet flushed to the\n"
+	           "            backend, flush_failed, stored_files/stored_bytes (data on its disk),\n"
+	           "            requests served; then \"ADDR flush-failed PATH: ERROR\" per file whose\n"
+	           "            flush to the backend failed; exit 1 if any server is down\n"
 	           "  -n N      at most N servers\n"
 	           "  -s ADDR   ask this server (default: CHFS_SERVER entries in turn)\n"
 	           "  -t MSEC   timeout (default 5000)\n");
@@ -50,8 +54,51 @@ static int ask(const char *addr, int timeout, const uint8_t *secret, struct node
 	return rc;
 }
 
-/* Ask each member for its status line (WOP_STATUS): "ADDR key=value ..." or "ADDR down".
- * Returns how many did not answer. */
+/* One request without a body to addr (op), its reply body into a decoder over rep. */
+static int call_plain(xprt_t *x, const char *addr, unsigned op, const uint8_t *secret, int timeout,
+                      uint8_t *rep, size_t cap, struct wdec *d)
+{
+	uint8_t req[WIRE_HDR_LEN];
+	struct wire_hdr h = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .op = (uint16_t)op};
+	memcpy(h.secret, secret, CHFS_SECRET_LEN);
+	wire_hdr_put(req, &h);
+	xprt_peer_t *p;
+	size_t rl = 0;
+	int rc = xprt_connect(x, addr, &p);
+	if (rc == 0)
+		rc = xprt_call(x, p, req, sizeof req, rep, cap, &rl, timeout);
+	if (rc == 0 && (wire_hdr_get(rep, rl, &h) || h.status))
+		rc = -EIO;
+	if (rc == 0)
+		wdec_init(d, rep + WIRE_HDR_LEN, rl - WIRE_HDR_LEN);
+	return rc;
+}
+
+/* "ADDR flush-failed PATH: ERROR" for each file of addr whose backend flush failed. */
+static int print_flush_errors(xprt_t *x, const char *addr, const uint8_t *secret, int timeout)
+{
+	size_t cap = WIRE_HDR_LEN + WIRE_READDIR_MAX + 64;
+	uint8_t *rep = malloc(cap);
+	char *line = malloc(CHFS_PATH_MAX + 64);
+	struct wdec d;
+	int rc = rep && line ? call_plain(x, addr, WOP_FLUSH_ERRORS, secret, timeout, rep, cap, &d) : -ENOMEM;
+	uint32_t n = rc ? 0 : wdec_u32(&d);
+	for (uint32_t i = 0; rc == 0 && i < n; i++) {
+		wdec_str(&d, line, CHFS_PATH_MAX + 64);
+		if (d.err)
+			rc = -EIO;
+		else
+			printf("%s flush-failed %s\n", addr, line);
+	}
+	if (rc == 0 && wdec_finish(&d))
+		rc = -EIO;
+	free(line);
+	free(rep);
+	return rc;
+}
+
+/* Ask each member for its status line (WOP_STATUS): "ADDR key=value ..." or "ADDR down", then
+ * the files whose flush failed (WOP_FLUSH_ERRORS). Returns how many did not answer. */
 static int print_status(const struct nodelist *l, int timeout, const uint8_t *secret)
 {
 	int n = wire_list_parse(l->list, l->len, NULL, WIRE_LIST_MAX), bad = 0;
@@ -70,21 +117,11 @@ static int print_status(const struct nodelist *l, int timeout, const uint8_t *se
 		return n;
 	}
 	for (int i = 0; i < n; i++) {
-		uint8_t req[WIRE_HDR_LEN], rep[WIRE_HDR_LEN + 1024];
-		struct wire_hdr h = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .op = WOP_STATUS};
-		memcpy(h.secret, secret, CHFS_SECRET_LEN);
-		wire_hdr_put(req, &h);
-		xprt_peer_t *p;
-		size_t rl = 0;
-		char line[1024] = "";
-		int rc = xprt_connect(x, m[i].addr, &p);
-		if (rc == 0)
-			rc = xprt_call(x, p, req, sizeof req, rep, sizeof rep, &rl, timeout);
-		if (rc == 0 && (wire_hdr_get(rep, rl, &h) || h.status)) {
-			rc = -EIO;
-		} else if (rc == 0) {
-			struct wdec d;
-			wdec_init(&d, rep + WIRE_HDR_LEN, rl - WIRE_HDR_LEN);
+		uint8_t rep[WIRE_HDR_LEN + 1100];
+		char line[1100] = "";
+		struct wdec d;
+		int rc = call_plain(x, m[i].addr, WOP_STATUS, secret, timeout, rep, sizeof rep, &d);
+		if (rc == 0) {
 			wdec_str(&d, line, sizeof line);
 			if (wdec_finish(&d))
 				rc = -EIO;
@@ -92,9 +129,12 @@ static int print_status(const struct nodelist *l, int timeout, const uint8_t *se
 		if (rc) {
 			printf("%s down\n", m[i].addr);
 			bad++;
-		} else {
-			printf("%s %s\n", m[i].addr, line);
+			continue;
 		}
+		printf("%s %s\n", m[i].addr, line);
+		if (strstr(line, " flush_failed=0") == NULL &&
+		    print_flush_errors(x, m[i].addr, secret, timeout))
+			printf("%s flush-failed (the list did not arrive)\n", m[i].addr);
 	}
 	xprt_close(x);
 	free(m);

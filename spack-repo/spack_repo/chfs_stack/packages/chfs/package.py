@@ -19,6 +19,11 @@
 # to numbered releases: unbounded, real Spack 1.1 resolved mochi-margo to its `main` branch.
 # chfs-mpi-bench (our tree's MPI benchmark) is built only with +mpi-bench, against Spack's MPI;
 # otherwise CMake is told not to look for one (it used to pick up whatever MPI the host had).
+# The CHFS/Cache backend (a parallel file system directory the pool reads through and flushes
+# written files back to) is chosen at run time, not at build time, so it is no variant: a site
+# sets CHFS_BACKEND_PATH (absolute, the same on every node) in its environment's env_vars — every
+# environments/*/spack.yaml with a pool carries it, "" meaning none — or in a module or shell;
+# chfsd defaults -b to it, environments/stack passes it to chfsctl -b on every host.
 import os
 
 from spack_repo.builtin.build_systems import autotools, cmake
