@@ -252,7 +252,11 @@ int ns_report_size(struct chfs_file *f)
 	if (frc)
 		return frc;
 	pthread_mutex_lock(&f->lock);
-	if (!f->dirty) {
+	if (!f->dirty || f->orphan) { /* an orphan has no name to report to (orphan.c) */
+		if (f->dirty) {
+			f->dirty = 0;
+			atomic_fetch_sub(&chfs_client.dirty_fds, 1);
+		}
 		pthread_mutex_unlock(&f->lock);
 		return 0;
 	}
@@ -778,7 +782,7 @@ int chfs_unlink(const char *path)
 		if (wdec_finish(&r.d))
 			rc = -EIO;
 	}
-	if (rc == 0 && S_ISREG(md.mode))
+	if (rc == 0 && S_ISREG(md.mode) && !orphan_hold(&md))
 		data_remove_all(s, &md); /* best effort: the name is gone either way */
 	return set_err(rc);
 }
@@ -879,7 +883,7 @@ int chfs_rename(const char *from, const char *to)
 		}
 		break;
 	}
-	if (rc == 0 && replaced && S_ISREG(old->mode) && old->fileid != md->fileid)
+	if (rc == 0 && replaced && S_ISREG(old->mode) && old->fileid != md->fileid && !orphan_hold(old))
 		data_remove_all(s, old);
 	free(old);
 	if (rc == 0 && md->fileid)
