@@ -183,6 +183,11 @@ int orphan_truncate(struct srvlist *s, struct chfs_file *f, off_t len);
 /* Process exit (chfs_term): remove the data of every orphan still open. */
 void orphan_term(void);
 
+/* ---- dirtimes.c ---- */
+/* A name at cp was added (delta 0: an entry, 1: a subdirectory) or removed (0, -1) by server
+ * done_at: update the directory's times and count at its owner if that is another server. */
+void dir_touch(struct srvlist *s, const char *cp, unsigned done_at, int delta);
+
 /* ---- namespace.c ---- */
 /* The prologue every path call shares (as Redis's lookupKeyReadOrReply, libuv's PATH/INIT):
  * canonicalise, take the server list, optionally report this process's pending sizes first

@@ -113,7 +113,7 @@ void md_to_stat(const struct chfs_md *md, const char *cpath, struct stat *st)
 	st->st_dev = 0xc4f5;
 	st->st_ino = md->fileid ? (ino_t)md->fileid : (ino_t)chfs_hash_str(cpath);
 	st->st_mode = md->mode;
-	st->st_nlink = S_ISDIR(md->mode) ? 2 : 1;
+	st->st_nlink = S_ISDIR(md->mode) ? 2 + (nlink_t)md->subdirs : 1;
 	st->st_uid = md->uid;
 	st->st_gid = md->gid;
 	st->st_size = (off_t)md->size;
@@ -503,8 +503,8 @@ static int make_parents(struct srvlist *s, const char *cpath)
 		rpc_begin(&r, WOP_MKDIR);
 		wenc_str(&r.e, dir);
 		wenc_md(&r.e, md);
-		if ((rc = perm_dir_change(up, NULL)) == 0)
-			rc = rpc_call_path(s, dir, &r);
+		if ((rc = perm_dir_change(up, NULL)) == 0 && (rc = rpc_call_path(s, dir, &r)) == 0)
+			dir_touch(s, dir, placement_owner(s->ring, dir), 1);
 		if (rc == 0 || rc == -EEXIST || rc == -EACCES) {
 			int exists = ns_resolve(s, dir, NULL, up);
 			if (exists == 0)
@@ -615,6 +615,8 @@ static int open_file(const char *path, int32_t flags, mode_t mode, int chunk_siz
 	for (int attempt = 0; attempt < 4; attempt++) {
 		rc = create_excl(s, cp, flags, mode, chunk_size, &c->parent, &c->md);
 		if (rc == 0)
+			dir_touch(s, cp, placement_owner(s->ring, cp), 0);
+		if (rc == 0)
 			return new_file(cp, &c->md, flags & O_ACCMODE, !!(flags & O_APPEND));
 		if (rc != -EEXIST || (flags & O_EXCL))
 			return rc;
@@ -681,7 +683,10 @@ int chfs_mkdir(const char *path, mode_t mode)
 	rpc_begin(&r, WOP_MKDIR);
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, md);
-	return set_err(rpc_call_path(s, cp, &r));
+	rc = rpc_call_path(s, cp, &r);
+	if (rc == 0)
+		dir_touch(s, cp, placement_owner(s->ring, cp), 1);
+	return set_err(rc);
 }
 
 static int dir_nonempty_once(struct srvlist *s, const char *cp, unsigned *refused)
@@ -754,6 +759,8 @@ int chfs_rmdir(const char *path)
 		wenc_str(&r.e, cp);
 		rc = rpc_call_path(s, cp, &r);
 		forget_parent();
+		if (rc == 0)
+			dir_touch(s, cp, placement_owner(s->ring, cp), -1);
 	}
 	return set_err(rc);
 }
@@ -782,6 +789,8 @@ int chfs_unlink(const char *path)
 		if (wdec_finish(&r.d))
 			rc = -EIO;
 	}
+	if (rc == 0)
+		dir_touch(s, cp, placement_owner(s->ring, cp), 0);
 	if (rc == 0 && S_ISREG(md.mode) && !orphan_hold(&md))
 		data_remove_all(s, &md); /* best effort: the name is gone either way */
 	return set_err(rc);
@@ -881,6 +890,11 @@ int chfs_rename(const char *from, const char *to)
 			wenc_u64(&r2.e, md->fileid);
 			rc = rpc_call_path(s, cf, &r2);
 		}
+		if (rc == 0) {
+			int isdir = S_ISDIR(md->mode);
+			dir_touch(s, ct, ot, isdir);
+			dir_touch(s, cf, of, -isdir);
+		}
 		break;
 	}
 	if (rc == 0 && replaced && S_ISREG(old->mode) && old->fileid != md->fileid && !orphan_hold(old))
@@ -918,6 +932,7 @@ int chfs_symlink(const char *target, const char *path)
 	if (rc == 0) {
 		wdec_u32(&r.d);
 		wdec_md(&r.d, &got);
+		dir_touch(s, cp, placement_owner(s->ring, cp), 0);
 	}
 	return set_err(rc);
 }
