@@ -564,6 +564,8 @@ static int open_existing(struct ns_call *c, int32_t flags, int posix)
 	if (rc)
 		return rc;
 	int acc = flags & O_ACCMODE;
+	if (S_ISFIFO(md->mode) || S_ISSOCK(md->mode))
+		return -ENXIO; /* node-local objects: the kernel runs them on a mount (special.c) */
 	if (S_ISDIR(md->mode) && acc != O_RDONLY)
 		return -EISDIR;
 	if (!S_ISDIR(md->mode) && (flags & O_DIRECTORY))

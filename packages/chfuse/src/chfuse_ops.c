@@ -16,8 +16,9 @@
  * before a request reaches us, so libchfs only records owners (CHFS_ACT_CHECKED).
  *
  * A file unlinked or renamed over while open stays usable until its last release
- * (chfuse_hidden.c). What CHFS does not keep is refused with a clear errno, never faked: hard links (EPERM, what
- * the kernel makes of a missing link operation), FIFOs and device nodes (ENOSYS),
+ * (chfuse_hidden.c). FIFOs and sockets are CHFS entries the kernel runs (op_mknod). What CHFS
+ * does not keep is refused with a clear errno, never faked: hard links (EPERM, what the kernel
+ * makes of a missing link operation), device nodes (EPERM),
  * RENAME_EXCHANGE (EINVAL). statfs has no chfs.h call: it reports the file system holding this
  * node's backing files, scaled by the number of servers (an estimate for df, documented).
  */
@@ -117,6 +118,13 @@ static int op_unlink(const char *path)
 		return 0; /* the last release of a file unlinked while open */
 	act_for_caller();
 	return chfs_unlink(path) < 0 ? neg_errno() : 0;
+}
+
+/* FIFOs and sockets: the kernel runs them on the inode (chfs.h chfs_mknod). */
+static int op_mknod(const char *path, mode_t mode, dev_t rdev)
+{
+	act_for_caller();
+	return chfs_mknod(path, mode, rdev) < 0 ? neg_errno() : 0;
 }
 
 static int op_rmdir(const char *path)
@@ -370,6 +378,7 @@ const struct fuse_operations chfuse_ops = {
         .readlink = op_readlink,
         .mkdir = op_mkdir,
         .unlink = op_unlink,
+        .mknod = op_mknod,
         .rmdir = op_rmdir,
         .symlink = op_symlink,
         .rename = op_rename,
