@@ -7,6 +7,8 @@ size 0 under the hook, and the data were removed at unlink (reads gave nothing).
 script runs on tmpfs, chfuse and the hook; the transcripts must be equal. Afterwards no data
 file is left on any server.
 """
+import time
+
 from tri_path import data_files, on_chfuse, on_tmpfs, under_hook
 
 SCRIPT = r"""
@@ -67,5 +69,31 @@ def test_open_unlinked_file_under_the_hook_as_on_tmpfs(chfs_pool):
 
 def test_open_unlinked_file_on_chfuse_as_on_tmpfs(chfs_pool, tmp_path):
     want = on_tmpfs(SCRIPT)
-    assert on_chfuse(SCRIPT, chfs_pool, tmp_path) == want
+    assert on_chfuse(SCRIPT, chfs_pool, tmp_path, while_mounted=lambda: wait_freed(chfs_pool)) == want
+
+
+def wait_freed(pool):
+    """No data file left on any server (on a mount, once the kernel's last release and libfuse's
+    unlink of the hidden name have come, which is asynchronous; before the unmount)."""
+    end = time.time() + 10
+    while data_files(pool) and time.time() < end:
+        time.sleep(0.1)
+    assert data_files(pool) == []
+
+
+EXIT_OPEN = r"""
+import os, sys
+p = os.path.join(sys.argv[1], "kept")
+fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o644)
+os.write(fd, b"x" * 300000)
+os.unlink(p)
+print(len(os.pread(fd, 400000, 0)))
+os._exit(0)  # no close: the exit closes it
+"""
+
+
+def test_exit_without_close_frees_an_unlinked_file(chfs_pool, tmp_path):
+    assert under_hook(EXIT_OPEN, chfs_pool) == "300000"
     assert data_files(chfs_pool) == []
+    assert on_chfuse(EXIT_OPEN, chfs_pool, tmp_path, while_mounted=lambda: wait_freed(chfs_pool)) == "300000"
+

@@ -36,7 +36,9 @@ def _mounted(path):
         return any(line.split()[4] == path for line in f)
 
 
-def on_chfuse(script, pool, tmp_path, args=()):
+def on_chfuse(script, pool, tmp_path, args=(), while_mounted=None):
+    """The script's output on a fresh chfuse mount; while_mounted() runs after it, before the
+    unmount (which ends every open file)."""
     mnt = str(tmp_path / "mnt")
     os.makedirs(mnt, exist_ok=True)
     log = open(tmp_path / "chfuse.log", "w")
@@ -47,7 +49,10 @@ def on_chfuse(script, pool, tmp_path, args=()):
         while not _mounted(mnt):
             assert daemon.poll() is None and time.time() < end, open(log.name).read()
             time.sleep(0.05)
-        return run_script(script, [], mnt, pool.env)
+        out = run_script(script, [], mnt, pool.env)
+        if while_mounted:
+            while_mounted()
+        return out
     finally:
         subprocess.run(["fusermount3", "-u", mnt], capture_output=True, timeout=30)
         if _mounted(mnt):
