@@ -7,8 +7,8 @@
  * absolute if it was relative to a virtual cwd). Crossing between CHFS and the kernel is
  * EXDEV for rename and link, as between two file systems, so mv falls back to copying.
  * Owners are CHFS's (chown/lchown/fchown/fchownat go to chfs_chown/chfs_lchown, which apply
- * POSIX's rules for the process's credentials). mknod makes FIFO and socket entries (their
- * open is ENXIO here: no node-local shadow yet). CHFS has no hard links, device nodes or
+ * POSIX's rules for the process's credentials). mknod makes FIFO and socket entries (a FIFO
+ * opens as a node-local shadow, fifo.c; a socket's open is ENXIO as Linux's). CHFS has no hard links, device nodes or
  * xattrs: link and device mknod are EPERM, xattr calls ENOTSUP.
  */
 #define _GNU_SOURCE

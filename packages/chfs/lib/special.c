@@ -5,8 +5,9 @@
  * symlink, one exclusive CREATE at the owner of its path, and is listed, stat-ed, renamed and
  * unlinked like any entry. What runs behind it is node-local, as on NFS: on a chfuse mount the
  * kernel opens a FIFO and binds a socket on the inode itself (chfuse never sees those opens),
- * so processes of one node talk through it; libchfs itself cannot open one (ENXIO, the errno
- * of opening a socket with no listener). Device nodes are refused (EPERM): CHFS keeps no
+ * so processes of one node talk through it; the hook opens a FIFO as a node-local shadow
+ * FIFO (chfs-hook/hook/fifo.c). libchfs itself cannot open one (ENXIO, the errno of opening a
+ * socket). Device nodes are refused (EPERM): CHFS keeps no
  * device numbers. mknod of a regular file creates an empty file, as mknod(2) does.
  */
 #define _GNU_SOURCE

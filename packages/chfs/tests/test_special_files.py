@@ -3,8 +3,9 @@ that stat, list, rename and unlink as on tmpfs; on a chfuse mount the kernel run
 FIFO carries bytes between two processes and a Unix socket can be bound and connected.
 
 On the previous build mkfifo/mknod gave ENOSYS on the mount and EPERM under the hook. The
-entry script runs on tmpfs, chfuse and the hook; the I/O script on tmpfs and chfuse. Under the
-hook a FIFO's open is ENXIO (no node-local shadow object yet; README).
+entry script runs on tmpfs, chfuse and the hook; the FIFO I/O script on all three (under the hook a
+CHFS FIFO opens as a node-local shadow FIFO, chfs-hook/hook/fifo.c), the socket script on tmpfs
+and chfuse (the hook does not redirect bind/connect of CHFS names yet).
 """
 from tri_path import on_chfuse, on_tmpfs, under_hook
 
@@ -22,6 +23,10 @@ for p, t in ((f, stat.S_IFIFO), (s, stat.S_IFSOCK)):
                                                stat.S_IMODE(st.st_mode), st.st_size))
 out.append("list=%s" % sorted(os.listdir(d)))
 try:
+    os.open(s, os.O_RDONLY)
+except OSError as e:
+    out.append("open-sock=%s" % errno.errorcode[e.errno])
+try:
     os.mkfifo(f)
 except OSError as e:
     out.append("again=%s" % errno.errorcode[e.errno])
@@ -33,9 +38,9 @@ os.rmdir(d)
 print("\n".join(out))
 """
 
-IO = r"""
-import os, socket, sys
-d = os.path.join(sys.argv[1], "io")
+FIFO_IO = r"""
+import os, sys
+d = os.path.join(sys.argv[1], "fio")
 os.mkdir(d)
 f = os.path.join(d, "fifo")
 os.mkfifo(f)
@@ -48,7 +53,19 @@ r = os.open(f, os.O_RDONLY)
 data = os.read(r, 100)
 os.close(r)
 os.waitpid(pid, 0)
-out = ["fifo=%r" % data]
+r = os.open(f, os.O_RDONLY | os.O_NONBLOCK)  # no writer: opens, reads nothing
+out = ["fifo=%r" % data, "nonblock=%r" % os.read(r, 10)]
+os.close(r)
+os.unlink(f)
+os.rmdir(d)
+print("\n".join(out))
+"""
+
+SOCKET_IO = r"""
+import os, socket, sys
+d = os.path.join(sys.argv[1], "sio")
+os.mkdir(d)
+out = []
 sp = os.path.join(d, "s")
 srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 srv.bind(sp)
@@ -62,35 +79,23 @@ for x in (conn, cli, srv):
     x.close()
 out.append("list=%s" % sorted(os.listdir(d)))
 os.unlink(sp)
-os.unlink(f)
 os.rmdir(d)
 print("\n".join(out))
 """
-
-HOOK_OPEN = r"""
-import errno, os, sys
-f = os.path.join(sys.argv[1], "hf")
-os.mkfifo(f)
-try:
-    os.open(f, os.O_RDONLY | os.O_NONBLOCK)
-    print("opened")
-except OSError as e:
-    print(errno.errorcode[e.errno])
-os.unlink(f)
-"""
-
 
 def test_fifo_and_socket_entries_under_the_hook_as_on_tmpfs(chfs_pool):
     want = on_tmpfs(ENTRIES)
     assert "fifo type=True mode=640" in want and "again=EEXIST" in want, want
     assert under_hook(ENTRIES, chfs_pool) == want
-    # documented difference: no node-local FIFO behind a CHFS name under the hook yet
-    assert under_hook(HOOK_OPEN, chfs_pool) == "ENXIO"
+    want_io = on_tmpfs(FIFO_IO)
+    assert "fifo=b'through the fifo'" in want_io, want_io
+    assert under_hook(FIFO_IO, chfs_pool) == want_io  # a node-local shadow FIFO (hook/fifo.c)
 
 
 def test_fifo_and_socket_on_chfuse_as_on_tmpfs(chfs_pool, tmp_path):
     want = on_tmpfs(ENTRIES)
     assert on_chfuse(ENTRIES, chfs_pool, tmp_path) == want
-    want_io = on_tmpfs(IO)
-    assert "fifo=b'through the fifo'" in want_io and "list=['fifo', 's']" in want_io, want_io
-    assert on_chfuse(IO, chfs_pool, tmp_path) == want_io
+    want_io = on_tmpfs(FIFO_IO) + "\n" + on_tmpfs(SOCKET_IO)
+    assert "fifo=b'through the fifo'" in want_io and "list=['s']" in want_io, want_io
+    got = on_chfuse(FIFO_IO, chfs_pool, tmp_path) + "\n" + on_chfuse(SOCKET_IO, chfs_pool, tmp_path)
+    assert got == want_io
