@@ -10,7 +10,9 @@
  * lib/orphan.c), and remembers hidden name -> descriptor. The hidden name never exists in CHFS,
  * so it is in no listing, rmdir of the directory works, and other nodes see the name gone at
  * once. getattr of the hidden name answers from the descriptor (st_nlink 0); libfuse's final
- * unlink of it closes the descriptor, and the data go with the last one.
+ * unlink of it closes the descriptor, and the data go with the last one. Limit: a rename by a
+ * user to a name of exactly that form (.fuse_hidden + 16 lowercase hex digits) is taken for
+ * libfuse's and removes the source name; libfuse's hide mode reserves these names anyway.
  */
 #include "chfuse.h"
 
