@@ -50,6 +50,7 @@ struct ns_store {
 	uint8_t rec[RECORD_MAX_LEN]; /* encoding buffer, used under the write lock */
 	struct ptouch pt[2];         /* directory records touched by a change (write lock) */
 	struct chfs_md scratch;      /* a decoded record (write lock) */
+	struct chfs_md scratch2;     /* ns_insert's copy of the entry (write lock) */
 };
 
 static int64_t now_ns(void)
@@ -426,9 +427,12 @@ int ns_insert(struct ns_store *ns, const char *path, const struct chfs_md *md, i
 	if (!*path)
 		return -EEXIST;
 	pthread_rwlock_wrlock(&ns->lock);
-	int rc = check_put(ns, path, md, noreplace, old, replaced);
+	struct chfs_md *moved = &ns->scratch2; /* a rename's new name: ctime is now, as Linux's */
+	*moved = *md;
+	moved->ctime_ns = now_ns();
+	int rc = check_put(ns, path, moved, noreplace, old, replaced);
 	if (rc == 0)
-		rc = change_touch(ns, path, md, S_ISDIR(md->mode));
+		rc = change_touch(ns, path, moved, S_ISDIR(moved->mode));
 	pthread_rwlock_unlock(&ns->lock);
 	return rc;
 }
@@ -469,6 +473,7 @@ int ns_rename(struct ns_store *ns, const char *from, const char *to, struct chfs
 		else
 			ns->pt[1].set = 0;
 		int more = ns->pt[0].set || ns->pt[1].set;
+		md->ctime_ns = now_ns(); /* a renamed entry's ctime changes, as Linux's */
 		rc = record_encode(md, ns->rec, sizeof ns->rec, &len);
 		if (rc == 0)
 			rc = nsj_stage(ns->j, NSJ_PUT, 1, to, ns->rec, len);

@@ -3,7 +3,7 @@ a name is created, removed or renamed in it (not when a file in it is written), 
 st_nlink is 2 + its subdirectories, as on tmpfs.
 
 On the previous build a directory's times never changed and st_nlink was always 2. The same
-script runs on tmpfs, chfuse and the hook (4 servers, so most directories are owned by another
+script runs on tmpfs, chfuse and the hook (and checks that a renamed file's ctime changes) (4 servers, so most directories are owned by another
 server than their entries); the transcripts must be equal.
 """
 from tri_path import on_chfuse, on_tmpfs, under_hook
@@ -36,6 +36,8 @@ step("mkdir", lambda: os.mkdir(os.path.join(d, "sub")), [d, b])
 step("symlink", lambda: os.symlink("f0", os.path.join(d, "l")), [d])
 step("rename-in", lambda: os.rename(os.path.join(d, "l"), os.path.join(d, "l2")), [d])
 step("rename-across", lambda: os.rename(os.path.join(d, "f0"), os.path.join(e, "g")), [d, e])
+st = os.stat(os.path.join(e, "g"))  # a renamed file's ctime changes, its mtime does not
+out.append("renamed file: ctime>mtime=%s" % (st.st_ctime_ns > st.st_mtime_ns))
 step("unlink", lambda: os.unlink(os.path.join(e, "g")), [e, d])
 step("rmdir", lambda: os.rmdir(os.path.join(d, "sub")), [d])
 def nlinks():
