@@ -61,6 +61,8 @@ static long open_chfs(const struct hook_target *t, int flags, mode_t mode)
    * bytes are never truncated), ENOENT for a missing parent as a local file system */
 	int cfd = chfs_open_posix(
 	        t->path, flags & (O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND | O_DIRECTORY), m, 0);
+	if (cfd < 0 && errno == ENXIO) /* a FIFO or a socket (fifo.c) */
+		return hook_open_fifo(t->path, flags);
 	if (cfd < 0)
 		return hook_path_err(t->path);
 	struct stat st;

@@ -162,6 +162,9 @@ long hook_do_exit(const struct chfs_sysargs *s);
 long hook_do_mmap(const struct chfs_sysargs *s);
 
 int hook_stat_chfs(struct hook_file *h, struct stat *st);
+/* fifo.c: open a CHFS FIFO as its node-local shadow (a kernel fd the hook does not track);
+ * -ENXIO if cpath is not a FIFO. */
+long hook_open_fifo(const char *cpath, int flags);
 /* errno of a failed libchfs call on cpath as the kernel would report it: ENOENT becomes
  * ENOTDIR when a leading component exists but is not a directory. */
 int hook_path_err(const char *cpath);

@@ -7,8 +7,9 @@
  * absolute if it was relative to a virtual cwd). Crossing between CHFS and the kernel is
  * EXDEV for rename and link, as between two file systems, so mv falls back to copying.
  * Owners are CHFS's (chown/lchown/fchown/fchownat go to chfs_chown/chfs_lchown, which apply
- * POSIX's rules for the process's credentials). CHFS has no hard links, device nodes or
- * xattrs: link and mknod are EPERM, xattr calls ENOTSUP.
+ * POSIX's rules for the process's credentials). mknod makes FIFO and socket entries (a FIFO
+ * opens as a node-local shadow, fifo.c; a socket's open is ENXIO as Linux's). CHFS has no hard links, device nodes or
+ * xattrs: link and device mknod are EPERM, xattr calls ENOTSUP.
  */
 #define _GNU_SOURCE
 #include "hook.h"
@@ -207,7 +208,11 @@ static long chfs_name_op(enum name_op op, const char *p, const long *x)
 			return chfs_err();
 		return -ENOTSUP;
 	}
-	case OP_MKNOD: return -EPERM;
+	case OP_MKNOD: /* FIFOs and sockets as entries (libchfs special.c); devices EPERM */
+		r = chfs_mknod(p,
+		               (mode_t)(x[0] & S_IFMT) | ((mode_t)x[0] & ~atomic_load(&hook_umask) & 07777),
+		               (dev_t)x[1]);
+		break;
 	default: return -ENOSYS;
 	}
 	return r >= 0 ? 0 : chfs_err();
@@ -447,8 +452,14 @@ long hook_do_meta(const struct chfs_sysargs *s)
 	case SYS_llistxattr:
 	case SYS_removexattr:
 	case SYS_lremovexattr: return name_op(s, OP_XATTR, AT_FDCWD, (const char *)a[0], x);
-	case SYS_mknod: return name_op(s, OP_MKNOD, AT_FDCWD, (const char *)a[0], x);
-	case SYS_mknodat: return name_op(s, OP_MKNOD, (int)a[0], (const char *)a[1], x);
+	case SYS_mknod:
+		x[0] = a[1];
+		x[1] = a[2];
+		return name_op(s, OP_MKNOD, AT_FDCWD, (const char *)a[0], x);
+	case SYS_mknodat:
+		x[0] = a[2];
+		x[1] = a[3];
+		return name_op(s, OP_MKNOD, (int)a[0], (const char *)a[1], x);
 	case SYS_utime:
 	case SYS_utimes:
 	case SYS_futimesat:

@@ -115,7 +115,13 @@ enum { WIRE_MIG_ENTRY = 1, WIRE_MIG_CHUNK = 2 };
 #define WIRE_SET_SIZE 16    /* size = arg (truncate) */
 #define WIRE_SET_UID 32     /* owner = uid (chown; the client applied POSIX's rules) */
 #define WIRE_SET_GID 64     /* group = gid */
-#define WIRE_SET_ALL 127
+/* A directory gained or lost an entry (the client sends these to the directory's owner when it
+ * is not the entry's, see lib/dirtimes.c; the entry's owner applies them itself otherwise):
+ * mtime = ctime = the server's now; SUBDIR_ADD/DEL also count a subdirectory (md.subdirs). */
+#define WIRE_SET_TOUCH 128
+#define WIRE_SET_SUBDIR_ADD 256
+#define WIRE_SET_SUBDIR_DEL 512
+#define WIRE_SET_ALL 1023
 
 /* What a SETATTR changes: the WIRE_SET_* bits in `which` and their values. */
 struct wire_setattr {
@@ -134,7 +140,11 @@ struct wire_setattr {
 /* A namespace entry: the metadata of a file, directory or symlink. */
 struct chfs_md {
 	uint32_t mode, uid, gid, flags;
-	uint32_t chunk_size, pkey; /* pkey: placement key of a striped file's chunks */
+	uint32_t chunk_size;
+	union {
+		uint32_t pkey;    /* a file: placement key of its chunks (striped files) */
+		uint32_t subdirs; /* a directory: how many subdirectories it has (st_nlink - 2) */
+	};
 	uint64_t size, fileid;
 	int64_t atime_ns, mtime_ns, ctime_ns;
 	char link[CHFS_PATH_MAX]; /* symlink target */

@@ -104,6 +104,10 @@ int chfs_readdir(const char *path, void *buf,
 int chfs_readdir_index(const char *path, int index, void *buf,
                        int (*filler)(void *, const char *, const struct stat *, off_t));
 int chfs_symlink(const char *target, const char *path);
+/* Extension: a FIFO (S_IFIFO) or socket (S_IFSOCK) entry, or an empty regular file; device
+ * nodes are EPERM. FIFOs and sockets are node-local: the kernel runs them on a chfuse mount;
+ * chfs_open of one is ENXIO. */
+int chfs_mknod(const char *path, mode_t mode, dev_t dev);
 /* Returns the length of the target (not NUL-terminated if it does not fit, like readlink). */
 int chfs_readlink(const char *path, char *buf, size_t size);
 

@@ -617,6 +617,8 @@ int chfs_term(void)
 	 * cost each `chls` or `stat` the RPC timeout), and short processes pay no extra round. */
 	if (chfs_client.initialized && fd_sync_sizes(0) == 0 && atomic_exchange(&chfs_client.wrote, 0))
 		client_flush_backend();
+	if (chfs_client.initialized)
+		orphan_term();
 	return chfs_term_without_sync();
 }
 

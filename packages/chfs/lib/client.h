@@ -157,6 +157,7 @@ struct chfs_file {
 	size_t wcap, wlen;
 	uint64_t woff;
 	atomic_int refs;
+	pid_t orphan; /* its name was removed while open, by this process (orphan.c); 0: not */
 };
 int fd_alloc(struct chfs_file *f);
 struct chfs_file *fd_get(int fd); /* NULL + errno EBADF */
@@ -169,6 +170,23 @@ int fd_sync_sizes(uint64_t fileid);
 int client_flush_backend(void);
 /* Apply fn to every open file with this fileid (rename, truncate). */
 void fd_foreach_fileid(uint64_t fileid, void (*fn)(struct chfs_file *, void *), void *arg);
+
+/* ---- orphan.c: files that outlive their name (see there) ---- */
+/* The record `removed` lost its name: this process's descriptors of it keep the data (returns
+ * how many; 0: the caller removes the data). */
+int orphan_hold(const struct chfs_md *removed);
+/* An orphan descriptor's record with its current size. */
+void orphan_size(struct chfs_file *f, struct chfs_md *md);
+/* f was taken out of the table: remove the data if it was the last descriptor of an orphan. */
+void orphan_release(struct chfs_file *f);
+int orphan_truncate(struct srvlist *s, struct chfs_file *f, off_t len);
+/* Process exit (chfs_term): remove the data of every orphan still open. */
+void orphan_term(void);
+
+/* ---- dirtimes.c ---- */
+/* A name at cp was added (delta 0: an entry, 1: a subdirectory) or removed (0, -1) by server
+ * done_at: update the directory's times and count at its owner if that is another server. */
+void dir_touch(struct srvlist *s, const char *cp, unsigned done_at, int delta);
 
 /* ---- namespace.c ---- */
 /* The prologue every path call shares (as Redis's lookupKeyReadOrReply, libuv's PATH/INIT):

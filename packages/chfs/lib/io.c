@@ -474,7 +474,10 @@ out_mr:
 		/* End of file somewhere in the range: clamp to the file size. */
 		struct chfs_md md;
 		uint64_t fsize = present_end;
-		if (ns_lookup(s, f->path, &md) == 0 && md.fileid == f->md.fileid && md.size > fsize)
+		if (f->orphan)
+			orphan_size(f, &md);
+		if ((f->orphan || (ns_lookup(s, f->path, &md) == 0 && md.fileid == f->md.fileid)) &&
+		    md.size > fsize)
 			fsize = md.size;
 		pthread_mutex_lock(&f->lock);
 		if (f->written_end > fsize)
@@ -621,6 +624,13 @@ static int file_size(struct chfs_file *f, uint64_t *size, struct chfs_md *out)
 	struct srvlist *s;
 	struct chfs_md md;
 	int rc = io_flush(f);
+	if (rc == 0 && f->orphan) {
+		orphan_size(f, &md);
+		*size = md.size;
+		if (out)
+			*out = md;
+		return 0;
+	}
 	if (rc == 0)
 		rc = client_begin(&s);
 	if (rc == 0)
@@ -728,6 +738,7 @@ int chfs_close(int fd)
 	if (rc)
 		return set_err(rc);
 	rc = ns_report_size(f);
+	orphan_release(f);
 	fd_put(f);
 	return set_err(rc);
 }
@@ -746,8 +757,11 @@ int chfs_fstat(int fd, struct stat *st)
 		if (rc == 0)
 			rc = ns_lookup(s, f->path, &md);
 	}
-	if (rc == 0)
+	if (rc == 0) {
 		md_to_stat(&md, f->path, st);
+		if (f->orphan)
+			st->st_nlink = 0;
+	}
 	fd_put(f);
 	return set_err(rc);
 }
@@ -762,7 +776,7 @@ int chfs_ftruncate(int fd, off_t len)
 	if (rc == 0)
 		rc = client_begin(&s);
 	if (rc == 0)
-		rc = ns_truncate(s, f->path, &f->md, len);
+		rc = f->orphan ? orphan_truncate(s, f, len) : ns_truncate(s, f->path, &f->md, len);
 	fd_put(f);
 	return set_err(rc);
 }

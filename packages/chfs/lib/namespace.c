@@ -113,7 +113,7 @@ void md_to_stat(const struct chfs_md *md, const char *cpath, struct stat *st)
 	st->st_dev = 0xc4f5;
 	st->st_ino = md->fileid ? (ino_t)md->fileid : (ino_t)chfs_hash_str(cpath);
 	st->st_mode = md->mode;
-	st->st_nlink = S_ISDIR(md->mode) ? 2 : 1;
+	st->st_nlink = S_ISDIR(md->mode) ? 2 + (nlink_t)md->subdirs : 1;
 	st->st_uid = md->uid;
 	st->st_gid = md->gid;
 	st->st_size = (off_t)md->size;
@@ -252,7 +252,11 @@ int ns_report_size(struct chfs_file *f)
 	if (frc)
 		return frc;
 	pthread_mutex_lock(&f->lock);
-	if (!f->dirty) {
+	if (!f->dirty || f->orphan) { /* an orphan has no name to report to (orphan.c) */
+		if (f->dirty) {
+			f->dirty = 0;
+			atomic_fetch_sub(&chfs_client.dirty_fds, 1);
+		}
 		pthread_mutex_unlock(&f->lock);
 		return 0;
 	}
@@ -499,8 +503,8 @@ static int make_parents(struct srvlist *s, const char *cpath)
 		rpc_begin(&r, WOP_MKDIR);
 		wenc_str(&r.e, dir);
 		wenc_md(&r.e, md);
-		if ((rc = perm_dir_change(up, NULL)) == 0)
-			rc = rpc_call_path(s, dir, &r);
+		if ((rc = perm_dir_change(up, NULL)) == 0 && (rc = rpc_call_path(s, dir, &r)) == 0)
+			dir_touch(s, dir, placement_owner(s->ring, dir), 1);
 		if (rc == 0 || rc == -EEXIST || rc == -EACCES) {
 			int exists = ns_resolve(s, dir, NULL, up);
 			if (exists == 0)
@@ -560,6 +564,8 @@ static int open_existing(struct ns_call *c, int32_t flags, int posix)
 	if (rc)
 		return rc;
 	int acc = flags & O_ACCMODE;
+	if (S_ISFIFO(md->mode) || S_ISSOCK(md->mode))
+		return -ENXIO; /* node-local objects: the kernel runs them on a mount (special.c) */
 	if (S_ISDIR(md->mode) && acc != O_RDONLY)
 		return -EISDIR;
 	if (!S_ISDIR(md->mode) && (flags & O_DIRECTORY))
@@ -610,6 +616,8 @@ static int open_file(const char *path, int32_t flags, mode_t mode, int chunk_siz
 	}
 	for (int attempt = 0; attempt < 4; attempt++) {
 		rc = create_excl(s, cp, flags, mode, chunk_size, &c->parent, &c->md);
+		if (rc == 0)
+			dir_touch(s, cp, placement_owner(s->ring, cp), 0);
 		if (rc == 0)
 			return new_file(cp, &c->md, flags & O_ACCMODE, !!(flags & O_APPEND));
 		if (rc != -EEXIST || (flags & O_EXCL))
@@ -677,7 +685,10 @@ int chfs_mkdir(const char *path, mode_t mode)
 	rpc_begin(&r, WOP_MKDIR);
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, md);
-	return set_err(rpc_call_path(s, cp, &r));
+	rc = rpc_call_path(s, cp, &r);
+	if (rc == 0)
+		dir_touch(s, cp, placement_owner(s->ring, cp), 1);
+	return set_err(rc);
 }
 
 static int dir_nonempty_once(struct srvlist *s, const char *cp, unsigned *refused)
@@ -750,6 +761,8 @@ int chfs_rmdir(const char *path)
 		wenc_str(&r.e, cp);
 		rc = rpc_call_path(s, cp, &r);
 		forget_parent();
+		if (rc == 0)
+			dir_touch(s, cp, placement_owner(s->ring, cp), -1);
 	}
 	return set_err(rc);
 }
@@ -778,7 +791,9 @@ int chfs_unlink(const char *path)
 		if (wdec_finish(&r.d))
 			rc = -EIO;
 	}
-	if (rc == 0 && S_ISREG(md.mode))
+	if (rc == 0)
+		dir_touch(s, cp, placement_owner(s->ring, cp), 0);
+	if (rc == 0 && S_ISREG(md.mode) && !orphan_hold(&md))
 		data_remove_all(s, &md); /* best effort: the name is gone either way */
 	return set_err(rc);
 }
@@ -826,6 +841,8 @@ static int replace_dir_target(struct srvlist *s, const char *ct)
 		wenc_str(&r.e, ct);
 		rc = rpc_call_path(s, ct, &r);
 		forget_parent();
+		if (rc == 0)
+			dir_touch(s, ct, placement_owner(s->ring, ct), -1);
 	}
 	free(t);
 	return rc == -ENOENT ? 0 : rc;
@@ -868,7 +885,6 @@ int chfs_rename(const char *from, const char *to)
 		if ((rc = replace_dir_target(s, ct)) < 0)
 			return set_err(rc);
 	}
-	md->ctime_ns = now_ns(); /* a rename changes the entry (the server sets it on RENAME too) */
 	if (!(old = malloc(sizeof *old)))
 		return set_err(-ENOMEM);
 	for (int attempt = 0;; attempt++) {
@@ -904,9 +920,14 @@ int chfs_rename(const char *from, const char *to)
 			wenc_u64(&r2.e, md->fileid);
 			rc = rpc_call_path(s, cf, &r2);
 		}
+		if (rc == 0) {
+			int isdir = S_ISDIR(md->mode);
+			dir_touch(s, ct, ot, isdir);
+			dir_touch(s, cf, of, -isdir);
+		}
 		break;
 	}
-	if (rc == 0 && replaced && S_ISREG(old->mode) && old->fileid != md->fileid)
+	if (rc == 0 && replaced && S_ISREG(old->mode) && old->fileid != md->fileid && !orphan_hold(old))
 		data_remove_all(s, old);
 	free(old);
 	if (rc == 0 && md->fileid)
@@ -941,6 +962,7 @@ int chfs_symlink(const char *target, const char *path)
 	if (rc == 0) {
 		wdec_u32(&r.d);
 		wdec_md(&r.d, &got);
+		dir_touch(s, cp, placement_owner(s->ring, cp), 0);
 	}
 	return set_err(rc);
 }

@@ -68,7 +68,8 @@ struct nsj {
 	int rootfd, jfd;
 	int broken; /* the journal could not be restarted after a compaction: refuse appends */
 	uint64_t gen, joff, snap_bytes, compact_bytes;
-	uint8_t frame[2 * (FRAME_HDR + FRAME_MAX)]; /* room for a move's two frames */
+	size_t staged;                                          /* bytes of a group in frame[] */
+	uint8_t frame[NSJ_GROUP_MAX * (FRAME_HDR + FRAME_MAX)]; /* room for a group's frames */
 };
 
 /* ---- CRC32C (reflected polynomial 0x82F63B78), one table lookup per byte ---- */
@@ -372,6 +373,26 @@ int nsj_append_move(struct nsj *j, const char *to, const uint8_t *rec, size_t le
 		return n;
 	int m = frame_encode(j->frame + n, NSJ_DEL, 0, from, NULL, 0);
 	return m < 0 ? m : append_frames(j, n + m);
+}
+
+int nsj_stage(struct nsj *j, int op, int more, const char *path, const uint8_t *rec, size_t len)
+{
+	int n = j->broken ? -EIO : j->staged + FRAME_HDR + FRAME_MAX > sizeof j->frame ? -E2BIG : 0;
+	if (n == 0)
+		n = frame_encode(j->frame + j->staged, op, more, path, rec, len);
+	if (n < 0) {
+		j->staged = 0;
+		return n;
+	}
+	j->staged += (size_t)n;
+	return 0;
+}
+
+int nsj_commit(struct nsj *j)
+{
+	int n = (int)j->staged;
+	j->staged = 0;
+	return n ? append_frames(j, n) : 0;
 }
 
 uint64_t nsj_journal_bytes(const struct nsj *j) { return j->joff; }

@@ -39,6 +39,12 @@ void nsj_close(struct nsj *j);
 int nsj_append(struct nsj *j, int op, const char *path, const uint8_t *rec, size_t len);
 /* Append "to gets rec, from goes" as one group: replayed whole or not at all. */
 int nsj_append_move(struct nsj *j, const char *to, const uint8_t *rec, size_t len, const char *from);
+/* A group of up to NSJ_GROUP_MAX frames (a change and the directory records it touches):
+ * nsj_stage each, more = 1 on all but the last, then nsj_commit writes them with one pwrite;
+ * replayed whole or not at all. A failed stage or commit drops what was staged. */
+#define NSJ_GROUP_MAX 4
+int nsj_stage(struct nsj *j, int op, int more, const char *path, const uint8_t *rec, size_t len);
+int nsj_commit(struct nsj *j);
 /* 1 when the journal has grown enough that compaction pays (see ns_journal.c). */
 int nsj_should_compact(const struct nsj *j);
 /* Compaction source: calls emit(ectx, path, rec, len) for every record, returns emit's first

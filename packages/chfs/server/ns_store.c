@@ -35,11 +35,22 @@
 #include <sys/stat.h>
 #include <time.h>
 
+struct ptouch {
+	char path[CHFS_PATH_MAX];
+	uint8_t rec[RECORD_MAX_LEN];
+	size_t len;
+	uint32_t mode;
+	int set;
+};
+
 struct ns_store {
 	pthread_rwlock_t lock;
 	struct ns_index *idx;
 	struct nsj *j;
 	uint8_t rec[RECORD_MAX_LEN]; /* encoding buffer, used under the write lock */
+	struct ptouch pt[2];         /* directory records touched by a change (write lock) */
+	struct chfs_md scratch;      /* a decoded record (write lock) */
+	struct chfs_md scratch2;     /* ns_insert's copy of the entry (write lock) */
 };
 
 static int64_t now_ns(void)
@@ -90,16 +101,6 @@ static int put_rec(struct ns_store *ns, const char *path, const struct chfs_md *
 	return rc;
 }
 
-static int del_rec(struct ns_store *ns, const char *path)
-{
-	int rc = nsj_append(ns->j, NSJ_DEL, path, NULL, 0);
-	if (rc == 0) {
-		nsi_clear(ns->idx, path);
-		maybe_compact(ns);
-	}
-	return rc;
-}
-
 static int visit_emit(void *arg, const struct ns_ent *e)
 {
 	void **a = arg;
@@ -121,6 +122,68 @@ static void maybe_compact(struct ns_store *ns)
 	int rc = nsj_compact(ns->j, emit_all, ns->idx);
 	if (rc < 0)
 		log_warn("namespace: compaction failed (%s); the journal keeps growing", strerror(-rc));
+}
+
+/* Directory times and counts (lib/dirtimes.c): when a name is added below a directory whose
+ * record is here, the directory's mtime and ctime become now and its subdirectory count
+ * follows, in the same journal group as the change itself. */
+/* Prepare t: the record of path's directory with the change applied (delta > 0: a subdirectory
+ * added, < 0: removed, 0: another entry). Not set for the root (no record) or a directory not
+ * recorded here (its owner is told by the client). */
+static void prep_touch(struct ns_store *ns, struct ptouch *t, const char *path, int delta)
+{
+	const char *slash = strrchr(path, '/');
+	t->set = 0;
+	if (!slash)
+		return;
+	memcpy(t->path, path, (size_t)(slash - path));
+	t->path[slash - path] = '\0';
+	struct chfs_md *md = &ns->scratch;
+	if (md_of(nsi_find(ns->idx, t->path), md) < 0 || !S_ISDIR(md->mode))
+		return;
+	md->mtime_ns = md->ctime_ns = now_ns();
+	if (delta > 0 || (delta < 0 && md->subdirs > 0))
+		md->subdirs += (uint32_t)delta;
+	t->mode = md->mode;
+	t->set = record_encode(md, t->rec, sizeof t->rec, &t->len) == 0;
+}
+
+/* Journal what is staged plus the prepared touches as one group, then apply the touches. */
+static int commit_touches(struct ns_store *ns, int n)
+{
+	int rc = 0, last = -1;
+	for (int i = 0; i < n; i++)
+		if (ns->pt[i].set)
+			last = i;
+	for (int i = 0; i <= last && rc == 0; i++)
+		if (ns->pt[i].set)
+			rc = nsj_stage(ns->j, NSJ_PUT, i < last, ns->pt[i].path, ns->pt[i].rec,
+			               ns->pt[i].len);
+	if (rc == 0)
+		rc = nsj_commit(ns->j);
+	for (int i = 0; i <= last && rc == 0; i++)
+		if (ns->pt[i].set)
+			rc = nsi_set(ns->idx, ns->pt[i].path, ns->pt[i].rec, ns->pt[i].len, ns->pt[i].mode);
+	return rc;
+}
+
+/* path gets md (NULL: path's record goes), with its directory touched (delta: prep_touch). */
+static int change_touch(struct ns_store *ns, const char *path, const struct chfs_md *md, int delta)
+{
+	size_t len = 0;
+	prep_touch(ns, &ns->pt[0], path, delta);
+	int rc = md ? record_encode(md, ns->rec, sizeof ns->rec, &len) : 0;
+	if (rc == 0)
+		rc = nsj_stage(ns->j, md ? NSJ_PUT : NSJ_DEL, ns->pt[0].set, path, md ? ns->rec : NULL, len);
+	if (rc == 0)
+		rc = commit_touches(ns, 1);
+	if (rc == 0 && md)
+		rc = nsi_set(ns->idx, path, ns->rec, len, md->mode);
+	else if (rc == 0)
+		nsi_clear(ns->idx, path);
+	if (rc == 0)
+		maybe_compact(ns);
+	return rc;
 }
 
 /* ---- open: snapshot + journal, or a one-time import of the old tree ---- */
@@ -241,7 +304,7 @@ int ns_create(struct ns_store *ns, const char *path, const struct chfs_md *in, i
 	} else if (rc == -ENOENT && (rc = nsi_check_parents(ns->idx, path)) == 0) {
 		*out = *in;
 		out->fileid = ds_new_fileid(); /* never the client's choice */
-		rc = put_rec(ns, path, out);
+		rc = change_touch(ns, path, out, 0);
 		*existed = 0;
 	}
 	pthread_rwlock_unlock(&ns->lock);
@@ -268,8 +331,8 @@ int ns_mkdir(struct ns_store *ns, const char *path, const struct chfs_md *in)
 	struct ns_ent *e = nsi_find(ns->idx, path);
 	size_t len;
 	int rc = e && nsi_rec(e, &len) ? -EEXIST : e ? 0 : nsi_check_parents(ns->idx, path);
-	if (rc == 0)
-		rc = put_rec(ns, path, in); /* on an implicit directory too: it becomes owned */
+	if (rc == 0) /* on an implicit directory too: it becomes owned */
+		rc = change_touch(ns, path, in, 1);
 	pthread_rwlock_unlock(&ns->lock);
 	return rc;
 }
@@ -280,7 +343,7 @@ int ns_rmdir(struct ns_store *ns, const char *path)
 		return -EBUSY;
 	pthread_rwlock_wrlock(&ns->lock);
 	struct ns_ent *e = recorded(ns, path);
-	int rc = !e ? -ENOENT : !S_ISDIR(nsi_mode(e)) ? -ENOTDIR : del_rec(ns, path);
+	int rc = !e ? -ENOENT : !S_ISDIR(nsi_mode(e)) ? -ENOTDIR : change_touch(ns, path, NULL, -1);
 	pthread_rwlock_unlock(&ns->lock);
 	return rc;
 }
@@ -324,7 +387,7 @@ int ns_unlink(struct ns_store *ns, const char *path, struct chfs_md *old)
 	pthread_rwlock_wrlock(&ns->lock);
 	int rc = *path ? md_of(nsi_find(ns->idx, path), old) : -EISDIR;
 	if (rc == 0)
-		rc = S_ISDIR(old->mode) ? -EISDIR : del_rec(ns, path);
+		rc = S_ISDIR(old->mode) ? -EISDIR : change_touch(ns, path, NULL, 0);
 	pthread_rwlock_unlock(&ns->lock);
 	return rc;
 }
@@ -367,7 +430,12 @@ int ns_insert(struct ns_store *ns, const char *path, const struct chfs_md *md, i
 	if (!*path)
 		return -EEXIST;
 	pthread_rwlock_wrlock(&ns->lock);
-	int rc = put_entry(ns, path, md, noreplace, old, replaced);
+	struct chfs_md *moved = &ns->scratch2; /* a rename's new name: ctime is now, as Linux's */
+	*moved = *md;
+	moved->ctime_ns = now_ns();
+	int rc = check_put(ns, path, moved, noreplace, old, replaced);
+	if (rc == 0)
+		rc = change_touch(ns, path, moved, S_ISDIR(moved->mode));
 	pthread_rwlock_unlock(&ns->lock);
 	return rc;
 }
@@ -380,7 +448,8 @@ int ns_remove_if(struct ns_store *ns, const char *path, uint64_t fileid)
 	pthread_rwlock_wrlock(&ns->lock);
 	int rc = md_of(nsi_find(ns->idx, path), md);
 	if (rc == 0)
-		rc = md->fileid != fileid ? -ESTALE : del_rec(ns, path);
+		rc = md->fileid != fileid ? -ESTALE
+		                          : change_touch(ns, path, NULL, S_ISDIR(md->mode) ? -1 : 0);
 	pthread_rwlock_unlock(&ns->lock);
 	free(md);
 	return rc;
@@ -398,11 +467,23 @@ int ns_rename(struct ns_store *ns, const char *from, const char *to, struct chfs
 		rc = nsi_check_parents(ns->idx, to);
 	if (rc == 0 && strcmp(from, to) != 0 && (rc = check_put(ns, to, md, 0, old, replaced)) == 0) {
 		/* One journal group: after a crash either both names changed or neither did. */
-		size_t len;
-		md->ctime_ns = now_ns();
+		const char *sf = strrchr(from, '/'), *st = strrchr(to, '/');
+		size_t len, lf = sf ? (size_t)(sf - from) : 0, lt = st ? (size_t)(st - to) : 0;
+		int isdir = S_ISDIR(md->mode), same_dir = lf == lt && strncmp(from, to, lf) == 0;
+		prep_touch(ns, &ns->pt[0], to, same_dir ? 0 : isdir);
+		if (!same_dir) /* another directory than pt[0]'s */
+			prep_touch(ns, &ns->pt[1], from, -isdir);
+		else
+			ns->pt[1].set = 0;
+		int more = ns->pt[0].set || ns->pt[1].set;
+		md->ctime_ns = now_ns(); /* a renamed entry's ctime changes, as Linux's */
 		rc = record_encode(md, ns->rec, sizeof ns->rec, &len);
 		if (rc == 0)
-			rc = nsj_append_move(ns->j, to, ns->rec, len, from);
+			rc = nsj_stage(ns->j, NSJ_PUT, 1, to, ns->rec, len);
+		if (rc == 0)
+			rc = nsj_stage(ns->j, NSJ_DEL, more, from, NULL, 0);
+		if (rc == 0)
+			rc = commit_touches(ns, 2);
 		if (rc == 0 && (rc = nsi_set(ns->idx, to, ns->rec, len, md->mode)) == 0) {
 			nsi_clear(ns->idx, from);
 			maybe_compact(ns);
@@ -445,6 +526,12 @@ static void apply_setattr(struct chfs_md *md, const struct wire_setattr *a, int6
 		md->size = a->size;
 		md->mtime_ns = now;
 	}
+	if (which & WIRE_SET_TOUCH)
+		md->mtime_ns = now;
+	if (which & WIRE_SET_SUBDIR_ADD)
+		md->subdirs++;
+	if ((which & WIRE_SET_SUBDIR_DEL) && md->subdirs > 0)
+		md->subdirs--;
 	md->ctime_ns = now;
 }
 
@@ -461,6 +548,8 @@ int ns_setattr(struct ns_store *ns, const char *path, uint64_t fileid, const str
 			rc = -ESTALE;
 		else if ((which & (WIRE_SET_SIZE | WIRE_SET_SIZE_MAX)) && !S_ISREG(out->mode))
 			rc = S_ISDIR(out->mode) ? -EISDIR : -EINVAL;
+		else if ((which & (WIRE_SET_SUBDIR_ADD | WIRE_SET_SUBDIR_DEL)) && !S_ISDIR(out->mode))
+			rc = -ENOTDIR;
 	}
 	if (rc == 0) {
 		apply_setattr(out, a, now_ns());

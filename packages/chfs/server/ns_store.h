@@ -11,6 +11,10 @@
  * acknowledged; nothing is fsynced except compaction's snapshot, so acknowledged changes
  * survive a crash of chfsd, not of the machine (see ns_journal.c).
  *
+ * A name added or removed below a directory recorded here also sets the directory's mtime and
+ * ctime and its subdirectory count (md.subdirs), in the same journal group as the change
+ * (directories recorded elsewhere are updated by the client: lib/dirtimes.c).
+ *
  * Paths are canonical (path_check_canonical; "" is the root, which has no record and always
  * exists) and are never resolved in the file system. The namespace mints file ids but never
  * touches the backing files (data_store.h). All functions return 0 or -errno.

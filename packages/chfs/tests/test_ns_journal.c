@@ -158,6 +158,42 @@ static void copy_cut(const uint8_t *jbuf, size_t jlen, const char *to, size_t cu
 	free(b);
 }
 
+/* A directory recorded here follows the names below it (lib/dirtimes.c): times and the
+ * subdirectory count change with the entry, in its journal group, and survive a reopen. */
+static void dir_touches(void)
+{
+	char dir[] = "/tmp/chfs-test-nsj3-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	struct ns_store *ns;
+	int fd, existed, replaced;
+	struct chfs_md in = mk(S_IFDIR | 0755), out, old, p0, p;
+	CHECK_EQ(open_dir(dir, &ns, &fd), 0);
+	CHECK_EQ(ns_mkdir(ns, "p", &in), 0);
+	CHECK_EQ(ns_lookup(ns, "p", &p0), 0);
+	CHECK_EQ(p0.subdirs, 0);
+	CHECK_EQ(ns_mkdir(ns, "p/s", &in), 0);
+	CHECK_EQ(ns_mkdir(ns, "p/t", &in), 0);
+	CHECK_EQ(ns_lookup(ns, "p", &p), 0);
+	CHECK(p.subdirs == 2 && p.mtime_ns > p0.mtime_ns && p.ctime_ns == p.mtime_ns);
+	in = mk(S_IFREG | 0644);
+	CHECK_EQ(ns_create(ns, "p/f", &in, 1, &out, &existed), 0);
+	CHECK_EQ(ns_lookup(ns, "p", &p0), 0);
+	CHECK(p0.mtime_ns > p.mtime_ns && p0.subdirs == 2);
+	CHECK_EQ(ns_rename(ns, "p/t", "q", &old, &replaced), 0);   /* out of p: one subdirectory less */
+	CHECK_EQ(ns_rename(ns, "p/f", "p/g", &old, &replaced), 0); /* within p: count unchanged */
+	CHECK_EQ(ns_rmdir(ns, "p/s"), 0);
+	CHECK_EQ(ns_lookup(ns, "p", &p), 0);
+	CHECK(p.subdirs == 0 && p.mtime_ns > p0.mtime_ns);
+	close_dir(ns, fd);
+	CHECK_EQ(open_dir(dir, &ns, &fd), 0); /* replayed from the journal */
+	CHECK_EQ(ns_lookup(ns, "p", &p0), 0);
+	CHECK(p0.subdirs == 0 && p0.mtime_ns == p.mtime_ns);
+	close_dir(ns, fd);
+	char cmd[100];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/chfs-test-nsj-XXXXXX", work[64];
@@ -212,6 +248,7 @@ int main(void)
 	}
 	CHECK_EQ(bad, 0);
 	free(jbuf);
+	dir_touches();
 	printf("journal of %lld bytes cut/garbled at every offset: %d mismatches\n", (long long)total, bad);
 
 	/* Compaction after every change: reopen gives the final state, from the snapshot. */

@@ -341,7 +341,7 @@ int main(void)
 	begin(&e, buf, sizeof buf);
 	wenc_str(&e, "f");
 	wenc_u64(&e, 0);
-	wenc_u32(&e, 128);
+	wenc_u32(&e, WIRE_SET_ALL + 1);
 	wenc_u32(&e, 0);
 	wenc_i64(&e, 0);
 	wenc_i64(&e, 0);

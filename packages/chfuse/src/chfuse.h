@@ -6,6 +6,7 @@
  *   chfuse_ops.c      the file-system operations, each a thin translation to one chfs.h call
  *   chfuse_backing.c  passthrough: one kernel backing id per node-local backing file
  *   chfuse_stats.c    request counters, written to the -o stats=FILE file
+ *   chfuse_hidden.c   files unlinked while open (libfuse's hidden names)
  * It uses the high-level (path based) libfuse API because CHFS itself is path based; the only
  * low-level piece passthrough needs is the /dev/fuse descriptor for FUSE_DEV_IOC_BACKING_OPEN,
  * which fuse_session_fd() gives. Everything CHFS-related goes through chfs.h only.
@@ -52,6 +53,17 @@ int chfuse_backing_fd(const struct chfuse_backing *b);
 void chfuse_backing_put(int session_fd, struct chfuse_backing *b);
 /* Directory of some backing file seen so far (for statfs), or NULL. */
 const char *chfuse_backing_dir(void);
+
+/* ---- chfuse_hidden.c ---- */
+/* 1 if path's last name is one libfuse gives an open file it hides (.fuse_hidden + 16 hex). */
+int chfuse_is_hidden_name(const char *path);
+/* libfuse hides the open file `from` as `hidden`: unlink `from` in CHFS, keeping the file open
+ * under the hidden name. 0 or -errno. */
+int chfuse_hide(const char *from, const char *hidden);
+/* The descriptor kept for a hidden name, or -1. */
+int chfuse_hidden_fd(const char *path);
+/* libfuse unlinks a hidden name after the last release: close its descriptor. 1 if it was one. */
+int chfuse_unhide(const char *path);
 
 /* ---- chfuse_stats.c ---- */
 enum chfuse_counter {

@@ -15,8 +15,10 @@
  * allow_other; the kernel checks permissions (default_permissions, including chown's rules)
  * before a request reaches us, so libchfs only records owners (CHFS_ACT_CHECKED).
  *
- * What CHFS does not keep is refused with a clear errno, never faked: hard links (EPERM, what
- * the kernel makes of a missing link operation), FIFOs and device nodes (ENOSYS),
+ * A file unlinked or renamed over while open stays usable until its last release
+ * (chfuse_hidden.c). FIFOs and sockets are CHFS entries the kernel runs (op_mknod). What CHFS
+ * does not keep is refused with a clear errno, never faked: hard links (EPERM, what the kernel
+ * makes of a missing link operation), device nodes (EPERM),
  * RENAME_EXCHANGE (EINVAL). statfs has no chfs.h call: it reports the file system holding this
  * node's backing files, scaled by the number of servers (an estimate for df, documented).
  */
@@ -58,7 +60,7 @@ static void act_for_caller(void)
 
 static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
-	cfg->hard_remove = 1; /* unlink really unlinks; no .fuse_hidden renames */
+	cfg->hard_remove = 0; /* an open file's unlink: libfuse hides it (chfuse_hidden.c) */
 	cfg->nullpath_ok = 0;
 	cfg->use_ino = 0;
 	cfg->attr_timeout = 1.0; /* other nodes change files: keep kernel caches short */
@@ -82,7 +84,8 @@ static void op_destroy(void *private_data) { chfuse_stats_dump(); }
 
 static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
-	int rc = fi ? chfs_fstat(file_of(fi)->fd, st) : chfs_lstat(path, st);
+	int hfd = fi || !path ? -1 : chfuse_hidden_fd(path);
+	int rc = fi ? chfs_fstat(file_of(fi)->fd, st) : hfd >= 0 ? chfs_fstat(hfd, st) : chfs_lstat(path, st);
 	return rc < 0 ? neg_errno() : 0;
 }
 
@@ -111,8 +114,17 @@ static int op_mkdir(const char *path, mode_t mode)
 
 static int op_unlink(const char *path)
 {
+	if (chfuse_unhide(path))
+		return 0; /* the last release of a file unlinked while open */
 	act_for_caller();
 	return chfs_unlink(path) < 0 ? neg_errno() : 0;
+}
+
+/* FIFOs and sockets: the kernel runs them on the inode (chfs.h chfs_mknod). */
+static int op_mknod(const char *path, mode_t mode, dev_t rdev)
+{
+	act_for_caller();
+	return chfs_mknod(path, mode, rdev) < 0 ? neg_errno() : 0;
 }
 
 static int op_rmdir(const char *path)
@@ -132,6 +144,8 @@ static int op_rename(const char *from, const char *to, unsigned int flags)
 	if (flags & RENAME_EXCHANGE)
 		return -EINVAL; /* CHFS has no atomic exchange */
 	act_for_caller();
+	if (flags == 0 && chfuse_is_hidden_name(to) && chfuse_hidden_fd(to) < 0)
+		return chfuse_hide(from, to); /* an open file loses its name (chfuse_hidden.c) */
 	if (flags & RENAME_NOREPLACE) {
 		struct stat st;
 		if (chfs_lstat(to, &st) == 0)
@@ -365,6 +379,7 @@ const struct fuse_operations chfuse_ops = {
         .readlink = op_readlink,
         .mkdir = op_mkdir,
         .unlink = op_unlink,
+        .mknod = op_mknod,
         .rmdir = op_rmdir,
         .symlink = op_symlink,
         .rename = op_rename,
