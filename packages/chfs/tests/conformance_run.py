@@ -79,10 +79,12 @@ CASES = [
                    ("create", "d/f", "x"), ("stat", "d"), ("rmdir", "d/a"), ("stat", "d")]),
     ("parent-times", [("mkdir", "d"), ("ptimes", "d", "create", "d/f"),
                       ("ptimes", "d", "mkdir", "d/s"), ("ptimes", "d", "symlink", "d/l"),
-                      ("ptimes", "d", "link", "d/h"), ("ptimes", "d", "rename", "d/g"),
-                      ("ptimes", "d", "unlink", "d/g"), ("ptimes", "d", "rmdir", "d/s")]),
+                      ("ptimes", "d", "rename", "d/g"), ("ptimes", "d", "unlink", "d/g"),
+                      ("ptimes", "d", "rmdir", "d/s")]),
+    ("parent-times-link", [("mkdir", "d"), ("create", "d/f", "x"), ("ptimes", "d", "link", "d/h")]),
     ("ctime", [("create", "f", "x"), ("ctime", "f", "chmod"), ("ctime", "f", "chown"),
-               ("ctime", "f", "link"), ("ctime", "f", "rename")]),
+               ("ctime", "f", "rename")]),
+    ("ctime-link", [("create", "f", "x"), ("ctime", "f", "link")]),
     ("utime-symlink-nofollow", [("create", "f", "x"), ("symlink", "f", "l"), ("utime-nofollow", "l"),
                                 ("mtime", "l", "lstat"), ("mtime", "f", "stat")]),
 ]
@@ -290,7 +292,7 @@ def step(base, outside, op, *a):
         elif what == "link":
             os.link(P(os.path.join(parent, "f")), P(target))
         elif what == "rename":
-            os.rename(P(os.path.join(parent, "h")), P(target))
+            os.rename(P(os.path.join(parent, "f")), P(target))
         elif what == "unlink":
             os.unlink(P(target))
         elif what == "rmdir":
