@@ -283,7 +283,8 @@ int main(int argc, char **argv)
 		if (rc == -EINVAL)
 			log_err("CHFS_IO_ENGINE=%s: expected uring or sync", env ? env : "");
 		else
-			log_err("storage I/O engine: %s", strerror(-rc));
+			log_err("storage I/O engine: %s%s", strerror(-rc),
+			        rc == -ENOTSUP ? " (chfsd built without libasyncsys: --io=sync)" : "");
 		return 1;
 	}
 	if (ioe_async() && strcmp(ioe_describe(), "uring") != 0)

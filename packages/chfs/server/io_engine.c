@@ -10,19 +10,35 @@
  * waits for more). Short transfers are finished synchronously; a request the kernel cancelled
  * (-ECANCELED/-EINTR: the thread that submitted it exited) is redone synchronously; a full area
  * makes the operation synchronous. Without io_uring, libasyncsys's execution threads run the
- * same requests.
+ * same requests. A chfsd built without libasyncsys has the sync engine only.
  */
 #define _GNU_SOURCE
 #include "io_engine.h"
 
 #include "log.h"
 
-#include <asyncsys.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#ifdef CHFS_HAVE_ASYNCSYS
+#include <asyncsys.h>
+#else /* built without libasyncsys (chfs alone): as_init_params fails, only "sync" exists */
+struct as;
+struct as_params {
+	unsigned nthreads, nreq, flags;
+};
+#define AS_URING_ASYNC 0
+#define AS_F_URING 0
+static int as_init_params(struct as **asp, const struct as_params *p) { return -ENOTSUP; }
+static int as_exit(struct as *as, void *fn, void *arg) { return 0; }
+static unsigned as_features(const struct as *as) { return 0; }
+static int as_submit(struct as *as, long num, const long arg[6]) { return -ENOSYS; }
+static int as_wait(struct as *as, unsigned slot, long *ret) { return -EINVAL; }
+static int as_start(struct as *as) { return 0; }
+#endif
 
 static struct as *pipe_as, *wait_as; /* NULL: synchronous engine */
 
@@ -69,7 +85,8 @@ int ioe_start(const char *mode)
 {
 	if (!mode)
 		mode = getenv("CHFS_IO_ENGINE");
-	if (!mode || !*mode)
+	int chosen = mode && *mode;
+	if (!chosen)
 		mode = "uring";
 	if (strcmp(mode, "sync") == 0)
 		return 0;
@@ -81,7 +98,7 @@ int ioe_start(const char *mode)
 		as_exit(pipe_as, NULL, NULL);
 		pipe_as = NULL;
 	}
-	return rc;
+	return rc == -ENOTSUP && !chosen ? 0 : rc; /* no libasyncsys: sync unless uring was asked for */
 }
 
 void ioe_stop(void)

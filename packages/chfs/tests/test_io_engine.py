@@ -3,8 +3,9 @@ under --io=sync (pread/pwrite), --io=uring (libasyncsys on io_uring: the RMA of 
 overlaps the file write of the previous one) and uring with io_uring disabled
 (kernel.io_uring_disabled=2: libasyncsys's execution threads run the same requests). Each engine
 runs a data-integrity round (inline and RMA transfers, many pieces, unaligned offsets,
-overwrites, holes, reads past the end, concurrent clients) and a kill -9 in the middle of a
-stream of writes followed by a restart (every acknowledged write is there, the server goes on).
+overwrites, holes, reads past the end, concurrent clients), a kill -9 in the middle of a stream
+of writes followed by a restart (every acknowledged write is there, the server goes on), and
+the backend copies (flush to the backend, stage-in).
 
 The sysctl is machine-wide: it is set only while chfsd starts (io_uring_setup is where the
 kernel checks it; a ring made before keeps working) and restored in a finally, so other
@@ -45,20 +46,26 @@ def io_uring_disabled(engine):
             f.write(old)
 
 
-@pytest.fixture(params=ENGINES)
-def engine_pool(request, tmp_path):
+def start_pool(engine, tmp_path, extra_args=()):
     """One chfsd (tcp) with the engine under test: --io=uring, CHFS_IO_ENGINE=sync (the
     environment variable path), or --io=uring started with io_uring disabled."""
-    engine = request.param
-    args = ["-L", "info"] + (["--io=uring"] if engine != "sync" else [])
+    args = ["-L", "info"] + (["--io=uring"] if engine != "sync" else []) + list(extra_args)
     env = {"CHFS_CHUNK_SIZE": str(CHUNK)} | ({"CHFS_IO_ENGINE": "sync"} if engine == "sync" else {})
     with io_uring_disabled(engine):
         pool = ChfsPool(servers=1, tmp=str(tmp_path / "pool"), rpc_timeout_ms=2000,
                         extra_env=env, chfsd_args=args)
     pool.engine = engine
     pool.restart_with_engine = lambda: _restart(pool)
+    if LOG_LINE[engine] not in pool.log(0):
+        pool.stop()
+        raise AssertionError(pool.log(0))
+    return pool
+
+
+@pytest.fixture(params=ENGINES)
+def engine_pool(request, tmp_path):
+    pool = start_pool(request.param, tmp_path)
     try:
-        assert LOG_LINE[engine] in pool.log(0), pool.log(0)
         yield pool
     finally:
         pool.stop()
@@ -142,6 +149,30 @@ def test_kill_9_mid_write_and_restart_under_each_engine(engine_pool):
     nxt = acked[-1] + 1
     put(p, f"/w{nxt}", blobs[nxt % 3])
     assert sha(get(p, f"/w{nxt}")) == sha(blobs[nxt % 3])
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_flush_and_stage_in_through_each_engine(engine, tmp_path):
+    """The backend copies (io_copy.c): chfs_sync flushes a written file to the backend (pread of
+    piece k+1 beside the pwrite of piece k), chfs_stagein brings a backend file in (by
+    copy_file_range where the file systems allow it, else by the same pipelined copy)."""
+    backend = tmp_path / "backend"
+    backend.mkdir()
+    staged = rand((5 << 20) + 77, 3)
+    (backend / "in.bin").write_bytes(staged)
+    p = start_pool(engine, tmp_path, ["-b", str(backend), "-F", "0"])
+    try:
+        p.env["CHFS_BACKEND_PATH"] = str(backend)
+        written = rand(CHUNK + (3 << 20) + 5, 4)
+        put(p, "/out.bin", written)
+        io(p, "sync")
+        assert sha((backend / "out.bin").read_bytes()) == sha(written)
+        io(p, "stagein", "/in.bin")
+        (backend / "in.bin").write_bytes(bytes(len(staged)))  # served from CHFS from now on
+        assert sha(get(p, "/in.bin")) == sha(staged)
+    finally:
+        p.stop()
 
 
 def test_unknown_engine_is_refused(tmp_path, chfs_stack_env):
