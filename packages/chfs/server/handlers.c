@@ -6,8 +6,8 @@
  * claimed sender or replies to it. handle_request() decodes and validates the whole request
  * (wire_decode_req), checks the secret again, dispatches, and sends exactly one reply: header
  * with status 0 or -errno, then the op's reply body. Each worker thread keeps its own request
- * struct, reply buffer and bulk buffer (allocated on first use), so handlers never allocate per
- * request.
+ * struct and reply buffer (and, in bulk_io.c, its piece buffers), allocated on first use, so
+ * handlers never allocate per request.
  *
  * Bulk data: WRITE and READ move RMA data piece by piece between the client and the backing
  * file (bulk_io.h: pipelined with the asynchronous storage I/O engine, io_engine.h). Inline data
