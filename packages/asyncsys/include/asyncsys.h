@@ -79,6 +79,10 @@ int as_submitv(struct as *as, const struct syscall_info *reqs, unsigned n, unsig
  * least one request is COMPLETED; returns the number of COMPLETED, uncollected requests (0 when
  * nothing is in flight). */
 int as_wakeup(struct as *as);
+/* Starts everything placed (as as_wakeup does) and returns at once, without waiting for any
+ * completion: a caller that overlaps its own work with its requests collects them later with
+ * as_wait/as_poll/as_reap. */
+int as_start(struct as *as);
 /* The same, waiting until at least min_complete requests are COMPLETED (or none is in flight). */
 int as_wakeup_wait(struct as *as, unsigned min_complete);
 /* Collects slot's result if it is COMPLETED: 1 (and *ret), 0 (still running), -EINVAL (slot

@@ -1,6 +1,6 @@
 /*
  * asyncsys.c — the public interface: as_init, as_submit[v], as_wakeup, as_poll, as_wait,
- * as_reap, as_exit. Placing a request fills a free slot and queues it for the ring (when its
+ * as_reap, as_start, as_exit. Placing a request fills a free slot and queues it for the ring (when its
  * number has an io_uring opcode) or for the execution threads; waiting sleeps on a futex, or in
  * io_uring_enter for the one thread that reaps the ring.
  */
@@ -245,6 +245,12 @@ int as_wakeup_wait(struct as *as, unsigned min_complete)
 }
 
 int as_wakeup(struct as *as) { return as_wakeup_wait(as, 1); }
+
+int as_start(struct as *as)
+{
+	start(as);
+	return 0;
+}
 
 /* Reaps ring completions that are already there, without sleeping or starting anything (if no
  * other thread holds the ring). */

@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include "backend.h"
 #include "chfsd.h"
+#include "io_copy.h"
 
 #include "log.h"
 #include "placement.h"
@@ -145,26 +146,7 @@ static int fetch(int bfd, int dfd, uint8_t *buf, size_t piece, uint64_t start, u
 		if ((uint64_t)in >= end)
 			return 0;
 	}
-	for (uint64_t off = start; off < end;) {
-		size_t want = end - off < piece ? (size_t)(end - off) : piece;
-		ssize_t k = pread(bfd, buf, want, (off_t)off);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		if (k == 0)
-			return 0;
-		for (ssize_t w = 0; w < k;) {
-			ssize_t n = pwrite(dfd, buf + w, (size_t)(k - w), (off_t)(off + (uint64_t)w));
-			if (n < 0 && errno != EINTR)
-				return -errno;
-			if (n > 0)
-				w += n;
-		}
-		off += (uint64_t)k;
-		*fetched += (uint64_t)k;
-	}
-	return 0;
+	return ioe_copy(bfd, dfd, buf, piece, start, end, fetched);
 }
 
 /* One pass over chunks first..last of a file: what it needs open, opened once. */

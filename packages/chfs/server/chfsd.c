@@ -3,7 +3,7 @@
  *
  * Start-up order: parse options -> (fork into the background unless -f; the parent waits on a
  * pipe until the child is serving or failed, so `chfsd` returning 0 means the server answers)
- * -> read the pool secret -> open the storage directory -> open the transport (reusing the
+ * -> read the pool secret -> start the storage I/O engine (io_engine.h) -> open the storage directory -> open the transport (reusing the
  * address saved in DIR/chfsd.addr when -h names no port, so a restarted server keeps its place
  * in the pool) -> read or create the identity (DIR/server.id), begin a pool of one, join
  * the bootstrap server if one was given -> serve
@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "backend.h"
 #include "chfsd.h"
+#include "io_engine.h"
 
 #include "config.h"
 #include "log.h"
@@ -68,6 +69,9 @@ static void usage(FILE *f)
 	           "  -l FILE     log to FILE instead of stderr\n"
 	           "  -L LEVEL    log priority: err, warning, notice (default), info, debug\n"
 	           "  -f          stay in the foreground\n"
+	           "  --io=ENGINE storage I/O: uring (default; io_uring through libasyncsys, or its\n"
+	           "              execution threads where io_uring is unavailable) or sync\n"
+	           "              (pread/pwrite); default $CHFS_IO_ENGINE, else uring\n"
 	           "Signals: SIGTERM/SIGINT stop the server (it stays a member: restart it on the same\n"
 	           "  directory to serve its data again); SIGUSR1 makes it leave the pool: it hands every\n"
 	           "  key it holds to the new owner, then exits (status 0 once everything moved).\n"
@@ -125,13 +129,14 @@ static const char *canon_proto(const char *p)
 int main(int argc, char **argv)
 {
 	const char *dir = NULL, *proto = "tcp", *host = NULL, *infofile = NULL, *pidfile = NULL;
-	const char *logfile = NULL, *secretfile = NULL, *bootstrap = NULL, *backend = NULL;
+	const char *logfile = NULL, *secretfile = NULL, *bootstrap = NULL, *backend = NULL, *io = NULL;
 	unsigned nthreads = 4;
 	int timeout = CHFS_DEFAULT_RPC_TIMEOUT, foreground = 0, vnodes = 0, c, nflush = 1;
 	double flush_delay = 1.0;
 	char *end;
 	char defdir[256], secbuf[4096];
-	static const struct option lopts[] = {{"help", no_argument, NULL, 'H'}, {0}};
+	static const struct option lopts[] = {
+	        {"help", no_argument, NULL, 'H'}, {"io", required_argument, NULL, 'E'}, {0}};
 
 	chfs_log_set_prog("chfsd");
 	while ((c = getopt_long(argc, argv, "c:b:F:U:p:h:S:P:T:t:V:k:l:L:fd", lopts, NULL)) != -1) {
@@ -177,6 +182,13 @@ int main(int argc, char **argv)
 		case 'd': chfs_log_level = LOG_DEBUG; /* fall through */
 		case 'f': foreground = 1; break;
 		case 'H': usage(stdout); return 0;
+		case 'E':
+			if (strcmp(optarg, "uring") != 0 && strcmp(optarg, "sync") != 0) {
+				fprintf(stderr, "chfsd: --io=%s: expected uring or sync\n", optarg);
+				return 2;
+			}
+			io = optarg;
+			break;
 		default: usage(stderr); return 2;
 		}
 	}
@@ -266,6 +278,19 @@ int main(int argc, char **argv)
 		        rc == -EACCES ? " (must be a regular file readable only by its owner)" : "");
 		return 1;
 	}
+	if ((rc = ioe_start(io)) < 0) { /* after the fork: libasyncsys is not fork-safe */
+		const char *env = getenv("CHFS_IO_ENGINE");
+		if (rc == -EINVAL)
+			log_err("CHFS_IO_ENGINE=%s: expected uring or sync", env ? env : "");
+		else
+			log_err("storage I/O engine: %s%s", strerror(-rc),
+			        rc == -ENOTSUP ? " (chfsd built without libasyncsys: --io=sync)" : "");
+		return 1;
+	}
+	if (ioe_async() && strcmp(ioe_describe(), "uring") != 0)
+		log_warn("storage I/O engine: io_uring unavailable (kernel.io_uring_disabled, seccomp?): "
+		         "libasyncsys runs it on execution threads");
+	log_info("storage I/O engine: %s", ioe_describe());
 	if ((rc = st_open(dir, &d.st)) < 0) {
 		log_err("storage directory %s: %s", dir, strerror(-rc));
 		return 1;
@@ -394,6 +419,7 @@ int main(int argc, char **argv)
 	bflush_stop(&d); /* everything written reaches the backend before we exit */
 	st_close(d.st);
 	backend_close(d.bk);
+	ioe_stop();
 	if (pidfile)
 		unlink(pidfile);
 	return status;

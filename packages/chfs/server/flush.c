@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 #include "backend.h"
 #include "chfsd.h"
+#include "io_copy.h"
 
 #include "log.h"
 
@@ -179,27 +180,6 @@ int bflush_note_write(struct chfsd *d, uint64_t fileid, const struct wire_tag *t
 	return rc;
 }
 
-static int copy_range(int from, int to, uint8_t *buf, uint64_t start, uint64_t end)
-{
-	for (uint64_t off = start; off < end;) {
-		size_t want = end - off < COPY_PIECE ? (size_t)(end - off) : COPY_PIECE;
-		ssize_t k = pread(from, buf, want, (off_t)off);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return k < 0 ? -errno : 0;
-		for (ssize_t w = 0; w < k;) {
-			ssize_t n = pwrite(to, buf + w, (size_t)(k - w), (off_t)off + w);
-			if (n < 0 && errno != EINTR)
-				return -errno;
-			if (n > 0)
-				w += n;
-		}
-		off += (uint64_t)k;
-	}
-	return 0;
-}
-
 /* Flush e (busy, lock not held). Returns 0 or -errno. */
 static int flush_one(struct dirty *e)
 {
@@ -235,7 +215,7 @@ static int flush_one(struct dirty *e)
 		 * of it is here to flush, and writing zeros would destroy the backend's copy. */
 		off_t data = dfd >= 0 && start < end ? lseek(dfd, (off_t)start, SEEK_DATA) : -1;
 		if (data >= 0 && (uint64_t)data < end)
-			rc = copy_range(dfd, bfd, buf, start, end);
+			rc = ioe_copy(dfd, bfd, buf, COPY_PIECE, start, end, NULL);
 		if (rc) {
 			pthread_mutex_lock(&fl.lock);
 			pwrite(e->fd, &one, 1, (off_t)(MAP_OFF + i)); /* still dirty */

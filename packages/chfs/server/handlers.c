@@ -6,18 +6,19 @@
  * claimed sender or replies to it. handle_request() decodes and validates the whole request
  * (wire_decode_req), checks the secret again, dispatches, and sends exactly one reply: header
  * with status 0 or -errno, then the op's reply body. Each worker thread keeps its own request
- * struct, reply buffer and bulk buffer (allocated on first use), so handlers never allocate per
- * request.
+ * struct and reply buffer (and, in bulk_io.c, its piece buffers), allocated on first use, so
+ * handlers never allocate per request.
  *
- * Bulk data: WRITE pulls RMA data into the bulk buffer piecewise (BULK_PIECE at a time) and
- * pwrite()s it to the backing file; READ pread()s into it and pushes by RMA. Inline data is
- * written straight from / read straight into the message buffers. After a failed transfer the
- * bulk buffer is retired to the transport (a late transfer may still touch it) and replaced.
+ * Bulk data: WRITE and READ move RMA data piece by piece between the client and the backing
+ * file (bulk_io.h: pipelined with the asynchronous storage I/O engine, io_engine.h). Inline data
+ * is written straight from / read straight into the message buffers, through the same engine.
  */
 #define _GNU_SOURCE
 #include "backend.h"
+#include "bulk_io.h"
 #include "chfsd.h"
 #include "find.h"
+#include "io_engine.h"
 #include "moved.h"
 
 #include "log.h"
@@ -31,13 +32,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BULK_PIECE (4u << 20)
-
 struct worker {
 	struct wire_req req;
 	uint8_t *rep;
 	size_t repcap;
-	uint8_t *bulk;
 };
 
 static __thread struct worker *tls_worker;
@@ -56,8 +54,6 @@ static struct worker *worker_get(struct chfsd *d)
 		}
 		tls_worker = w;
 	}
-	if (!tls_worker->bulk && !(tls_worker->bulk = malloc(BULK_PIECE)))
-		return NULL;
 	return tls_worker;
 }
 
@@ -65,48 +61,6 @@ static struct worker *worker_get(struct chfsd *d)
 static struct xprt_rma_desc rma_desc(const struct wire_req *q)
 {
 	return (struct xprt_rma_desc){.addr = q->rma.addr, .key = q->rma.key, .len = q->rma.len};
-}
-
-/* A failed transfer may still land in (or read from) the bulk buffer: the transport keeps it
- * until that cannot happen any more, and this worker takes a new one next time. */
-static void bulk_retire(xprt_req_t *r, struct worker *w)
-{
-	xprt_rma_retire(r, w->bulk);
-	w->bulk = NULL;
-}
-
-static int full_pwrite(int fd, const uint8_t *p, size_t n, uint64_t off)
-{
-	while (n) {
-		ssize_t k = pwrite(fd, p, n, (off_t)off);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += k;
-		n -= (size_t)k;
-		off += (uint64_t)k;
-	}
-	return 0;
-}
-
-/* Read up to n bytes; returns bytes read before EOF, or -errno. */
-static ssize_t full_pread(int fd, uint8_t *p, size_t n, uint64_t off)
-{
-	size_t got = 0;
-	while (got < n) {
-		ssize_t k = pread(fd, p + got, n - got, (off_t)(off + got));
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (k == 0)
-			break;
-		got += (size_t)k;
-	}
-	return (ssize_t)got;
 }
 
 static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
@@ -124,19 +78,11 @@ static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	for (uint32_t i = 0; i < q->nseg && rc == 0; i++) {
 		const struct wire_seg *s = &q->seg[i];
 		if (!q->has_rma) {
-			rc = full_pwrite(fd, src, s->len, s->off);
+			rc = ioe_pwrite(fd, src, s->len, s->off);
 			src += s->len;
 			continue;
 		}
-		for (uint64_t k = 0; k < s->len && rc == 0;) {
-			size_t piece = s->len - k > BULK_PIECE ? BULK_PIECE : (size_t)(s->len - k);
-			rc = xprt_rma_read(r, &rd, s->bufoff + k, w->bulk, piece);
-			if (rc == 0)
-				rc = full_pwrite(fd, w->bulk, piece, s->off + k);
-			else
-				bulk_retire(r, w);
-			k += piece;
-		}
+		rc = bulk_write_seg(r, &rd, s->bufoff, fd, s->off, s->len);
 	}
 	close(fd);
 	if (rc == 0) /* dirty before the reply: a crash after it still flushes (flush.c) */
@@ -173,7 +119,7 @@ static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct wo
 		const struct wire_seg *s = &q->seg[i];
 		uint64_t got = 0;
 		if (fd >= 0 && !q->has_rma) {
-			ssize_t k = full_pread(fd, data, s->len, s->off);
+			ssize_t k = ioe_pread(fd, data, s->len, s->off);
 			if (k < 0)
 				rc = (int)k;
 			else
@@ -182,21 +128,7 @@ static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct wo
 				memset(data + got, 0, s->len - got);
 			data += s->len;
 		} else if (fd >= 0) {
-			while (got < s->len && rc == 0) {
-				size_t piece =
-				        s->len - got > BULK_PIECE ? BULK_PIECE : (size_t)(s->len - got);
-				ssize_t k = full_pread(fd, w->bulk, piece, s->off + got);
-				if (k < 0) {
-					rc = (int)k;
-					break;
-				}
-				if (k > 0 &&
-				    (rc = xprt_rma_write(r, &rd, s->bufoff + got, w->bulk, (size_t)k)) < 0)
-					bulk_retire(r, w);
-				got += (uint64_t)k;
-				if ((size_t)k < piece)
-					break;
-			}
+			rc = bulk_read_seg(r, &rd, s->bufoff, fd, s->off, s->len, &got);
 		} else if (!q->has_rma) {
 			memset(data, 0, s->len);
 			data += s->len;

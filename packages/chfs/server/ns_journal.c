@@ -28,7 +28,8 @@
  * generation than the snapshot means the snapshot was lost: -EIO rather than a silently
  * partial namespace.
  *
- * Durability: a frame is written with one pwrite() before the change is applied in memory or
+ * Durability: a frame is written with one pwrite (through the storage I/O engine, io_engine.h:
+ * io_uring or pwrite) before the change is applied in memory or
  * acknowledged, and never fsynced — the guarantee chfsd has always given its namespace (the
  * one-file-per-entry store renamed records into place without fsync): a change acknowledged
  * to a client survives a crash or kill of chfsd (the bytes are in the kernel's page cache),
@@ -38,6 +39,7 @@
  */
 #define _GNU_SOURCE
 #include "ns_journal.h"
+#include "io_engine.h"
 
 #include "path.h"
 #include "record_codec.h"
@@ -345,9 +347,8 @@ void nsj_close(struct nsj *j)
 /* Write n bytes of j->frame at the end of the journal. */
 static int append_frames(struct nsj *j, int n)
 {
-	ssize_t w = pwrite(j->jfd, j->frame, (size_t)n, (off_t)j->joff);
-	if (w != n) {
-		int rc = w < 0 ? -errno : -ENOSPC;
+	int rc = ioe_pwrite(j->jfd, j->frame, (size_t)n, j->joff); /* io_engine.h */
+	if (rc < 0) {
 		if (ftruncate(j->jfd, (off_t)j->joff) < 0) /* no torn frame before the next one */
 			j->broken = 1;
 		return rc;
