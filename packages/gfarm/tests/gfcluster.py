@@ -57,11 +57,22 @@ class GfarmCluster:
         return {k: (v if k == "endpoint" else float(v) if "." in v else int(v))
                 for k, v in kv.items()}
 
-    def mount(self, coop=True):
-        """gfarm2fs on every client at <dir>/cN/mnt (see gfarm-cluster mount)."""
-        self._script("mount", *([] if coop else ["--no-coop"]))
-        return {f"c{i + 1}": os.path.join(self.dir, f"c{i + 1}", "mnt")
-                for i in range(self.clients)}
+    def mount(self, coop=True, nodes=None, mode=None):
+        """gfarm2fs on every client (or on `nodes`, "sd" included) at <dir>/NODE/mnt; mode
+        "plain" turns kernel passthrough off, "debian" takes Debian's gfarm2fs (see
+        gfarm-cluster mount)."""
+        nodes = nodes or [f"c{i + 1}" for i in range(self.clients)]
+        args = [] if coop else ["--no-coop"]
+        args += [f"--{mode}"] if mode else []
+        for node in nodes:
+            args += ["--node", node]
+        self._script("mount", *args)
+        return {node: os.path.join(self.dir, node, "mnt") for node in nodes}
+
+    def gfarm2fs_stats(self, node):
+        """Counters of our gfarm2fs on NODE (READ/WRITE requests, opens by kind)."""
+        with open(os.path.join(self.dir, node, "gfarm2fs.stats")) as f:
+            return {k: int(v) for k, v in (line.split() for line in f)}
 
     def umount(self):
         self._script("umount")
