@@ -32,8 +32,12 @@ class GfarmCluster:
         self._script("start", "--clients", str(clients), "--cache-size", str(cache_size), *rate)
 
     def _script(self, *args, timeout=120):
-        return subprocess.run([SCRIPT, *args], env=self.env, check=True, timeout=timeout,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        r = subprocess.run([SCRIPT, *args], env=self.env, timeout=timeout,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"gfarm-cluster {' '.join(args)}: exit {r.returncode}: "
+                               f"{r.stderr.strip()}")
+        return r
 
     def run(self, node, argv, coop=True, timeout=120, check=True, **kw):
         cmd = [SCRIPT, "exec"] + ([] if coop else ["--no-coop"]) + [node, "--", *argv]
