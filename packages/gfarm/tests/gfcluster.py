@@ -34,8 +34,12 @@ class GfarmCluster:
         self._script("start", "--clients", str(clients), "--cache-size", str(cache_size), *rate)
 
     def _script(self, *args, timeout=120):
-        return subprocess.run([SCRIPT, *args], env=self.env, check=True, timeout=timeout,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        r = subprocess.run([SCRIPT, *args], env=self.env, timeout=timeout,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"gfarm-cluster {' '.join(args)}: exit {r.returncode}: "
+                               f"{r.stderr.strip()}")
+        return r
 
     def run(self, node, argv, coop=True, timeout=120, check=True, **kw):
         cmd = [SCRIPT, "exec"] + ([] if coop else ["--no-coop"]) + [node, "--", *argv]
@@ -59,11 +63,22 @@ class GfarmCluster:
         return {k: (v if k == "endpoint" else float(v) if "." in v else int(v))
                 for k, v in kv.items()}
 
-    def mount(self, coop=True):
-        """gfarm2fs on every client at <dir>/cN/mnt (see gfarm-cluster mount)."""
-        self._script("mount", *([] if coop else ["--no-coop"]))
-        return {f"c{i + 1}": os.path.join(self.dir, f"c{i + 1}", "mnt")
-                for i in range(self.clients)}
+    def mount(self, coop=True, nodes=None, mode=None):
+        """gfarm2fs on every client (or on `nodes`, "sd" included) at <dir>/NODE/mnt; mode
+        "plain" turns kernel passthrough off, "debian" takes Debian's gfarm2fs (see
+        gfarm-cluster mount)."""
+        nodes = nodes or [f"c{i + 1}" for i in range(self.clients)]
+        args = [] if coop else ["--no-coop"]
+        args += [f"--{mode}"] if mode else []
+        for node in nodes:
+            args += ["--node", node]
+        self._script("mount", *args)
+        return {node: os.path.join(self.dir, node, "mnt") for node in nodes}
+
+    def gfarm2fs_stats(self, node):
+        """Counters of our gfarm2fs on NODE (READ/WRITE requests, opens by kind)."""
+        with open(os.path.join(self.dir, node, "gfarm2fs.stats")) as f:
+            return {k: int(v) for k, v in (line.split() for line in f)}
 
     def umount(self):
         self._script("umount")
