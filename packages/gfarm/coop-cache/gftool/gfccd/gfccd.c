@@ -111,16 +111,25 @@ stat_text(char *buf, size_t size)
 	pthread_mutex_unlock(&stat_mu);
 }
 
+static struct coop_key
+key_of(const struct coop_req *rq)
+{
+	struct coop_key k = { rq->fs, rq->inc, rq->ino, rq->gen };
+
+	return (k);
+}
+
 static int
 do_get(int fd, const struct coop_req *rq, int from_peer)
 {
+	struct coop_key k = key_of(rq);
 	char *buf = malloc(rq->len ? rq->len : 1);
 	size_t n;
 	int r;
 
 	if (buf == NULL)
 		return (send_reply(fd, -ENOMEM, NULL, 0));
-	n = page_cache_get(cache, rq->ino, rq->gen, rq->off, buf, rq->len);
+	n = page_cache_get(cache, &k, rq->off, buf, rq->len);
 	if (from_peer) {
 		pthread_mutex_lock(&stat_mu);
 		stats.served_requested += pages_of(rq->off, rq->len);
@@ -142,7 +151,8 @@ serve_local(int fd, const struct coop_req *rq)
 
 	if (rq->op == COOP_OP_GET)
 		return (do_get(fd, rq, 0));
-	if (rq->len > 0 && rq->op != COOP_OP_PUT && rq->op != COOP_OP_STAT_ADD)
+	if (rq->len > 0 && rq->op != COOP_OP_PUT &&
+	    rq->op != COOP_OP_STAT_ADD && rq->op != COOP_OP_RETAG)
 		return (-1);
 	if (rq->len > 0) {
 		if ((payload = malloc(rq->len)) == NULL)
@@ -158,20 +168,34 @@ serve_local(int fd, const struct coop_req *rq)
 		memcpy(text + COOP_ENDPOINT_MAX, secret, COOP_SECRET_LEN);
 		r = send_reply(fd, 0, text, COOP_ENDPOINT_MAX + COOP_SECRET_LEN);
 		break;
-	case COOP_OP_PUT:
-		page_cache_put(cache, rq->ino, rq->gen, rq->off, payload,
-		    rq->len, rq->aux & COOP_PUT_EOF);
+	case COOP_OP_PUT: {
+		struct coop_key k = key_of(rq);
+
+		page_cache_put(cache, &k, rq->off, payload, rq->len,
+		    rq->aux & COOP_PUT_EOF);
 		r = send_reply(fd, 0, NULL, 0);
 		break;
+	}
 	case COOP_OP_INVAL:
 		page_cache_inval(cache, rq->ino);
 		r = send_reply(fd, 0, NULL, 0);
 		break;
-	case COOP_OP_RETAG:
-		page_cache_retag(cache, rq->ino, COOP_GEN_STAGING, rq->gen,
-		    rq->off);
+	case COOP_OP_RETAG: {
+		struct coop_key from = key_of(rq), to;
+
+		if (rq->len != sizeof(to)) {
+			r = send_reply(fd, -EINVAL, NULL, 0);
+			break;
+		}
+		memcpy(&to, payload, sizeof(to));
+		to.fs = be64toh(to.fs);
+		to.inc = be64toh(to.inc);
+		to.ino = be64toh(to.ino);
+		to.gen = be64toh(to.gen);
+		page_cache_retag(cache, &from, &to, rq->off);
 		r = send_reply(fd, 0, NULL, 0);
 		break;
+	}
 	case COOP_OP_STAT_ADD: {
 		struct coop_stat_add a;
 
@@ -250,6 +274,8 @@ conn_main(void *arg)
 		rq.off = be64toh(rq.off);
 		rq.len = ntohl(rq.len);
 		rq.aux = ntohl(rq.aux);
+		rq.fs = be64toh(rq.fs);
+		rq.inc = be64toh(rq.inc);
 		if (rq.magic != COOP_WIRE_MAGIC || rq.len > COOP_MAX_IO)
 			break;
 		if ((c.from_peer ? serve_peer(c.fd, &rq, &authed) :

@@ -174,8 +174,10 @@ connect_peer(const char *endpoint)
 }
 
 /* send one request (+payload); receive the reply into buf (up to cap) */
+static const struct coop_key no_key;
+
 static int
-exchange(int fd, uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
+exchange(int fd, uint32_t op, const struct coop_key *k, uint64_t off,
 	uint32_t len, uint32_t aux, const void *payload, uint32_t plen,
 	void *buf, size_t cap, size_t *gotp)
 {
@@ -184,10 +186,13 @@ exchange(int fd, uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
 	uint32_t rlen;
 	int r;
 
+	memset(&rq, 0, sizeof(rq));
 	rq.magic = htonl(COOP_WIRE_MAGIC);
 	rq.op = htonl(op);
-	rq.ino = htobe64(ino);
-	rq.gen = htobe64(gen);
+	rq.fs = htobe64(k->fs);
+	rq.inc = htobe64(k->inc);
+	rq.ino = htobe64(k->ino);
+	rq.gen = htobe64(k->gen);
 	rq.off = htobe64(off);
 	rq.len = htonl(len);
 	rq.aux = htonl(aux);
@@ -206,7 +211,7 @@ exchange(int fd, uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
 }
 
 static int
-local_call(uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
+local_call(uint32_t op, const struct coop_key *k, uint64_t off,
 	uint32_t len, uint32_t aux, const void *payload, uint32_t plen,
 	void *buf, size_t cap, size_t *gotp)
 {
@@ -214,7 +219,7 @@ local_call(uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
 
 	if (fd < 0)
 		return (fd);
-	r = exchange(fd, op, ino, gen, off, len, aux, payload, plen,
+	r = exchange(fd, op, k, off, len, aux, payload, plen,
 	    buf, cap, gotp);
 	close(fd);
 	return (r);
@@ -225,7 +230,7 @@ coop_cache_hello(char *endpoint, size_t size, unsigned char *secret)
 {
 	char buf[COOP_ENDPOINT_MAX + COOP_SECRET_LEN];
 	size_t got;
-	int r = local_call(COOP_OP_HELLO, 0, 0, 0, 0, 0, NULL, 0,
+	int r = local_call(COOP_OP_HELLO, &no_key, 0, 0, 0, NULL, 0,
 	    buf, sizeof(buf), &got);
 
 	if (r < 0)
@@ -239,38 +244,46 @@ coop_cache_hello(char *endpoint, size_t size, unsigned char *secret)
 }
 
 int
-coop_cache_local_get(uint64_t ino, uint64_t gen, uint64_t off,
+coop_cache_local_get(const struct coop_key *k, uint64_t off,
 	char *buf, size_t len, size_t *gotp)
 {
 	if (len > COOP_MAX_IO)
 		len = COOP_MAX_IO;
-	return (local_call(COOP_OP_GET, ino, gen, off, (uint32_t)len, 0,
+	return (local_call(COOP_OP_GET, k, off, (uint32_t)len, 0,
 	    NULL, 0, buf, len, gotp));
 }
 
 int
-coop_cache_local_put(uint64_t ino, uint64_t gen, uint64_t off,
+coop_cache_local_put(const struct coop_key *k, uint64_t off,
 	const char *buf, size_t len, int eof)
 {
 	if (len > COOP_MAX_IO)	/* the tail is not stored: still correct */
-		return (coop_cache_local_put(ino, gen, off, buf, COOP_MAX_IO,
-		    0));
-	return (local_call(COOP_OP_PUT, ino, gen, off, (uint32_t)len,
+		return (coop_cache_local_put(k, off, buf, COOP_MAX_IO, 0));
+	return (local_call(COOP_OP_PUT, k, off, (uint32_t)len,
 	    eof ? COOP_PUT_EOF : 0, buf, (uint32_t)len, NULL, 0, NULL));
 }
 
 int
 coop_cache_local_inval(uint64_t ino)
 {
-	return (local_call(COOP_OP_INVAL, ino, 0, 0, 0, 0, NULL, 0,
+	struct coop_key k = { 0, 0, ino, 0 };
+
+	return (local_call(COOP_OP_INVAL, &k, 0, 0, 0, NULL, 0,
 	    NULL, 0, NULL));
 }
 
 int
-coop_cache_local_retag(uint64_t ino, uint64_t gen, uint64_t size)
+coop_cache_local_retag(const struct coop_key *staging,
+	const struct coop_key *to, uint64_t size)
 {
-	return (local_call(COOP_OP_RETAG, ino, gen, size, 0, 0, NULL, 0,
-	    NULL, 0, NULL));
+	struct coop_key wire;
+
+	wire.fs = htobe64(to->fs);
+	wire.inc = htobe64(to->inc);
+	wire.ino = htobe64(to->ino);
+	wire.gen = htobe64(to->gen);
+	return (local_call(COOP_OP_RETAG, staging, size, sizeof(wire), 0,
+	    &wire, sizeof(wire), NULL, 0, NULL));
 }
 
 int
@@ -284,13 +297,13 @@ coop_cache_local_stat_add(uint64_t local_requested, uint64_t local_hit,
 	a.peer_requested = htobe64(peer_requested);
 	a.peer_transferred = htobe64(peer_transferred);
 	a.gfsd_pages = htobe64(gfsd_pages);
-	return (local_call(COOP_OP_STAT_ADD, 0, 0, 0, sizeof(a), 0,
+	return (local_call(COOP_OP_STAT_ADD, &no_key, 0, sizeof(a), 0,
 	    &a, sizeof(a), NULL, 0, NULL));
 }
 
 int
 coop_cache_peer_get(const char *endpoint, const unsigned char *secret,
-	uint64_t ino, uint64_t gen, uint64_t off, char *buf, size_t len,
+	const struct coop_key *k, uint64_t off, char *buf, size_t len,
 	size_t *gotp)
 {
 	int fd = connect_peer(endpoint), r;
@@ -299,10 +312,10 @@ coop_cache_peer_get(const char *endpoint, const unsigned char *secret,
 		return (fd);
 	if (len > COOP_MAX_IO)
 		len = COOP_MAX_IO;
-	r = exchange(fd, COOP_OP_AUTH, 0, 0, 0, COOP_SECRET_LEN, 0,
+	r = exchange(fd, COOP_OP_AUTH, &no_key, 0, COOP_SECRET_LEN, 0,
 	    secret, COOP_SECRET_LEN, NULL, 0, NULL);
 	if (r == 0)
-		r = exchange(fd, COOP_OP_GET, ino, gen, off, (uint32_t)len, 0,
+		r = exchange(fd, COOP_OP_GET, k, off, (uint32_t)len, 0,
 		    NULL, 0, buf, len, gotp);
 	close(fd);
 	return (r);

@@ -2,15 +2,25 @@
  * gfs_pio_coop.c - the cooperative cache in libgfarm's read/write path
  * (chfs-stack patch against Gfarm 2.7.20).
  *
+ * Pages are keyed by (fs, incarnation, inode, generation); gfmd tells the
+ * first two (GFM_PROTO_COOP_CACHE_KEY, see coop_cache_key.c), and no
+ * cached byte is used or stored before it has.
+ *
  * Read (gfs_pio_coop_pread, called for every storage read of a file opened
  * read-only):
+ *   0. at the first read, gfmd's KEY answer gives the key, and says whether
+ *      the generation is still current and nobody has the file open for
+ *      writing; if not, this descriptor reads from gfsd only, as stock;
  *   1. this node's cache daemon (gfccd) - any cached prefix is returned;
  *   2. on a miss, gfmd names the best peer that may cache (ino, gen)
  *      (GFM_PROTO_COOP_CACHE_LOOKUP); we ask that peer's daemon for the
  *      range, store what it had locally, and report (requested,
  *      transferred) pages to gfmd (GFM_PROTO_COOP_CACHE_REPORT) and to
  *      our daemon's counters;
- *   3. what no peer had comes from gfsd as in stock Gfarm, and is stored.
+ *   3. what no peer had comes from gfsd as in stock Gfarm, and is stored
+ *      only if a second KEY answer, after the read, still says the
+ *      generation is current and nobody writes (else gfsd may have handed
+ *      out bytes of the next generation).
  * The first read through a descriptor registers this client as a possible
  * holder of (ino, gen) with gfmd (GFM_PROTO_COOP_CACHE_REGISTER).
  * A page is stored partial only when it is the end of the file, so a short
@@ -21,16 +31,22 @@
  * stock versions move data without passing through libgfarm's buffers.
  *
  * Write: the first write through a descriptor drops this node's pages of
- * the inode (writes invalidate), and written data are staged under
- * COOP_GEN_STAGING.  At close, gfmd returns the file's new generation; if
- * the file was opened with O_TRUNC (so the written extent is the file) the
- * staged pages become that generation's and the writer registers as a
- * holder, otherwise they are dropped.  Files open for writing bypass the
+ * the inode (writes invalidate), and written data are staged under a
+ * staging generation of this descriptor's own (COOP_GEN_STAGING | random),
+ * merged page by page in the order they reached gfsd.  At close, gfmd
+ * returns the file's new generation.  The staged pages become that
+ * generation's, and the writer registers as a holder, only if the file was
+ * opened with O_TRUNC (so the written extent is the file), the close
+ * succeeded, the new generation is the one after the open's (no other
+ * writer closed in between) and KEY says nobody else has the file open for
+ * writing; otherwise this node's pages of the inode are dropped.  Files
+ * open for writing bypass the
  * cache on reads.  Any cache failure only costs the fallback to gfsd; a
  * peer that failed is skipped by this process for COOP_BAD_PEER_SECONDS.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sys/random.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdarg.h>
@@ -57,6 +73,8 @@
 #define COOP_STATE_REGISTERED	1
 #define COOP_STATE_STAGED	2	/* wrote: local pages invalidated */
 #define COOP_STATE_NO_RETAG	4	/* truncated: extent unknown */
+#define COOP_STATE_KEYED	8	/* gf->coop_fs, coop_inc are known */
+#define COOP_STATE_BYPASS	16	/* generation not cacheable: gfsd only */
 
 /* a peer that failed (refused, timed out) is skipped for a while, so a
  * hung peer costs one timeout per process, not one per read */
@@ -89,6 +107,65 @@ coop_self(char *ep, unsigned char *secret)
 	}
 	pthread_mutex_unlock(&self_mutex);
 	return (r);
+}
+
+/* gfmd's KEY answer for (gf->ino, gen) into *k: its flags, or -1 if gfmd
+ * did not answer (an unpatched gfmd: the cache stays unused) */
+static int
+coop_key(GFS_File gf, gfarm_uint64_t gen, struct coop_key *k)
+{
+	gfarm_uint64_t fs, inc;
+	gfarm_int32_t flags;
+	gfarm_error_t e = gfm_client_rpc(gf->gfm_server, 0,
+	    GFM_PROTO_COOP_CACHE_KEY, "ll/lli", (gfarm_uint64_t)gf->ino, gen,
+	    &fs, &inc, &flags);
+
+	if (e != GFARM_ERR_NO_ERROR) {
+		gflog_debug(GFARM_MSG_UNFIXED, "coop cache key %llu: %s",
+		    (unsigned long long)gf->ino, gfarm_error_string(e));
+		return (-1);
+	}
+	k->fs = fs;
+	k->inc = inc;
+	k->ino = gf->ino;
+	k->gen = gen;
+	return (flags);
+}
+
+/* the key of the generation this descriptor reads, or NULL when its reads
+ * must not use the cache (asks gfmd at the first call) */
+static const struct coop_key *
+coop_read_key(GFS_File gf, struct coop_key *k)
+{
+	if ((gf->coop_state & COOP_STATE_KEYED) == 0) {
+		gf->coop_state |= COOP_STATE_KEYED;
+		if (coop_key(gf, gf->gen, k) != 0)
+			gf->coop_state |= COOP_STATE_BYPASS;
+		else {
+			gf->coop_fs = k->fs;
+			gf->coop_inc = k->inc;
+		}
+	}
+	if ((gf->coop_state & COOP_STATE_BYPASS) != 0)
+		return (NULL);
+	k->fs = gf->coop_fs;
+	k->inc = gf->coop_inc;
+	k->ino = gf->ino;
+	k->gen = gf->gen;
+	return (k);
+}
+
+/* may bytes just read from gfsd be stored under *k? (see the top) */
+static int
+coop_still_current(GFS_File gf, const struct coop_key *k)
+{
+	struct coop_key now;
+
+	if (coop_key(gf, k->gen, &now) == 0 && now.inc == k->inc &&
+	    now.fs == k->fs)
+		return (1);
+	gf->coop_state |= COOP_STATE_BYPASS;
+	return (0);
 }
 
 static void
@@ -173,13 +250,15 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 {
 	char self[COOP_ENDPOINT_MAX], probe, *peer;
 	unsigned char secret[COOP_SECRET_LEN];
+	struct coop_key key;
+	const struct coop_key *k;
 	size_t got = 0, n;
 	gfarm_uint64_t pages;
 	gfarm_error_t e;
 	int eof, r;
 
 	if (!gfs_pio_coop_active(gf) || size == 0 || off < 0 ||
-	    coop_self(self, secret) < 0)
+	    coop_self(self, secret) < 0 || (k = coop_read_key(gf, &key)) == NULL)
 		return ((*storage_pread)(gf, buf, size, off, lenp));
 	if (size > COOP_MAX_IO)
 		size = COOP_MAX_IO;
@@ -187,16 +266,15 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 		gf->coop_state |= COOP_STATE_REGISTERED;
 		coop_register(gf, gf->gen, self);
 	}
-	if (coop_cache_local_get(gf->ino, gf->gen, off, buf, size, &got) == 0
-	    && got > 0) {
+	if (coop_cache_local_get(k, off, buf, size, &got) == 0 && got > 0) {
 		pages = coop_cache_pages(off, got);
 		(void)coop_cache_local_stat_add(pages, pages, 0, 0, 0);
 		*lenp = got;
 		return (GFARM_ERR_NO_ERROR);
 	}
 	if ((peer = coop_lookup(gf, self)) != NULL &&
-	    (r = coop_cache_peer_get(peer, secret, gf->ino, gf->gen, off,
-	    buf, size, &got)) < 0) {
+	    (r = coop_cache_peer_get(peer, secret, k, off, buf, size,
+	    &got)) < 0) {
 		gflog_debug(GFARM_MSG_UNFIXED, "coop cache peer %s: %s",
 		    peer, strerror(-r));
 		peer_failed(peer);
@@ -204,7 +282,7 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 	}
 	if (got > 0) {
 		/* a short page from a peer is that file's last page */
-		(void)coop_cache_local_put(gf->ino, gf->gen, off, buf, got, 1);
+		(void)coop_cache_local_put(k, off, buf, got, 1);
 		pages = coop_cache_pages(off, got);
 		coop_report(gf, peer, pages, pages, 0);
 		free(peer);
@@ -217,8 +295,8 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 		if ((off + *lenp) % COOP_PAGE_SIZE != 0)
 			eof = (*storage_pread)(gf, &probe, 1, off + *lenp,
 			    &n) == GFARM_ERR_NO_ERROR && n == 0;
-		(void)coop_cache_local_put(gf->ino, gf->gen, off, buf, *lenp,
-		    eof);
+		if (coop_still_current(gf, k))
+			(void)coop_cache_local_put(k, off, buf, *lenp, eof);
 		/* the peer was asked for what gfsd had to deliver */
 		pages = coop_cache_pages(off, *lenp);
 		coop_report(gf, peer, peer != NULL ? pages : 0, 0, pages);
@@ -330,21 +408,45 @@ gfs_pio_coop_sendfile(GFS_File gf, gfs_pio_coop_pwrite_fn view_pwrite,
 	return (e);
 }
 
+/* a staging generation no other descriptor uses */
+static gfarm_uint64_t
+coop_staging_id(void)
+{
+	static gfarm_uint64_t counter;
+	gfarm_uint64_t id;
+
+	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != (ssize_t)sizeof(id))
+		id = (gfarm_uint64_t)time(NULL) ^ (gfarm_uint64_t)getpid() << 32
+		    ^ __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) << 48;
+	return (COOP_GEN_STAGING | id);
+}
+
+static struct coop_key
+coop_staging_key(GFS_File gf)
+{
+	struct coop_key k = { 0, 0, gf->ino, gf->coop_staging };
+
+	return (k);
+}
+
 void
 gfs_pio_coop_written(GFS_File gf, const char *buf, gfarm_off_t off,
 	size_t len)
 {
+	struct coop_key k;
+
 	if (coop_cache_config() == NULL || len == 0 || off < 0)
 		return;
 	if ((gf->coop_state & COOP_STATE_STAGED) == 0) {
 		gf->coop_state |= COOP_STATE_STAGED;
+		gf->coop_staging = coop_staging_id();
 		(void)coop_cache_local_inval(gf->ino);
 	}
 	if ((gf->coop_state & COOP_STATE_NO_RETAG) != 0)
 		return;
 	/* a staged partial page is kept at close only if it ends the file */
-	(void)coop_cache_local_put(gf->ino, COOP_GEN_STAGING, off, buf, len,
-	    1);
+	k = coop_staging_key(gf);
+	(void)coop_cache_local_put(&k, off, buf, len, 1);
 	if (gf->coop_hi < off + (gfarm_off_t)len)
 		gf->coop_hi = off + len;
 }
@@ -370,15 +472,19 @@ gfs_pio_coop_closed(GFS_File gf, const gfarm_uint64_t *genp)
 {
 	char self[COOP_ENDPOINT_MAX];
 	unsigned char secret[COOP_SECRET_LEN];
+	struct coop_key staged, to;
 
 	if (!gfs_pio_coop_needs_gen(gf))
 		return;
+	staged = coop_staging_key(gf);
 	if (genp == NULL || (gf->coop_state & COOP_STATE_NO_RETAG) != 0 ||
 	    (gf->open_flags & GFARM_FILE_TRUNC) == 0 ||
-	    coop_self(self, secret) < 0) {
+	    coop_self(self, secret) < 0 || *genp != gf->gen + 1 ||
+	    coop_key(gf, *genp, &to) != 0) {
+		/* the staged pages and every older page go */
 		(void)coop_cache_local_inval(gf->ino);
 		return;
 	}
-	if (coop_cache_local_retag(gf->ino, *genp, gf->coop_hi) == 0)
+	if (coop_cache_local_retag(&staged, &to, gf->coop_hi) == 0)
 		coop_register(gf, *genp, self);
 }
