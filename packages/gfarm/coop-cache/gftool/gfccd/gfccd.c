@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -141,6 +142,80 @@ do_get(int fd, const struct coop_req *rq, int from_peer)
 	return (r);
 }
 
+/* the payload of a PUT_REF and the descriptor that travels with it */
+static int
+recv_with_fd(int fd, void *buf, size_t len, int *passed)
+{
+	struct iovec iov = { buf, len };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct msghdr mh;
+	struct cmsghdr *c;
+	ssize_t n;
+
+	*passed = -1;
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cm.buf;
+	mh.msg_controllen = sizeof(cm.buf);
+	do
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n > 0 && (c = CMSG_FIRSTHDR(&mh)) != NULL &&
+	    c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+	    c->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(passed, CMSG_DATA(c), sizeof(int));
+	if (n <= 0 || ((size_t)n < len &&
+	    full_io(fd, (char *)buf + n, len - n, 0) < 0))
+		return (-1);
+	return (0);
+}
+
+/* stage by reference: read the writer's source range ourselves */
+static int
+do_put_ref(int fd, const struct coop_req *rq)
+{
+	struct coop_key k = key_of(rq);
+	struct coop_put_ref ref;
+	uint64_t src_off, len, done = 0;
+	int src = -1, status = 0;
+	char *buf = NULL;
+
+	if (rq->len != sizeof(ref) || recv_with_fd(fd, &ref, sizeof(ref),
+	    &src) < 0) {
+		if (src >= 0)
+			close(src);
+		return (-1);
+	}
+	if (src < 0)
+		return (send_reply(fd, -EBADF, NULL, 0));
+	src_off = be64toh(ref.src_off);
+	len = be64toh(ref.len);
+	if (len > COOP_MAX_IO)
+		status = -EINVAL;
+	else if ((buf = malloc(len > 0 ? len : 1)) == NULL)
+		status = -ENOMEM;
+	while (status == 0 && done < len) {
+		ssize_t n = pread(src, buf + done, len - done, src_off + done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)	/* the source shrank: its bytes are unknown */
+			status = n < 0 ? -errno : -EIO;
+		else
+			done += n;
+	}
+	if (status == 0)
+		page_cache_put(cache, &k, rq->off, buf, len,
+		    rq->aux & COOP_PUT_EOF);
+	free(buf);
+	close(src);
+	return (send_reply(fd, status, NULL, 0));
+}
+
 /* one request from the node-local socket; returns -1 to close */
 static int
 serve_local(int fd, const struct coop_req *rq)
@@ -151,6 +226,8 @@ serve_local(int fd, const struct coop_req *rq)
 
 	if (rq->op == COOP_OP_GET)
 		return (do_get(fd, rq, 0));
+	if (rq->op == COOP_OP_PUT_REF)
+		return (do_put_ref(fd, rq));
 	if (rq->len > 0 && rq->op != COOP_OP_PUT &&
 	    rq->op != COOP_OP_STAT_ADD && rq->op != COOP_OP_RETAG)
 		return (-1);

@@ -141,11 +141,16 @@ store_page(struct page_cache *pc, const struct coop_key *k, uint64_t idx,
 	struct page **pp = find_slot(pc, k, idx), *p = *pp;
 
 	if (p == NULL) {
-		if (pc->npages >= pc->max_pages)
-			remove_page(pc, pc->lru.prev);
-		pp = find_slot(pc, k, idx); /* chain may have changed */
-		if ((p = malloc(sizeof(*p))) == NULL)
+		if (pc->npages >= pc->max_pages) {
+			/* reuse the least recently used page's memory: a full
+			 * cache then writes at memcpy speed, no free/malloc */
+			p = pc->lru.prev;
+			*find_slot(pc, &p->key, p->idx) = p->hnext;
+			lru_unlink(p);
+			pc->npages--;
+		} else if ((p = malloc(sizeof(*p))) == NULL)
 			return;		/* a cache may forget */
+		pp = find_slot(pc, k, idx); /* chain may have changed */
 		p->key = *k;
 		p->idx = idx;
 		p->hnext = NULL;

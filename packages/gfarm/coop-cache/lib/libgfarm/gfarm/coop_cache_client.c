@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -38,6 +39,7 @@ config_load(void)
 {
 	const char *sock = getenv("GFARM_COOP_CACHE_SOCKET");
 	const char *t = getenv("GFARM_COOP_CACHE_TIMEOUT_MS");
+	const char *ref = getenv("GFARM_COOP_CACHE_STAGE_BY_REFERENCE");
 	char *end;
 	long ms = 1000;
 
@@ -52,6 +54,14 @@ config_load(void)
 			return;
 		}
 	}
+	/* 0: gfreg stages by copy, as before (for A/B measurements) */
+	if (ref != NULL && strcmp(ref, "0") != 0 && strcmp(ref, "1") != 0) {
+		gflog_error(GFARM_MSG_UNFIXED,
+		    "GFARM_COOP_CACHE_STAGE_BY_REFERENCE=%s: need 0 or 1; "
+		    "cooperative cache disabled", ref);
+		return;
+	}
+	config.stage_by_reference = ref == NULL || strcmp(ref, "0") != 0;
 	config.socket_path = sock;
 	config.timeout_ms = (int)ms;
 	config_ok = 1;
@@ -261,6 +271,88 @@ coop_cache_local_put(const struct coop_key *k, uint64_t off,
 		return (coop_cache_local_put(k, off, buf, COOP_MAX_IO, 0));
 	return (local_call(COOP_OP_PUT, k, off, (uint32_t)len,
 	    eof ? COOP_PUT_EOF : 0, buf, (uint32_t)len, NULL, 0, NULL));
+}
+
+/* one PUT_REF: the header, then the payload with fd attached (gfccd
+ * reads the header with read(2), the payload with recvmsg(2)) */
+static int
+send_put_ref(int s, const struct coop_key *k, uint64_t off, int fd,
+	uint64_t src_off, uint64_t len)
+{
+	struct coop_req rq;
+	struct coop_put_ref ref;
+	struct iovec iov = { &ref, sizeof(ref) };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct msghdr mh;
+	int r;
+
+	memset(&rq, 0, sizeof(rq));
+	rq.magic = htonl(COOP_WIRE_MAGIC);
+	rq.op = htonl(COOP_OP_PUT_REF);
+	rq.fs = htobe64(k->fs);
+	rq.inc = htobe64(k->inc);
+	rq.ino = htobe64(k->ino);
+	rq.gen = htobe64(k->gen);
+	rq.off = htobe64(off);
+	rq.len = htonl(sizeof(ref));
+	rq.aux = htonl(COOP_PUT_EOF);
+	ref.src_off = htobe64(src_off);
+	ref.len = htobe64(len);
+	memset(&mh, 0, sizeof(mh));
+	memset(&cm, 0, sizeof(cm));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cm.buf;
+	mh.msg_controllen = sizeof(cm.buf);
+	CMSG_FIRSTHDR(&mh)->cmsg_level = SOL_SOCKET;
+	CMSG_FIRSTHDR(&mh)->cmsg_type = SCM_RIGHTS;
+	CMSG_FIRSTHDR(&mh)->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(CMSG_FIRSTHDR(&mh)), &fd, sizeof(int));
+	if ((r = full_io(s, &rq, sizeof(rq), 1)) < 0)
+		return (r);
+	if (sendmsg(s, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(ref))
+		return (-EIO);
+	return (0);
+}
+
+int
+coop_cache_local_put_ref_start(const struct coop_key *k, uint64_t off,
+	int fd, uint64_t src_off, uint64_t len, int *nreqp)
+{
+	int s = connect_local(), r = 0;
+	uint64_t done, n;
+
+	*nreqp = 0;
+	if (s < 0)
+		return (s);
+	for (done = 0; r == 0 && done < len; done += n) {
+		n = len - done < COOP_MAX_IO ? len - done : COOP_MAX_IO;
+		if ((r = send_put_ref(s, k, off + done, fd, src_off + done,
+		    n)) == 0)
+			++*nreqp;
+	}
+	if (r < 0) {
+		close(s);
+		return (r);
+	}
+	return (s);
+}
+
+int
+coop_cache_local_put_ref_finish(int s, int nreq)
+{
+	struct coop_rep rep;
+	int r = 0;
+
+	while (r == 0 && nreq-- > 0)
+		if ((r = full_io(s, &rep, sizeof(rep), 0)) == 0)
+			r = rep.len != 0 ? -EPROTO :
+			    (int32_t)ntohl(rep.status);
+	close(s);
+	return (r);
 }
 
 int

@@ -10,6 +10,7 @@
 struct coop_cache_config {
 	const char *socket_path;	/* GFARM_COOP_CACHE_SOCKET */
 	int timeout_ms;			/* GFARM_COOP_CACHE_TIMEOUT_MS */
+	int stage_by_reference;	/* GFARM_COOP_CACHE_STAGE_BY_REFERENCE */
 };
 
 /* NULL when the cooperative cache is off or misconfigured */
@@ -25,6 +26,13 @@ int coop_cache_local_get(const struct coop_key *, uint64_t off,
 	char *buf, size_t len, size_t *gotp);
 int coop_cache_local_put(const struct coop_key *, uint64_t off,
 	const char *buf, size_t len, int eof);
+/* staging by reference, in two steps so that gfccd reads while the caller
+ * sends: start asks gfccd to store bytes [src_off, src_off+len) of the file
+ * open as fd at off and returns a connection (or -errno) with *nreq
+ * requests in flight; finish waits for their replies and closes it */
+int coop_cache_local_put_ref_start(const struct coop_key *, uint64_t off,
+	int fd, uint64_t src_off, uint64_t len, int *nreq);
+int coop_cache_local_put_ref_finish(int conn, int nreq);
 int coop_cache_local_inval(uint64_t ino);
 /* the pages staged under `staging' become `to''s (see page_cache_retag) */
 int coop_cache_local_retag(const struct coop_key *staging,

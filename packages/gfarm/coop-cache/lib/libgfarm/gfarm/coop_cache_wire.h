@@ -46,9 +46,18 @@ enum coop_op {
 	COOP_OP_STAT_ADD = 7,	/* local: payload = struct coop_stat_add */
 	COOP_OP_STAT = 8,	/* local: reply text "key value\n"... */
 	COOP_OP_DROP = 9,	/* local: evict everything (tests) */
+	COOP_OP_PUT_REF = 10,	/* local: PUT by reference, see below */
 };
 
 #define COOP_PUT_EOF		1	/* data end at the end of the file */
+
+/* PUT_REF: the data are bytes [src_off, src_off + len) of a file whose
+ * descriptor travels with this payload (SCM_RIGHTS); gfccd reads them
+ * itself and stores them at `off' like PUT (aux = COOP_PUT_EOF), so the
+ * writer copies nothing (gfreg: stage by reference, not by copy) */
+struct coop_put_ref {
+	uint64_t src_off, len;
+};
 
 struct coop_req {
 	uint32_t magic, op;

@@ -39,14 +39,20 @@
  * opened with O_TRUNC (so the written extent is the file), the close
  * succeeded, the new generation is the one after the open's (no other
  * writer closed in between) and KEY says nobody else has the file open for
- * writing; otherwise this node's pages of the inode are dropped.  Files
- * open for writing bypass the
+ * writing; otherwise this node's pages of the inode are dropped.
+ * gfs_pio_sendfile (gfreg) from a regular file keeps stock Gfarm's
+ * sendfile to gfsd and stages by reference: gfccd is handed the source
+ * descriptor and reads the range itself (COOP_OP_PUT_REF), so the writer
+ * copies nothing more, and gfccd reads while the writer sends to gfsd;
+ * the staged pages are kept only if the source's size, mtime and ctime
+ * did not change from before the send to after gfccd's read.  Files open for writing bypass the
  * cache on reads.  Any cache failure only costs the fallback to gfsd; a
  * peer that failed is skipped by this process for COOP_BAD_PEER_SECONDS.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdarg.h>
@@ -79,6 +85,10 @@
 /* a peer that failed (refused, timed out) is skipped for a while, so a
  * hung peer costs one timeout per process, not one per read */
 #define COOP_BAD_PEER_SECONDS	10
+
+/* staging by reference covers at most this many COOP_MAX_IO requests
+ * (512 MiB); a larger gfs_pio_sendfile is not cached */
+#define COOP_MAX_REF_REQUESTS	64
 
 static pthread_mutex_t bad_peer_mutex = PTHREAD_MUTEX_INITIALIZER;
 static char bad_peer[COOP_ENDPOINT_MAX];
@@ -429,26 +439,92 @@ coop_staging_key(GFS_File gf)
 	return (k);
 }
 
+/* a write reached gfsd: 1 if its bytes are to be staged under *k */
+static int
+coop_stage_begin(GFS_File gf, struct coop_key *k)
+{
+	if ((gf->coop_state & COOP_STATE_STAGED) == 0) {
+		gf->coop_state |= COOP_STATE_STAGED;
+		gf->coop_staging = coop_staging_id();
+		(void)coop_cache_local_inval(gf->ino);
+	}
+	*k = coop_staging_key(gf);
+	return ((gf->coop_state & COOP_STATE_NO_RETAG) == 0);
+}
+
 void
 gfs_pio_coop_written(GFS_File gf, const char *buf, gfarm_off_t off,
 	size_t len)
 {
 	struct coop_key k;
 
-	if (coop_cache_config() == NULL || len == 0 || off < 0)
-		return;
-	if ((gf->coop_state & COOP_STATE_STAGED) == 0) {
-		gf->coop_state |= COOP_STATE_STAGED;
-		gf->coop_staging = coop_staging_id();
-		(void)coop_cache_local_inval(gf->ino);
-	}
-	if ((gf->coop_state & COOP_STATE_NO_RETAG) != 0)
+	if (coop_cache_config() == NULL || len == 0 || off < 0 ||
+	    !coop_stage_begin(gf, &k))
 		return;
 	/* a staged partial page is kept at close only if it ends the file */
-	k = coop_staging_key(gf);
 	(void)coop_cache_local_put(&k, off, buf, len, 1);
 	if (gf->coop_hi < off + (gfarm_off_t)len)
 		gf->coop_hi = off + len;
+}
+
+int
+gfs_pio_coop_stages_by_reference(GFS_File gf, int r_fd, gfarm_off_t r_off)
+{
+	const struct coop_cache_config *c = coop_cache_config();
+	struct stat st;
+
+	return (c != NULL && c->stage_by_reference && r_off >= 0 &&
+	    (gf->open_flags & GFARM_FILE_APPEND) == 0 &&
+	    fstat(r_fd, &st) == 0 && S_ISREG(st.st_mode));
+}
+
+static int
+same_file_state(const struct stat *a, const struct stat *b)
+{
+	return (a->st_size == b->st_size &&
+	    a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	    a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	    a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	    a->st_ctim.tv_nsec == b->st_ctim.tv_nsec);
+}
+
+gfarm_error_t
+gfs_pio_coop_storage_sendfile(GFS_File gf, gfs_pio_coop_sendfile_fn send,
+	gfarm_off_t w_off, int r_fd, gfarm_off_t r_off, gfarm_off_t len,
+	EVP_MD_CTX *md_ctx, gfarm_off_t *sentp)
+{
+	struct stat before, after;
+	struct coop_key k;
+	gfarm_off_t want = 0;
+	int conn = -1, nreq = 0, ok = 0;
+	gfarm_error_t e;
+
+	if (coop_cache_config() != NULL &&
+	    gfs_pio_coop_stages_by_reference(gf, r_fd, r_off) &&
+	    fstat(r_fd, &before) == 0 && before.st_size > r_off) {
+		want = before.st_size - r_off;
+		if (len >= 0 && len < want)
+			want = len;
+		/* gfccd reads the source while we send it to gfsd; all
+		 * requests must fit in the socket's buffer at once */
+		if (coop_stage_begin(gf, &k) &&
+		    want <= COOP_MAX_REF_REQUESTS * (gfarm_off_t)COOP_MAX_IO)
+			conn = coop_cache_local_put_ref_start(&k, w_off, r_fd,
+			    r_off, want, &nreq);
+	}
+	e = (*send)(gf, w_off, r_fd, r_off, len, md_ctx, sentp);
+	if (conn >= 0) {
+		/* gfsd got exactly the bytes gfccd read, unless the source
+		 * changed on the way (its size, mtime or ctime tell) */
+		ok = coop_cache_local_put_ref_finish(conn, nreq) == 0 &&
+		    e == GFARM_ERR_NO_ERROR && *sentp == want &&
+		    fstat(r_fd, &after) == 0 && same_file_state(&before, &after);
+		if (ok && gf->coop_hi < w_off + want)
+			gf->coop_hi = w_off + want;
+	}
+	if (!ok && (conn >= 0 || *sentp > 0))
+		gfs_pio_coop_truncated(gf);	/* extent unknown */
+	return (e);
 }
 
 void
