@@ -4,9 +4,9 @@ Every check compares what the caching clients read with what gfsd holds, read by
 the cache off (`reference`). Writes go through libgfarm's gfs_pio API driven line by line
 (gfpio_script.c, so other nodes can read between two writes of one open) and through gfarm2fs
 with ordinary Python file writes. Covered: an in-place overwrite that does not start on a page
-boundary, readers while a file is open for writing, two writers on one node, a gfmd restart
-(the `none` backend reuses inode numbers and generations) and two file systems behind one
-gfccd. Cluster ids 81-83 (test_coop_cache.py uses 78).
+boundary, readers while a file is open for writing, two writers on one node and on two nodes,
+a gfmd restart (the `none` backend reuses inode numbers and generations) and two file systems
+behind one gfccd. Cluster ids 81-83 (test_coop_cache.py uses 78).
 """
 import os
 import subprocess
@@ -160,6 +160,26 @@ def test_two_writers_on_one_node_publish_nothing_the_file_does_not_hold(cluster,
     want = bytearray(b"A" * (MIB + 4096))
     want[100:5100] = b"C" * 5000
     want[8190:8198] = b"B" * 8
+    assert reference(cluster, path) == want
+    assert_every_node_reads(cluster, path, bytes(want))
+
+
+def test_writers_on_two_nodes_publish_nothing_the_file_does_not_hold(cluster, script_exe):
+    path = "/twonodes"
+    w1, w2 = Script(cluster, "c1", script_exe), Script(cluster, "c2", script_exe)
+    w1(f"open 0 {path} trunc")
+    w1(f"write 0 0 A {MIB}")
+    w2(f"open 0 {path} keep")
+    w2("write 0 0 B 4096")
+    w1("close 0")  # a new generation while c2 still writes: c1 must not publish A at 0
+    assert_every_node_reads(cluster, path, reference(cluster, path))
+    w2("write 0 8192 C 100")
+    w2("close 0")
+    w1.close()
+    w2.close()
+    want = bytearray(b"A" * MIB)
+    want[0:4096] = b"B" * 4096
+    want[8192:8292] = b"C" * 100
     assert reference(cluster, path) == want
     assert_every_node_reads(cluster, path, bytes(want))
 

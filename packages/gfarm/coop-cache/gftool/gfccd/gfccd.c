@@ -10,7 +10,9 @@
  * One daemon per client node holds that node's cache (page_cache.c).  The
  * node's processes reach it through the UNIX socket (mode 0600): the
  * patched libgfarm asks it first on every read, stores what it read from a
- * peer or gfsd, stages what it writes, and adds its peer/gfsd counters.
+ * peer or gfsd, stages what it writes (or, for gfreg, reads the writer's
+ * source file itself through the descriptor it is handed: PUT_REF), and
+ * adds its peer/gfsd counters.
  * Peers reach it through the TCP endpoint, which gfmd hands out as the
  * "cache endpoint" of this client; a peer must first prove it holds the
  * cluster's cache secret (AUTH) and may then only GET.  Each connection
