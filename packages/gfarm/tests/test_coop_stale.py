@@ -6,7 +6,8 @@ the cache off (`reference`). Writes go through libgfarm's gfs_pio API driven lin
 with ordinary Python file writes. Covered: an in-place overwrite that does not start on a page
 boundary, readers while a file is open for writing, two writers on one node and on two nodes,
 a gfmd restart (the `none` backend reuses inode numbers and generations) and two file systems
-behind one gfccd. Cluster ids 81-83 (test_coop_cache.py uses 78).
+behind one gfccd. Cluster ids 81-83 (test_coop_cache.py uses 78, test_coop_security.py 85 and 87,
+test_coop_stock_gfmd.py 84; all moved by $GFARM_TEST_CLUSTER_ID_OFFSET, see gfcluster.py).
 """
 import os
 import subprocess
