@@ -72,17 +72,20 @@ main(void)
 	if (coop_handshake_mac(secret, "GFCC-session", ns, nc, session) < 0)
 		return (fail("session key"));
 	memset(data, 'x', sizeof(data));
-	if (coop_reply_mac(session, 7, 1, 2, 3, 100, 0, data, 100, mac) < 0)
+	/* fields: seq, fs, inc, ino, gen, off, reqlen, status; then len */
+	if (coop_reply_mac(session, 7, 11, 12, 1, 2, 3, 100, 0, data, 100,
+	    mac) < 0)
 		return (fail("reply mac"));
-	for (i = 0; i < 8; i++) {
-		uint64_t f[8] = { 7, 1, 2, 3, 100, 0, 100, 0 };
+	for (i = 0; i < 10; i++) {
+		uint64_t f[9] = { 7, 11, 12, 1, 2, 3, 100, 0, 100 };
 
-		if (i == 7)
+		if (i == 9)
 			data[50] ^= 1;	/* one bit of the data */
-		else if (i != 6)
-			f[i] ^= 1;	/* i == 6: one byte shorter, below */
-		if (coop_reply_mac(session, f[0], f[1], f[2], f[3], (uint32_t)f[4],
-		    (int32_t)f[5], data, (uint32_t)f[6] - (i == 6 ? 1 : 0), mac2) < 0)
+		else if (i != 8)
+			f[i] ^= 1;	/* i == 8: one byte shorter, below */
+		if (coop_reply_mac(session, f[0], f[1], f[2], f[3], f[4], f[5],
+		    (uint32_t)f[6], (int32_t)f[7], data,
+		    (uint32_t)f[8] - (i == 8 ? 1 : 0), mac2) < 0)
 			return (fail("reply mac"));
 		if (coop_mac_equal(mac, mac2)) {
 			printf("FAIL: reply MAC ignores field %d\n", i);

@@ -4,6 +4,8 @@ GfarmCluster(clients=K, cluster_id=N, state_dir=D) starts gfmd, one gfsd and K c
 in network namespaces; .run(node, argv) runs a command on a node (with the cooperative cache
 unless coop=False), .stat(node) parses that node's `gfccd stat` counters, .close() removes
 everything (daemons, namespaces, bridge, state) and is safe to call twice.
+GFARM_TEST_CLUSTER_ID_OFFSET=D adds D to every cluster id the tests ask for (shifted_id()), so
+two checkouts can run the tests at once without wiping each other's clusters.
 """
 import os
 import subprocess
@@ -11,6 +13,11 @@ import subprocess
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(os.path.dirname(HERE), "gfarm-cluster")
 PAGE = 4096
+
+
+def shifted_id(n):
+    """the cluster id a test asks for, moved by $GFARM_TEST_CLUSTER_ID_OFFSET (default 0)"""
+    return n + int(os.environ.get("GFARM_TEST_CLUSTER_ID_OFFSET", "0"))
 
 
 def pages(size):
@@ -21,6 +28,7 @@ class GfarmCluster:
     def __init__(self, clients=3, cluster_id=78, state_dir=None, cache_size=256 << 20,
                  link_rate=None, gfmd_prefix=None):
         self.clients = clients
+        cluster_id = shifted_id(cluster_id)
         self.env = dict(os.environ, GFARM_CLUSTER_ID=str(cluster_id))
         if gfmd_prefix:  # another gfmd build, e.g. build-gfarm's stock (unpatched) one
             self.env["GFARM_GFMD_PREFIX"] = gfmd_prefix

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from gfcluster import SCRIPT
+from gfcluster import SCRIPT, shifted_id
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(120)]
 
@@ -31,10 +31,11 @@ def test_failed_start_removes_namespaces_bridge_and_state(tmp_path):
         pytest.skip("network namespaces need root")
     state = tmp_path / "state"
     env = dict(os.environ, GFARM_CLUSTER_DIR=str(state))
-    r = run("start", "--id", "81", "--clients", "1", "--link-rate", "fast", env=env)
+    n = shifted_id(81)
+    r = run("start", "--id", str(n), "--clients", "1", "--link-rate", "fast", env=env)
     assert r.returncode != 0 and "bad --link-rate fast" in r.stderr
-    assert "gfc81-" not in subprocess.run(["ip", "netns", "list"], stdout=subprocess.PIPE,
-                                          text=True).stdout
-    assert subprocess.run(["ip", "link", "show", "gfcbr81"], stdout=subprocess.DEVNULL,
+    assert f"gfc{n}-" not in subprocess.run(["ip", "netns", "list"], stdout=subprocess.PIPE,
+                                            text=True).stdout
+    assert subprocess.run(["ip", "link", "show", f"gfcbr{n}"], stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL).returncode != 0
     assert not state.exists()

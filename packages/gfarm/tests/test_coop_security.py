@@ -27,7 +27,7 @@ SIZE = 1024 * 1024 + 777
 def cluster(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("network namespaces need root")
-    c = GfarmCluster(clients=3, cluster_id=83, state_dir=str(tmp_path_factory.mktemp("gfs")))
+    c = GfarmCluster(clients=3, cluster_id=87, state_dir=str(tmp_path_factory.mktemp("gfs")))
     try:
         yield c
     finally:
@@ -284,3 +284,46 @@ def test_dead_holder_is_reported_and_dropped_by_gfmd(cluster, tmp_path):
     assert c3 not in table_eps(cluster, ino)  # c2 reported it, gfmd dropped it
     assert cluster.get("c1", "/dead_holder") == data  # c1 is sent to c2, not to the dead c3
     assert c3 not in table_eps(cluster, ino)
+
+
+def test_a_relay_cannot_make_a_holder_answer_under_an_older_key(tmp_path):
+    # The reply MAC covers the request's whole key (fs, incarnation, inode, generation). A relay
+    # without the secret remembers the key of a GET it relayed before gfmd restarted, and sends
+    # a later reader's GET for the new file (same inode and generation: the none backend reuses
+    # them) to the real holder under the old key. The holder answers with the old file's pages;
+    # a MAC over (ino, gen, off, len) only matches, one over the whole key does not.
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    c = GfarmCluster(clients=3, cluster_id=85, state_dir=str(tmp_path / "gfk"))
+    proc = None
+    try:
+        old, new = os.urandom(SIZE), os.urandom(SIZE)
+        (tmp_path / "old").write_bytes(old)
+        (tmp_path / "new").write_bytes(new)
+        c.put("c1", str(tmp_path / "old"), "/k")  # c1 holds the old file's pages
+        key = inode_gen(c, "/k")
+        proc, node = start_fake_node(c, tmp_path, 10654, "relay-key=" + c.stat("c1")["endpoint"])
+        assert proc.stdout.readline().strip() == "ready"
+        attacker = ["env", f"GFARM_COOP_CACHE_SOCKET={node['socket']}", "gfexport", "/k"]
+        c.run("c3", attacker, stdout=subprocess.DEVNULL)  # registers the relay, drops c1
+        assert table_eps(c, key[0]) == [node["endpoint"]]
+        assert c.get("c2", "/k") == old  # relayed unchanged: the relay learns the old key
+        captured = open(node["capture"], "rb").read()
+        assert struct.pack("!II", 0x47464343, 3) in captured
+        c._script("restart-gfmd")  # a new incarnation; gfccds keep their pages
+        c.put("c1", str(tmp_path / "new"), "/k", coop=False)  # gfsd only; c1 keeps old pages
+        assert inode_gen(c, "/k") == key
+        c.run("c3", attacker, stdout=subprocess.DEVNULL)  # the relay: the new file's holder
+        assert table_eps(c, key[0]) == [node["endpoint"]]
+        before1, before2 = c.stat("c1"), c.stat("c2")
+        got = c.get("c2", "/k")
+        after1, after2 = c.stat("c1"), c.stat("c2")
+        assert after1["served_pages"] > before1["served_pages"]  # c1 answered the old key
+        assert got == new, "the old file's bytes were accepted under the new key"
+        assert after2["peer_transferred"] == before2["peer_transferred"]
+        assert node["endpoint"] not in table_eps(c, key[0])  # reported, dropped
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+        c.close()

@@ -10,7 +10,9 @@
  * One daemon per client node holds that node's cache (page_cache.c).  The
  * node's processes reach it through the UNIX socket (mode 0600): the
  * patched libgfarm asks it first on every read, stores what it read from a
- * peer or gfsd, stages what it writes, and adds its peer/gfsd counters.
+ * peer or gfsd, stages what it writes (or, for gfreg, reads the writer's
+ * source file itself through the descriptor it is handed: PUT_REF), and
+ * adds its peer/gfsd counters.
  * Peers reach it through the TCP endpoint, which gfmd hands out as the
  * "cache endpoint" of this client; a peer must first prove it holds the
  * cluster's cache secret by a challenge-response that never sends the
@@ -33,6 +35,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -117,25 +120,34 @@ stat_text(char *buf, size_t size)
 	pthread_mutex_unlock(&stat_mu);
 }
 
+static struct coop_key
+key_of(const struct coop_req *rq)
+{
+	struct coop_key k = { rq->fs, rq->inc, rq->ino, rq->gen };
+
+	return (k);
+}
+
 /* a GET; a peer's reply is the data followed by their MAC */
 static int
 do_get(struct conn *c, const struct coop_req *rq)
 {
+	struct coop_key k = key_of(rq);
 	char *buf = malloc((size_t)rq->len + COOP_MAC_LEN);
 	size_t n;
 	int r;
 
 	if (buf == NULL)
 		return (c->from_peer ? -1 : send_reply(c->fd, -ENOMEM, NULL, 0));
-	n = page_cache_get(cache, rq->ino, rq->gen, rq->off, buf, rq->len);
+	n = page_cache_get(cache, &k, rq->off, buf, rq->len);
 	if (c->from_peer) {
 		pthread_mutex_lock(&stat_mu);
 		stats.served_requested += pages_of(rq->off, rq->len);
 		stats.served += pages_of(rq->off, n);
 		pthread_mutex_unlock(&stat_mu);
-		if (coop_reply_mac(c->session, c->seq++, rq->ino, rq->gen,
-		    rq->off, rq->len, 0, buf, (uint32_t)n, (unsigned char *)
-		    buf + n) < 0) {
+		if (coop_reply_mac(c->session, c->seq++, rq->fs, rq->inc,
+		    rq->ino, rq->gen, rq->off, rq->len, 0, buf, (uint32_t)n,
+		    (unsigned char *)buf + n) < 0) {
 			free(buf);
 			return (-1);
 		}
@@ -144,6 +156,80 @@ do_get(struct conn *c, const struct coop_req *rq)
 	r = send_reply(c->fd, 0, buf, (uint32_t)n);
 	free(buf);
 	return (r);
+}
+
+/* the payload of a PUT_REF and the descriptor that travels with it */
+static int
+recv_with_fd(int fd, void *buf, size_t len, int *passed)
+{
+	struct iovec iov = { buf, len };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct msghdr mh;
+	struct cmsghdr *c;
+	ssize_t n;
+
+	*passed = -1;
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cm.buf;
+	mh.msg_controllen = sizeof(cm.buf);
+	do
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n > 0 && (c = CMSG_FIRSTHDR(&mh)) != NULL &&
+	    c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+	    c->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(passed, CMSG_DATA(c), sizeof(int));
+	if (n <= 0 || ((size_t)n < len &&
+	    full_io(fd, (char *)buf + n, len - n, 0) < 0))
+		return (-1);
+	return (0);
+}
+
+/* stage by reference: read the writer's source range ourselves */
+static int
+do_put_ref(int fd, const struct coop_req *rq)
+{
+	struct coop_key k = key_of(rq);
+	struct coop_put_ref ref;
+	uint64_t src_off, len, done = 0;
+	int src = -1, status = 0;
+	char *buf = NULL;
+
+	if (rq->len != sizeof(ref) || recv_with_fd(fd, &ref, sizeof(ref),
+	    &src) < 0) {
+		if (src >= 0)
+			close(src);
+		return (-1);
+	}
+	if (src < 0)
+		return (send_reply(fd, -EBADF, NULL, 0));
+	src_off = be64toh(ref.src_off);
+	len = be64toh(ref.len);
+	if (len > COOP_MAX_IO)
+		status = -EINVAL;
+	else if ((buf = malloc(len > 0 ? len : 1)) == NULL)
+		status = -ENOMEM;
+	while (status == 0 && done < len) {
+		ssize_t n = pread(src, buf + done, len - done, src_off + done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)	/* the source shrank: its bytes are unknown */
+			status = n < 0 ? -errno : -EIO;
+		else
+			done += n;
+	}
+	if (status == 0)
+		page_cache_put(cache, &k, rq->off, buf, len,
+		    rq->aux & COOP_PUT_EOF);
+	free(buf);
+	close(src);
+	return (send_reply(fd, status, NULL, 0));
 }
 
 /* one request from the node-local socket; returns -1 to close */
@@ -156,7 +242,10 @@ serve_local(struct conn *c, const struct coop_req *rq)
 
 	if (rq->op == COOP_OP_GET)
 		return (do_get(c, rq));
-	if (rq->len > 0 && rq->op != COOP_OP_PUT && rq->op != COOP_OP_STAT_ADD)
+	if (rq->op == COOP_OP_PUT_REF)
+		return (do_put_ref(fd, rq));
+	if (rq->len > 0 && rq->op != COOP_OP_PUT &&
+	    rq->op != COOP_OP_STAT_ADD && rq->op != COOP_OP_RETAG)
 		return (-1);
 	if (rq->len > 0) {
 		if ((payload = malloc(rq->len)) == NULL)
@@ -172,20 +261,34 @@ serve_local(struct conn *c, const struct coop_req *rq)
 		memcpy(text + COOP_ENDPOINT_MAX, secret, COOP_SECRET_LEN);
 		r = send_reply(fd, 0, text, COOP_ENDPOINT_MAX + COOP_SECRET_LEN);
 		break;
-	case COOP_OP_PUT:
-		page_cache_put(cache, rq->ino, rq->gen, rq->off, payload,
-		    rq->len, rq->aux & COOP_PUT_EOF);
+	case COOP_OP_PUT: {
+		struct coop_key k = key_of(rq);
+
+		page_cache_put(cache, &k, rq->off, payload, rq->len,
+		    rq->aux & COOP_PUT_EOF);
 		r = send_reply(fd, 0, NULL, 0);
 		break;
+	}
 	case COOP_OP_INVAL:
 		page_cache_inval(cache, rq->ino);
 		r = send_reply(fd, 0, NULL, 0);
 		break;
-	case COOP_OP_RETAG:
-		page_cache_retag(cache, rq->ino, COOP_GEN_STAGING, rq->gen,
-		    rq->off);
+	case COOP_OP_RETAG: {
+		struct coop_key from = key_of(rq), to;
+
+		if (rq->len != sizeof(to)) {
+			r = send_reply(fd, -EINVAL, NULL, 0);
+			break;
+		}
+		memcpy(&to, payload, sizeof(to));
+		to.fs = be64toh(to.fs);
+		to.inc = be64toh(to.inc);
+		to.ino = be64toh(to.ino);
+		to.gen = be64toh(to.gen);
+		page_cache_retag(cache, &from, &to, rq->off);
 		r = send_reply(fd, 0, NULL, 0);
 		break;
+	}
 	case COOP_OP_STAT_ADD: {
 		struct coop_stat_add a;
 
@@ -277,6 +380,8 @@ conn_request(struct conn *c)
 	rq.off = be64toh(rq.off);
 	rq.len = ntohl(rq.len);
 	rq.aux = ntohl(rq.aux);
+	rq.fs = be64toh(rq.fs);
+	rq.inc = be64toh(rq.inc);
 	if (rq.magic != COOP_WIRE_MAGIC || rq.len > COOP_MAX_IO)
 		return (-1);
 	return (c->from_peer ? serve_peer(c, &rq) : serve_local(c, &rq));

@@ -1,7 +1,7 @@
 /*
  * page_cache.c - bounded LRU page store of one node (see page_cache.h).
  *
- * A chained hash table finds a page by (ino, gen, index); a circular
+ * A chained hash table finds a page by (key, index); a circular
  * doubly-linked list orders pages by last use.  Invalidation and re-tagging
  * walk the LRU list: they happen once per written file, not per read, and
  * the list is at most a few hundred thousand pages long.
@@ -14,7 +14,8 @@
 #include "page_cache.h"
 
 struct page {
-	uint64_t ino, gen, idx;
+	struct coop_key key;
+	uint64_t idx;
 	uint32_t valid;			/* bytes of data; < PAGE_SIZE: EOF */
 	struct page *hnext;		/* hash chain */
 	struct page *prev, *next;	/* LRU, head->next = most recent */
@@ -29,11 +30,11 @@ struct page_cache {
 };
 
 static size_t
-hash_key(const struct page_cache *pc, uint64_t ino, uint64_t gen,
-	uint64_t idx)
+hash_key(const struct page_cache *pc, const struct coop_key *k, uint64_t idx)
 {
-	uint64_t h = ino * 0x9E3779B97F4A7C15ull ^ gen * 0xC2B2AE3D27D4EB4Full
-	    ^ idx * 0x165667B19E3779F9ull;
+	uint64_t h = k->ino * 0x9E3779B97F4A7C15ull ^
+	    k->gen * 0xC2B2AE3D27D4EB4Full ^ idx * 0x165667B19E3779F9ull ^
+	    (k->fs ^ k->inc) * 0x27D4EB2F165667C5ull;
 
 	return ((size_t)(h ^ (h >> 29)) & (pc->nbuckets - 1));
 }
@@ -76,13 +77,20 @@ lru_push_front(struct page_cache *pc, struct page *p)
 	pc->lru.next = p;
 }
 
-static struct page **
-find_slot(struct page_cache *pc, uint64_t ino, uint64_t gen, uint64_t idx)
+static int
+key_eq(const struct coop_key *a, const struct coop_key *b)
 {
-	struct page **pp = &pc->bucket[hash_key(pc, ino, gen, idx)];
+	return (a->ino == b->ino && a->gen == b->gen && a->fs == b->fs &&
+	    a->inc == b->inc);
+}
+
+static struct page **
+find_slot(struct page_cache *pc, const struct coop_key *k, uint64_t idx)
+{
+	struct page **pp = &pc->bucket[hash_key(pc, k, idx)];
 
 	for (; *pp != NULL; pp = &(*pp)->hnext)
-		if ((*pp)->ino == ino && (*pp)->gen == gen && (*pp)->idx == idx)
+		if ((*pp)->idx == idx && key_eq(&(*pp)->key, k))
 			break;
 	return (pp);
 }
@@ -90,7 +98,7 @@ find_slot(struct page_cache *pc, uint64_t ino, uint64_t gen, uint64_t idx)
 static void
 remove_page(struct page_cache *pc, struct page *p)
 {
-	struct page **pp = find_slot(pc, p->ino, p->gen, p->idx);
+	struct page **pp = find_slot(pc, &p->key, p->idx);
 
 	*pp = p->hnext;
 	lru_unlink(p);
@@ -99,14 +107,14 @@ remove_page(struct page_cache *pc, struct page *p)
 }
 
 size_t
-page_cache_get(struct page_cache *pc, uint64_t ino, uint64_t gen,
+page_cache_get(struct page_cache *pc, const struct coop_key *k,
 	uint64_t off, char *buf, size_t len)
 {
 	uint64_t pos = off, end = off + len;
 
 	pthread_mutex_lock(&pc->mu);
 	while (pos < end) {
-		struct page *p = *find_slot(pc, ino, gen, pos / COOP_PAGE_SIZE);
+		struct page *p = *find_slot(pc, k, pos / COOP_PAGE_SIZE);
 		uint32_t in = pos % COOP_PAGE_SIZE;
 		size_t n;
 
@@ -127,19 +135,23 @@ page_cache_get(struct page_cache *pc, uint64_t ino, uint64_t gen,
 }
 
 static void
-store_page(struct page_cache *pc, uint64_t ino, uint64_t gen, uint64_t idx,
+store_page(struct page_cache *pc, const struct coop_key *k, uint64_t idx,
 	const char *data, uint32_t valid)
 {
-	struct page **pp = find_slot(pc, ino, gen, idx), *p = *pp;
+	struct page **pp = find_slot(pc, k, idx), *p = *pp;
 
 	if (p == NULL) {
-		if (pc->npages >= pc->max_pages)
-			remove_page(pc, pc->lru.prev);
-		pp = find_slot(pc, ino, gen, idx); /* chain may have changed */
-		if ((p = malloc(sizeof(*p))) == NULL)
+		if (pc->npages >= pc->max_pages) {
+			/* reuse the least recently used page's memory: a full
+			 * cache then writes at memcpy speed, no free/malloc */
+			p = pc->lru.prev;
+			*find_slot(pc, &p->key, p->idx) = p->hnext;
+			lru_unlink(p);
+			pc->npages--;
+		} else if ((p = malloc(sizeof(*p))) == NULL)
 			return;		/* a cache may forget */
-		p->ino = ino;
-		p->gen = gen;
+		pp = find_slot(pc, k, idx); /* chain may have changed */
+		p->key = *k;
 		p->idx = idx;
 		p->hnext = NULL;
 		*pp = p;
@@ -151,24 +163,44 @@ store_page(struct page_cache *pc, uint64_t ino, uint64_t gen, uint64_t idx,
 	lru_push_front(pc, p);
 }
 
+/* bytes [in, in+n) of page idx: replace, merge or leave the cached page */
+static void
+put_page(struct page_cache *pc, const struct coop_key *k, uint64_t idx,
+	uint32_t in, const char *data, uint32_t n, int eof)
+{
+	struct page *p = *find_slot(pc, k, idx);
+
+	if (in == 0 && (n == COOP_PAGE_SIZE || (eof && p == NULL)))
+		store_page(pc, k, idx, data, n);
+	else if (p != NULL && in <= p->valid) {
+		/* the cached page holds every byte before the new ones (an
+		 * overwrite inside a staged page, or the same bytes again) */
+		memcpy(p->data + in, data, n);
+		if (p->valid < in + n)
+			p->valid = in + n;
+		lru_unlink(p);
+		lru_push_front(pc, p);
+	}
+	/* else: a gap before the new bytes; the cached prefix stays right */
+}
+
 void
-page_cache_put(struct page_cache *pc, uint64_t ino, uint64_t gen,
+page_cache_put(struct page_cache *pc, const struct coop_key *k,
 	uint64_t off, const char *data, size_t len, int eof)
 {
-	uint64_t end = off + len;
-	uint64_t pos = (off + COOP_PAGE_SIZE - 1) / COOP_PAGE_SIZE *
-	    COOP_PAGE_SIZE;		/* first page boundary at or after off */
+	uint64_t pos = off, end = off + len;
 
 	pthread_mutex_lock(&pc->mu);
-	for (; pos < end; pos += COOP_PAGE_SIZE) {
-		uint64_t n = end - pos;
+	while (pos < end) {
+		uint64_t idx = pos / COOP_PAGE_SIZE;
+		uint32_t in = (uint32_t)(pos % COOP_PAGE_SIZE);
+		uint64_t n = COOP_PAGE_SIZE - in;
 
-		if (n >= COOP_PAGE_SIZE)
-			n = COOP_PAGE_SIZE;
-		else if (!eof)
-			break;		/* partial page not at EOF: unknown */
-		store_page(pc, ino, gen, pos / COOP_PAGE_SIZE,
-		    data + (pos - off), (uint32_t)n);
+		if (n > end - pos)
+			n = end - pos;
+		put_page(pc, k, idx, in, data + (pos - off), (uint32_t)n,
+		    eof && pos + n == end);
+		pos += n;
 	}
 	pthread_mutex_unlock(&pc->mu);
 }
@@ -181,15 +213,15 @@ page_cache_inval(struct page_cache *pc, uint64_t ino)
 	pthread_mutex_lock(&pc->mu);
 	for (p = pc->lru.next; p != &pc->lru; p = next) {
 		next = p->next;
-		if (p->ino == ino)
+		if (p->key.ino == ino)
 			remove_page(pc, p);
 	}
 	pthread_mutex_unlock(&pc->mu);
 }
 
 void
-page_cache_retag(struct page_cache *pc, uint64_t ino, uint64_t staging,
-	uint64_t gen, uint64_t size)
+page_cache_retag(struct page_cache *pc, const struct coop_key *staging,
+	const struct coop_key *to, uint64_t size)
 {
 	struct page *p, *next, *moved = NULL;
 
@@ -198,10 +230,10 @@ page_cache_retag(struct page_cache *pc, uint64_t ino, uint64_t staging,
 		uint64_t start;
 
 		next = p->next;
-		if (p->ino != ino || p->gen != staging)
+		if (!key_eq(&p->key, staging))
 			continue;
 		start = p->idx * COOP_PAGE_SIZE;
-		*find_slot(pc, p->ino, p->gen, p->idx) = p->hnext;
+		*find_slot(pc, &p->key, p->idx) = p->hnext;
 		lru_unlink(p);
 		if (start >= size || (start + p->valid != size &&
 		    p->valid < COOP_PAGE_SIZE)) {
@@ -218,8 +250,8 @@ page_cache_retag(struct page_cache *pc, uint64_t ino, uint64_t staging,
 		struct page **pp;
 
 		next = p->hnext;
-		p->gen = gen;
-		pp = find_slot(pc, p->ino, p->gen, p->idx);
+		p->key = *to;
+		pp = find_slot(pc, &p->key, p->idx);
 		if (*pp != NULL) {	/* a page of that generation exists */
 			pc->npages--;
 			free(p);

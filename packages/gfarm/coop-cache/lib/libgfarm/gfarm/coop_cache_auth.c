@@ -10,7 +10,7 @@
  * it knows the secret to the other without revealing it, and a recorded
  * exchange is useless later (fresh nonces).  Every GET reply then carries
  * an HMAC keyed by a per-connection session key over the request it
- * answers, a sequence number and the data, so a reader accepts no byte
+ * answers (its whole cache key: fs, incarnation, inode, generation), a sequence number and the data, so a reader accepts no byte
  * that a holder of the secret did not send for exactly that request.
  * HMAC and the random numbers come from OpenSSL (already a Gfarm
  * dependency); the same file is compiled into libgfarm and gfccd.
@@ -75,17 +75,20 @@ coop_handshake_mac(const unsigned char *secret, const char *label,
 
 int
 coop_reply_mac(const unsigned char *session, uint64_t seq,
-	uint64_t ino, uint64_t gen, uint64_t off, uint32_t reqlen,
+	uint64_t fs, uint64_t inc, uint64_t ino, uint64_t gen, uint64_t off,
+	uint32_t reqlen,
 	int32_t status, const void *data, uint32_t len, unsigned char *out)
 {
 	struct {
-		uint64_t seq, ino, gen, off;
+		uint64_t seq, fs, inc, ino, gen, off;
 		uint32_t reqlen, status, len;
 	} __attribute__((packed)) h;
 	const void *part[3] = { "GFCC-data", &h, data };
 	size_t plen[3] = { 9, sizeof(h), len };
 
 	h.seq = htobe64(seq);
+	h.fs = htobe64(fs);
+	h.inc = htobe64(inc);
 	h.ino = htobe64(ino);
 	h.gen = htobe64(gen);
 	h.off = htobe64(off);

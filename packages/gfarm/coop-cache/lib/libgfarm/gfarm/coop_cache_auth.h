@@ -26,7 +26,9 @@ int coop_mac_equal(const unsigned char *a, const unsigned char *b);
 int coop_handshake_mac(const unsigned char *secret, const char *label,
 	const unsigned char *nonce_s, const unsigned char *nonce_c,
 	unsigned char *out);
-/* MAC over one GET reply: MAC(session, seq req-fields status len data) */
+/* MAC over one GET reply: MAC(session, seq req-fields status len data);
+ * the request's fields are its whole key (fs, inc, ino, gen), off, len */
 int coop_reply_mac(const unsigned char *session, uint64_t seq,
-	uint64_t ino, uint64_t gen, uint64_t off, uint32_t reqlen,
+	uint64_t fs, uint64_t inc, uint64_t ino, uint64_t gen, uint64_t off,
+	uint32_t reqlen,
 	int32_t status, const void *data, uint32_t len, unsigned char *out);

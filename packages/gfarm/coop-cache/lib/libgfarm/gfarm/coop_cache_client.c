@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,6 +55,7 @@ config_load(void)
 {
 	const char *sock = getenv("GFARM_COOP_CACHE_SOCKET");
 	const char *t = getenv("GFARM_COOP_CACHE_TIMEOUT_MS");
+	const char *ref = getenv("GFARM_COOP_CACHE_STAGE_BY_REFERENCE");
 	char *end;
 	long ms = 1000;
 
@@ -68,6 +70,14 @@ config_load(void)
 			return;
 		}
 	}
+	/* 0: gfreg stages by copy, as before (for A/B measurements) */
+	if (ref != NULL && strcmp(ref, "0") != 0 && strcmp(ref, "1") != 0) {
+		gflog_error(GFARM_MSG_UNFIXED,
+		    "GFARM_COOP_CACHE_STAGE_BY_REFERENCE=%s: need 0 or 1; "
+		    "cooperative cache disabled", ref);
+		return;
+	}
+	config.stage_by_reference = ref == NULL || strcmp(ref, "0") != 0;
 	config.socket_path = sock;
 	config.timeout_ms = (int)ms;
 	config_ok = 1;
@@ -189,17 +199,22 @@ connect_peer(const char *endpoint)
 	return (fd);
 }
 
+static const struct coop_key no_key;
+
 static int
-send_req(int fd, uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
+send_req(int fd, uint32_t op, const struct coop_key *k, uint64_t off,
 	uint32_t len, uint32_t aux, const void *payload, uint32_t plen)
 {
 	struct coop_req rq;
 	int r;
 
+	memset(&rq, 0, sizeof(rq));
 	rq.magic = htonl(COOP_WIRE_MAGIC);
 	rq.op = htonl(op);
-	rq.ino = htobe64(ino);
-	rq.gen = htobe64(gen);
+	rq.fs = htobe64(k->fs);
+	rq.inc = htobe64(k->inc);
+	rq.ino = htobe64(k->ino);
+	rq.gen = htobe64(k->gen);
 	rq.off = htobe64(off);
 	rq.len = htonl(len);
 	rq.aux = htonl(aux);
@@ -225,7 +240,7 @@ recv_rep(int fd, int32_t *statusp, uint32_t *lenp)
 
 /* send one request (+payload); receive the reply into buf (up to cap) */
 static int
-exchange(int fd, uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
+exchange(int fd, uint32_t op, const struct coop_key *k, uint64_t off,
 	uint32_t len, uint32_t aux, const void *payload, uint32_t plen,
 	void *buf, size_t cap, size_t *gotp)
 {
@@ -233,7 +248,7 @@ exchange(int fd, uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
 	uint32_t rlen;
 	int r;
 
-	if ((r = send_req(fd, op, ino, gen, off, len, aux, payload, plen)) < 0
+	if ((r = send_req(fd, op, k, off, len, aux, payload, plen)) < 0
 	    || (r = recv_rep(fd, &status, &rlen)) < 0)
 		return (r);
 	if (rlen > cap)
@@ -275,7 +290,7 @@ local_down(int err)
 }
 
 static int
-local_call(uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
+local_call(uint32_t op, const struct coop_key *k, uint64_t off,
 	uint32_t len, uint32_t aux, const void *payload, uint32_t plen,
 	void *buf, size_t cap, size_t *gotp)
 {
@@ -287,7 +302,7 @@ local_call(uint32_t op, uint64_t ino, uint64_t gen, uint64_t off,
 		local_down(fd);
 		return (fd);
 	}
-	r = exchange(fd, op, ino, gen, off, len, aux, payload, plen,
+	r = exchange(fd, op, k, off, len, aux, payload, plen,
 	    buf, cap, gotp);
 	close(fd);
 	/* a transport failure, not a daemon's -errno answer */
@@ -302,7 +317,7 @@ coop_cache_hello(char *endpoint, size_t size, unsigned char *secret)
 {
 	char buf[COOP_ENDPOINT_MAX + COOP_SECRET_LEN];
 	size_t got;
-	int r = local_call(COOP_OP_HELLO, 0, 0, 0, 0, 0, NULL, 0,
+	int r = local_call(COOP_OP_HELLO, &no_key, 0, 0, 0, NULL, 0,
 	    buf, sizeof(buf), &got);
 
 	if (r < 0)
@@ -316,38 +331,138 @@ coop_cache_hello(char *endpoint, size_t size, unsigned char *secret)
 }
 
 int
-coop_cache_local_get(uint64_t ino, uint64_t gen, uint64_t off,
+coop_cache_local_get(const struct coop_key *k, uint64_t off,
 	char *buf, size_t len, size_t *gotp)
 {
 	if (len > COOP_MAX_IO)
 		len = COOP_MAX_IO;
-	return (local_call(COOP_OP_GET, ino, gen, off, (uint32_t)len, 0,
+	return (local_call(COOP_OP_GET, k, off, (uint32_t)len, 0,
 	    NULL, 0, buf, len, gotp));
 }
 
 int
-coop_cache_local_put(uint64_t ino, uint64_t gen, uint64_t off,
+coop_cache_local_put(const struct coop_key *k, uint64_t off,
 	const char *buf, size_t len, int eof)
 {
 	if (len > COOP_MAX_IO)	/* the tail is not stored: still correct */
-		return (coop_cache_local_put(ino, gen, off, buf, COOP_MAX_IO,
-		    0));
-	return (local_call(COOP_OP_PUT, ino, gen, off, (uint32_t)len,
+		return (coop_cache_local_put(k, off, buf, COOP_MAX_IO, 0));
+	return (local_call(COOP_OP_PUT, k, off, (uint32_t)len,
 	    eof ? COOP_PUT_EOF : 0, buf, (uint32_t)len, NULL, 0, NULL));
+}
+
+/* one PUT_REF: the header, then the payload with fd attached (gfccd
+ * reads the header with read(2), the payload with recvmsg(2)) */
+static int
+send_put_ref(int s, const struct coop_key *k, uint64_t off, int fd,
+	uint64_t src_off, uint64_t len)
+{
+	struct coop_req rq;
+	struct coop_put_ref ref;
+	struct iovec iov = { &ref, sizeof(ref) };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct msghdr mh;
+	int r;
+
+	memset(&rq, 0, sizeof(rq));
+	rq.magic = htonl(COOP_WIRE_MAGIC);
+	rq.op = htonl(COOP_OP_PUT_REF);
+	rq.fs = htobe64(k->fs);
+	rq.inc = htobe64(k->inc);
+	rq.ino = htobe64(k->ino);
+	rq.gen = htobe64(k->gen);
+	rq.off = htobe64(off);
+	rq.len = htonl(sizeof(ref));
+	rq.aux = htonl(COOP_PUT_EOF);
+	ref.src_off = htobe64(src_off);
+	ref.len = htobe64(len);
+	memset(&mh, 0, sizeof(mh));
+	memset(&cm, 0, sizeof(cm));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cm.buf;
+	mh.msg_controllen = sizeof(cm.buf);
+	CMSG_FIRSTHDR(&mh)->cmsg_level = SOL_SOCKET;
+	CMSG_FIRSTHDR(&mh)->cmsg_type = SCM_RIGHTS;
+	CMSG_FIRSTHDR(&mh)->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(CMSG_FIRSTHDR(&mh)), &fd, sizeof(int));
+	if ((r = full_io(s, &rq, sizeof(rq), 1)) < 0)
+		return (r);
+	if (sendmsg(s, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(ref))
+		return (-EIO);
+	return (0);
+}
+
+int
+coop_cache_local_put_ref_start(const struct coop_key *k, uint64_t off,
+	int fd, uint64_t src_off, uint64_t len, int *nreqp)
+{
+	int s, r = 0;
+	uint64_t done, n;
+
+	*nreqp = 0;
+	if (!coop_cache_local_up())
+		return (-EHOSTDOWN);
+	if ((s = connect_local()) < 0) {
+		local_down(s);
+		return (s);
+	}
+	for (done = 0; r == 0 && done < len; done += n) {
+		n = len - done < COOP_MAX_IO ? len - done : COOP_MAX_IO;
+		if ((r = send_put_ref(s, k, off + done, fd, src_off + done,
+		    n)) == 0)
+			++*nreqp;
+	}
+	if (r < 0) {
+		close(s);
+		if (r == -ETIMEDOUT || r == -ECONNRESET || r == -EPIPE)
+			local_down(r);
+		return (r);
+	}
+	return (s);
+}
+
+int
+coop_cache_local_put_ref_finish(int s, int nreq)
+{
+	struct coop_rep rep;
+	int r = 0;
+
+	while (r == 0 && nreq-- > 0)
+		if ((r = full_io(s, &rep, sizeof(rep), 0)) == 0)
+			r = rep.len != 0 ? -EPROTO :
+			    (int32_t)ntohl(rep.status);
+	close(s);
+	/* a transport failure, not a daemon's -errno answer */
+	if (r == -ETIMEDOUT || r == -ECONNRESET || r == -EPIPE ||
+	    r == -EPROTO)
+		local_down(r);
+	return (r);
 }
 
 int
 coop_cache_local_inval(uint64_t ino)
 {
-	return (local_call(COOP_OP_INVAL, ino, 0, 0, 0, 0, NULL, 0,
+	struct coop_key k = { 0, 0, ino, 0 };
+
+	return (local_call(COOP_OP_INVAL, &k, 0, 0, 0, NULL, 0,
 	    NULL, 0, NULL));
 }
 
 int
-coop_cache_local_retag(uint64_t ino, uint64_t gen, uint64_t size)
+coop_cache_local_retag(const struct coop_key *staging,
+	const struct coop_key *to, uint64_t size)
 {
-	return (local_call(COOP_OP_RETAG, ino, gen, size, 0, 0, NULL, 0,
-	    NULL, 0, NULL));
+	struct coop_key wire;
+
+	wire.fs = htobe64(to->fs);
+	wire.inc = htobe64(to->inc);
+	wire.ino = htobe64(to->ino);
+	wire.gen = htobe64(to->gen);
+	return (local_call(COOP_OP_RETAG, staging, size, sizeof(wire), 0,
+	    &wire, sizeof(wire), NULL, 0, NULL));
 }
 
 int
@@ -361,7 +476,7 @@ coop_cache_local_stat_add(uint64_t local_requested, uint64_t local_hit,
 	a.peer_requested = htobe64(peer_requested);
 	a.peer_transferred = htobe64(peer_transferred);
 	a.gfsd_pages = htobe64(gfsd_pages);
-	return (local_call(COOP_OP_STAT_ADD, 0, 0, 0, sizeof(a), 0,
+	return (local_call(COOP_OP_STAT_ADD, &no_key, 0, sizeof(a), 0,
 	    &a, sizeof(a), NULL, 0, NULL));
 }
 
@@ -386,7 +501,7 @@ peer_handshake(int fd, const unsigned char *secret, unsigned char *session)
 	    (r = coop_handshake_mac(secret, "GFCC-client", nonce_s, nonce_c,
 	    auth + COOP_NONCE_LEN)) < 0)
 		return (r);
-	r = exchange(fd, COOP_OP_AUTH, 0, 0, 0, sizeof(auth), 0, auth,
+	r = exchange(fd, COOP_OP_AUTH, &no_key, 0, sizeof(auth), 0, auth,
 	    sizeof(auth), proof, sizeof(proof), &got);
 	if (r < 0)
 		return (r);
@@ -481,14 +596,13 @@ peer_conn_open(const char *endpoint, const unsigned char *secret,
 
 /* one GET on an authenticated connection; < 0: drop the connection */
 static int
-peer_conn_get(struct peer_conn *pc, uint64_t ino, uint64_t gen,
-	uint64_t off, char *buf, size_t len, size_t *gotp, int32_t *statusp)
+peer_conn_get(struct peer_conn *pc, const struct coop_key *k, uint64_t off, char *buf, size_t len, size_t *gotp, int32_t *statusp)
 {
 	unsigned char mac[COOP_MAC_LEN], want[COOP_MAC_LEN];
 	uint32_t rlen;
 	int r;
 
-	if ((r = send_req(pc->fd, COOP_OP_GET, ino, gen, off, (uint32_t)len,
+	if ((r = send_req(pc->fd, COOP_OP_GET, k, off, (uint32_t)len,
 	    0, NULL, 0)) < 0 ||
 	    (r = recv_rep(pc->fd, statusp, &rlen)) < 0)
 		return (r);
@@ -497,8 +611,8 @@ peer_conn_get(struct peer_conn *pc, uint64_t ino, uint64_t gen,
 	rlen -= COOP_MAC_LEN;
 	if ((r = full_io(pc->fd, buf, rlen, 0)) < 0 ||
 	    (r = full_io(pc->fd, mac, sizeof(mac), 0)) < 0 ||
-	    (r = coop_reply_mac(pc->session, pc->seq++, ino, gen, off,
-	    (uint32_t)len, *statusp, buf, rlen, want)) < 0)
+	    (r = coop_reply_mac(pc->session, pc->seq++, k->fs, k->inc,
+	    k->ino, k->gen, off, (uint32_t)len, *statusp, buf, rlen, want)) < 0)
 		return (r);
 	if (!coop_mac_equal(want, mac))
 		return (-EBADMSG); /* forged or damaged: not one byte is used */
@@ -508,7 +622,7 @@ peer_conn_get(struct peer_conn *pc, uint64_t ino, uint64_t gen,
 
 int
 coop_cache_peer_get(const char *endpoint, const unsigned char *secret,
-	uint64_t ino, uint64_t gen, uint64_t off, char *buf, size_t len,
+	const struct coop_key *k, uint64_t off, char *buf, size_t len,
 	size_t *gotp)
 {
 	struct peer_conn pc;
@@ -520,13 +634,13 @@ coop_cache_peer_get(const char *endpoint, const unsigned char *secret,
 	reused = peer_conn_take(endpoint, &pc);
 	if (!reused && (r = peer_conn_open(endpoint, secret, &pc)) < 0)
 		return (r);
-	r = peer_conn_get(&pc, ino, gen, off, buf, len, gotp, &status);
+	r = peer_conn_get(&pc, k, off, buf, len, gotp, &status);
 	if (r < 0 && reused && (r == -ECONNRESET || r == -EPIPE)) {
 		/* the daemon closed an idle connection: once more */
 		close(pc.fd);
 		if ((r = peer_conn_open(endpoint, secret, &pc)) < 0)
 			return (r);
-		r = peer_conn_get(&pc, ino, gen, off, buf, len, gotp, &status);
+		r = peer_conn_get(&pc, k, off, buf, len, gotp, &status);
 	}
 	if (r < 0) {
 		close(pc.fd);

@@ -2,15 +2,30 @@
  * gfs_pio_coop.c - the cooperative cache in libgfarm's read/write path
  * (chfs-stack patch against Gfarm 2.7.20).
  *
+ * Pages are keyed by (fs, incarnation, inode, generation); gfmd tells the
+ * first two (GFM_PROTO_COOP_CACHE_KEY, see coop_cache_key.c), and no
+ * cached byte is used or stored before it has.  KEY is the first cache
+ * request a process sends on its working gfmd connection, so before it
+ * (and any other) the process probes gfmd once on a throw-away connection
+ * (GFM_PROTO_COOP_CACHE_HELLO, coop_gfmd_probe.c): a stock gfmd closes a
+ * connection on an unknown request, so against one the cache stays off,
+ * with one log line, and the working connection never sees a cache request.
+ *
  * Read (gfs_pio_coop_pread, called for every storage read of a file opened
  * read-only):
+ *   0. at the first read, gfmd's KEY answer gives the key, and says whether
+ *      the generation is still current and nobody has the file open for
+ *      writing; if not, this descriptor reads from gfsd only, as stock;
  *   1. this node's cache daemon (gfccd) - any cached prefix is returned;
  *   2. on a miss, gfmd names the best peer that may cache (ino, gen)
  *      (GFM_PROTO_COOP_CACHE_LOOKUP); we ask that peer's daemon for the
  *      range, store what it had locally, and report (requested,
  *      transferred) pages to gfmd (GFM_PROTO_COOP_CACHE_REPORT) and to
  *      our daemon's counters;
- *   3. what no peer had comes from gfsd as in stock Gfarm, and is stored.
+ *   3. what no peer had comes from gfsd as in stock Gfarm, and is stored
+ *      only if a second KEY answer, after the read, still says the
+ *      generation is current and nobody writes (else gfsd may have handed
+ *      out bytes of the next generation).
  * The first read through a descriptor registers this client as a possible
  * holder of (ino, gen) with gfmd (GFM_PROTO_COOP_CACHE_REGISTER).
  * A page is stored partial only when it is the end of the file, so a short
@@ -21,17 +36,29 @@
  * stock versions move data without passing through libgfarm's buffers.
  *
  * Write: the first write through a descriptor drops this node's pages of
- * the inode (writes invalidate), and written data are staged under
- * COOP_GEN_STAGING.  At close, gfmd returns the file's new generation; if
- * the file was opened with O_TRUNC (so the written extent is the file) the
- * staged pages become that generation's and the writer registers as a
- * holder, otherwise they are dropped.  Files open for writing bypass the
+ * the inode (writes invalidate), and written data are staged under a
+ * staging generation of this descriptor's own (COOP_GEN_STAGING | random),
+ * merged page by page in the order they reached gfsd.  At close, gfmd
+ * returns the file's new generation.  The staged pages become that
+ * generation's, and the writer registers as a holder, only if the file was
+ * opened with O_TRUNC (so the written extent is the file), the close
+ * succeeded, the new generation is the one after the open's (no other
+ * writer closed in between) and KEY says nobody else has the file open for
+ * writing; otherwise this node's pages of the inode are dropped.
+ * gfs_pio_sendfile (gfreg) from a regular file keeps stock Gfarm's
+ * sendfile to gfsd and stages by reference: gfccd is handed the source
+ * descriptor and reads the range itself (COOP_OP_PUT_REF), so the writer
+ * copies nothing more, and gfccd reads while the writer sends to gfsd;
+ * the staged pages are kept only if the source's size, mtime and ctime
+ * did not change from before the send to after gfccd's read.  Files open for writing bypass the
  * cache on reads.  Any cache failure only costs the fallback to gfsd; a
  * peer that failed is skipped by this process for COOP_BAD_PEER_SECONDS
  * and reported to gfmd (GFM_PROTO_COOP_CACHE_FAILED), which drops it.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdarg.h>
@@ -59,10 +86,16 @@
 #define COOP_STATE_REGISTERED	1
 #define COOP_STATE_STAGED	2	/* wrote: local pages invalidated */
 #define COOP_STATE_NO_RETAG	4	/* truncated: extent unknown */
+#define COOP_STATE_KEYED	8	/* gf->coop_fs, coop_inc are known */
+#define COOP_STATE_BYPASS	16	/* generation not cacheable: gfsd only */
 
 /* a peer that failed (refused, timed out) is skipped for a while, so a
  * hung peer costs one timeout per process, not one per read */
 #define COOP_BAD_PEER_SECONDS	10
+
+/* staging by reference covers at most this many COOP_MAX_IO requests
+ * (512 MiB); a larger gfs_pio_sendfile is not cached */
+#define COOP_MAX_REF_REQUESTS	64
 
 static pthread_mutex_t bad_peer_mutex = PTHREAD_MUTEX_INITIALIZER;
 static char bad_peer[COOP_ENDPOINT_MAX];
@@ -109,6 +142,66 @@ coop_admit(GFS_File gf, gfarm_uint64_t gen)
 		return (NULL);
 	}
 	return (token);
+}
+
+/* gfmd's KEY answer for (gf->ino, gen) into *k: its flags, or -1 if gfmd
+ * did not answer (the cache stays unused).  Only called once
+ * coop_gfmd_supported() said gfmd is patched. */
+static int
+coop_key(GFS_File gf, gfarm_uint64_t gen, struct coop_key *k)
+{
+	gfarm_uint64_t fs, inc;
+	gfarm_int32_t flags;
+	gfarm_error_t e = gfm_client_rpc(gf->gfm_server, 0,
+	    GFM_PROTO_COOP_CACHE_KEY, "ll/lli", (gfarm_uint64_t)gf->ino, gen,
+	    &fs, &inc, &flags);
+
+	if (e != GFARM_ERR_NO_ERROR) {
+		gflog_debug(GFARM_MSG_UNFIXED, "coop cache key %llu: %s",
+		    (unsigned long long)gf->ino, gfarm_error_string(e));
+		return (-1);
+	}
+	k->fs = fs;
+	k->inc = inc;
+	k->ino = gf->ino;
+	k->gen = gen;
+	return (flags);
+}
+
+/* the key of the generation this descriptor reads, or NULL when its reads
+ * must not use the cache (asks gfmd at the first call) */
+static const struct coop_key *
+coop_read_key(GFS_File gf, struct coop_key *k)
+{
+	if ((gf->coop_state & COOP_STATE_KEYED) == 0) {
+		gf->coop_state |= COOP_STATE_KEYED;
+		if (coop_key(gf, gf->gen, k) != 0)
+			gf->coop_state |= COOP_STATE_BYPASS;
+		else {
+			gf->coop_fs = k->fs;
+			gf->coop_inc = k->inc;
+		}
+	}
+	if ((gf->coop_state & COOP_STATE_BYPASS) != 0)
+		return (NULL);
+	k->fs = gf->coop_fs;
+	k->inc = gf->coop_inc;
+	k->ino = gf->ino;
+	k->gen = gf->gen;
+	return (k);
+}
+
+/* may bytes just read from gfsd be stored under *k? (see the top) */
+static int
+coop_still_current(GFS_File gf, const struct coop_key *k)
+{
+	struct coop_key now;
+
+	if (coop_key(gf, k->gen, &now) == 0 && now.inc == k->inc &&
+	    now.fs == k->fs)
+		return (1);
+	gf->coop_state |= COOP_STATE_BYPASS;
+	return (0);
 }
 
 static void
@@ -213,13 +306,15 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 {
 	char self[COOP_ENDPOINT_MAX], probe, *peer;
 	unsigned char secret[COOP_SECRET_LEN];
+	struct coop_key key;
+	const struct coop_key *k;
 	size_t got = 0, n;
 	gfarm_uint64_t pages;
 	gfarm_error_t e;
 	int eof, r;
 
 	if (!gfs_pio_coop_active(gf) || size == 0 || off < 0 ||
-	    coop_self(self, secret) < 0)
+	    coop_self(self, secret) < 0 || (k = coop_read_key(gf, &key)) == NULL)
 		return ((*storage_pread)(gf, buf, size, off, lenp));
 	if (size > COOP_MAX_IO)
 		size = COOP_MAX_IO;
@@ -227,16 +322,15 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 		gf->coop_state |= COOP_STATE_REGISTERED;
 		coop_register(gf, gf->gen, self);
 	}
-	if (coop_cache_local_get(gf->ino, gf->gen, off, buf, size, &got) == 0
-	    && got > 0) {
+	if (coop_cache_local_get(k, off, buf, size, &got) == 0 && got > 0) {
 		pages = coop_cache_pages(off, got);
 		(void)coop_cache_local_stat_add(pages, pages, 0, 0, 0);
 		*lenp = got;
 		return (GFARM_ERR_NO_ERROR);
 	}
 	if ((peer = coop_lookup(gf, self)) != NULL &&
-	    (r = coop_cache_peer_get(peer, secret, gf->ino, gf->gen, off,
-	    buf, size, &got)) < 0) {
+	    (r = coop_cache_peer_get(peer, secret, k, off, buf, size,
+	    &got)) < 0) {
 		gflog_debug(GFARM_MSG_UNFIXED, "coop cache peer %s: %s",
 		    peer, strerror(-r));
 		peer_failed(peer);
@@ -245,7 +339,7 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 	}
 	if (got > 0) {
 		/* a short page from a peer is that file's last page */
-		(void)coop_cache_local_put(gf->ino, gf->gen, off, buf, got, 1);
+		(void)coop_cache_local_put(k, off, buf, got, 1);
 		pages = coop_cache_pages(off, got);
 		coop_report(gf, peer, pages, pages, 0);
 		free(peer);
@@ -258,8 +352,8 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 		if ((off + *lenp) % COOP_PAGE_SIZE != 0)
 			eof = (*storage_pread)(gf, &probe, 1, off + *lenp,
 			    &n) == GFARM_ERR_NO_ERROR && n == 0;
-		(void)coop_cache_local_put(gf->ino, gf->gen, off, buf, *lenp,
-		    eof);
+		if (coop_still_current(gf, k))
+			(void)coop_cache_local_put(k, off, buf, *lenp, eof);
 		/* the peer was asked for what gfsd had to deliver */
 		pages = coop_cache_pages(off, *lenp);
 		coop_report(gf, peer, peer != NULL ? pages : 0, 0, pages);
@@ -371,23 +465,113 @@ gfs_pio_coop_sendfile(GFS_File gf, gfs_pio_coop_pwrite_fn view_pwrite,
 	return (e);
 }
 
+/* a staging generation no other descriptor uses */
+static gfarm_uint64_t
+coop_staging_id(void)
+{
+	static gfarm_uint64_t counter;
+	gfarm_uint64_t id;
+
+	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != (ssize_t)sizeof(id))
+		id = (gfarm_uint64_t)time(NULL) ^ (gfarm_uint64_t)getpid() << 32
+		    ^ __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) << 48;
+	return (COOP_GEN_STAGING | id);
+}
+
+static struct coop_key
+coop_staging_key(GFS_File gf)
+{
+	struct coop_key k = { 0, 0, gf->ino, gf->coop_staging };
+
+	return (k);
+}
+
+/* a write reached gfsd: 1 if its bytes are to be staged under *k */
+static int
+coop_stage_begin(GFS_File gf, struct coop_key *k)
+{
+	if ((gf->coop_state & COOP_STATE_STAGED) == 0) {
+		gf->coop_state |= COOP_STATE_STAGED;
+		gf->coop_staging = coop_staging_id();
+		(void)coop_cache_local_inval(gf->ino);
+	}
+	*k = coop_staging_key(gf);
+	return ((gf->coop_state & COOP_STATE_NO_RETAG) == 0);
+}
+
 void
 gfs_pio_coop_written(GFS_File gf, const char *buf, gfarm_off_t off,
 	size_t len)
 {
-	if (coop_cache_config() == NULL || len == 0 || off < 0)
-		return;
-	if ((gf->coop_state & COOP_STATE_STAGED) == 0) {
-		gf->coop_state |= COOP_STATE_STAGED;
-		(void)coop_cache_local_inval(gf->ino);
-	}
-	if ((gf->coop_state & COOP_STATE_NO_RETAG) != 0)
+	struct coop_key k;
+
+	if (coop_cache_config() == NULL || len == 0 || off < 0 ||
+	    !coop_stage_begin(gf, &k))
 		return;
 	/* a staged partial page is kept at close only if it ends the file */
-	(void)coop_cache_local_put(gf->ino, COOP_GEN_STAGING, off, buf, len,
-	    1);
+	(void)coop_cache_local_put(&k, off, buf, len, 1);
 	if (gf->coop_hi < off + (gfarm_off_t)len)
 		gf->coop_hi = off + len;
+}
+
+int
+gfs_pio_coop_stages_by_reference(GFS_File gf, int r_fd, gfarm_off_t r_off)
+{
+	const struct coop_cache_config *c = coop_cache_config();
+	struct stat st;
+
+	return (c != NULL && c->stage_by_reference && r_off >= 0 &&
+	    (gf->open_flags & GFARM_FILE_APPEND) == 0 &&
+	    fstat(r_fd, &st) == 0 && S_ISREG(st.st_mode));
+}
+
+static int
+same_file_state(const struct stat *a, const struct stat *b)
+{
+	return (a->st_size == b->st_size &&
+	    a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	    a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	    a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	    a->st_ctim.tv_nsec == b->st_ctim.tv_nsec);
+}
+
+gfarm_error_t
+gfs_pio_coop_storage_sendfile(GFS_File gf, gfs_pio_coop_sendfile_fn send,
+	gfarm_off_t w_off, int r_fd, gfarm_off_t r_off, gfarm_off_t len,
+	EVP_MD_CTX *md_ctx, gfarm_off_t *sentp)
+{
+	struct stat before, after;
+	struct coop_key k;
+	gfarm_off_t want = 0;
+	int conn = -1, nreq = 0, ok = 0;
+	gfarm_error_t e;
+
+	if (coop_cache_config() != NULL &&
+	    gfs_pio_coop_stages_by_reference(gf, r_fd, r_off) &&
+	    fstat(r_fd, &before) == 0 && before.st_size > r_off) {
+		want = before.st_size - r_off;
+		if (len >= 0 && len < want)
+			want = len;
+		/* gfccd reads the source while we send it to gfsd; all
+		 * requests must fit in the socket's buffer at once */
+		if (coop_stage_begin(gf, &k) &&
+		    want <= COOP_MAX_REF_REQUESTS * (gfarm_off_t)COOP_MAX_IO)
+			conn = coop_cache_local_put_ref_start(&k, w_off, r_fd,
+			    r_off, want, &nreq);
+	}
+	e = (*send)(gf, w_off, r_fd, r_off, len, md_ctx, sentp);
+	if (conn >= 0) {
+		/* gfsd got exactly the bytes gfccd read, unless the source
+		 * changed on the way (its size, mtime or ctime tell) */
+		ok = coop_cache_local_put_ref_finish(conn, nreq) == 0 &&
+		    e == GFARM_ERR_NO_ERROR && *sentp == want &&
+		    fstat(r_fd, &after) == 0 && same_file_state(&before, &after);
+		if (ok && gf->coop_hi < w_off + want)
+			gf->coop_hi = w_off + want;
+	}
+	if (!ok && (conn >= 0 || *sentp > 0))
+		gfs_pio_coop_truncated(gf);	/* extent unknown */
+	return (e);
 }
 
 void
@@ -411,16 +595,20 @@ gfs_pio_coop_closed(GFS_File gf, const gfarm_uint64_t *genp)
 {
 	char self[COOP_ENDPOINT_MAX];
 	unsigned char secret[COOP_SECRET_LEN];
+	struct coop_key staged, to;
 
 	if (!gfs_pio_coop_needs_gen(gf))
 		return;
+	staged = coop_staging_key(gf);
 	if (genp == NULL || (gf->coop_state & COOP_STATE_NO_RETAG) != 0 ||
 	    (gf->open_flags & GFARM_FILE_TRUNC) == 0 ||
 	    !coop_gfmd_supported(gf->gfm_server) ||
-	    coop_self(self, secret) < 0) {
+	    coop_self(self, secret) < 0 || *genp != gf->gen + 1 ||
+	    coop_key(gf, *genp, &to) != 0) {
+		/* the staged pages and every older page go */
 		(void)coop_cache_local_inval(gf->ino);
 		return;
 	}
-	if (coop_cache_local_retag(gf->ino, *genp, gf->coop_hi) == 0)
+	if (coop_cache_local_retag(&staged, &to, gf->coop_hi) == 0)
 		coop_register(gf, *genp, self);
 }

@@ -22,6 +22,13 @@ typedef gfarm_error_t (*gfs_pio_coop_pwrite_fn)(GFS_File,
 /* gfs_pio_sendfile through pwrite, so written data pass the cache */
 gfarm_error_t gfs_pio_coop_sendfile(GFS_File, gfs_pio_coop_pwrite_fn,
 	gfarm_off_t, int, gfarm_off_t, gfarm_off_t, gfarm_off_t *);
+typedef gfarm_error_t (*gfs_pio_coop_sendfile_fn)(GFS_File, gfarm_off_t,
+	int, gfarm_off_t, gfarm_off_t, EVP_MD_CTX *, gfarm_off_t *);
+/* can gfs_pio_sendfile from r_fd stage by reference (a regular file)? */
+int gfs_pio_coop_stages_by_reference(GFS_File, int, gfarm_off_t);
+/* the storage's sendfile, then the sent range staged by reference */
+gfarm_error_t gfs_pio_coop_storage_sendfile(GFS_File, gfs_pio_coop_sendfile_fn,
+	gfarm_off_t, int, gfarm_off_t, gfarm_off_t, EVP_MD_CTX *, gfarm_off_t *);
 /* write: invalidate this node's copy, stage the data for close */
 void gfs_pio_coop_written(GFS_File, const char *, gfarm_off_t, size_t);
 void gfs_pio_coop_truncated(GFS_File);
