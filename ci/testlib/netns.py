@@ -200,9 +200,14 @@ class NetnsCluster:
         """Start node's holder (UTS + mount namespace, tmp over /tmp); see the module text."""
         os.makedirs(tmp, mode=0o1777, exist_ok=True)
         os.chmod(tmp, 0o1777)
+        # The new mount namespace starts with a copy of every mount of the host, FUSE mounts of
+        # other tests included; a copy would keep such a FUSE connection (and its daemon) alive
+        # after the host unmounts it, so the node drops its copies of FUSE mounts at once.
         p = self.popen(node, ["unshare", "--uts", "--mount", "--propagation", "private", "sh",
-                              "-c", 'hostname "$1" && mount --bind "$2" /tmp && echo ready && '
-                              "exec sleep infinity", "sh", self.names[node], tmp],
+                              "-c", 'hostname "$1" && mount --bind "$2" /tmp && '
+                              "awk '$3 ~ /^fuse/ {print $2}' /proc/self/mounts | "
+                              'while read -r m; do umount -l "$m" 2>/dev/null; done; '
+                              "echo ready && exec sleep infinity", "sh", self.names[node], tmp],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        start_new_session=True)
         line = p.stdout.readline()
