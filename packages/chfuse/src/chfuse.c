@@ -42,6 +42,10 @@ static void usage(FILE *out)
 	             "  -o nopassthrough     serve every read and write through the daemon\n"
 	             "  -o local             create new files on this node's server (CHFS_O_LOCAL)\n"
 	             "  -o stats=FILE        write request counters to FILE at unmount and on SIGUSR1\n"
+	             "  -o io_uring          take requests through FUSE over io_uring (Linux 6.14+,\n"
+	             "                       fuse module parameter enable_uring=Y); else /dev/fuse,\n"
+	             "                       with one line saying why\n"
+	             "  -o uring_q_depth=N   io_uring entries per CPU queue (1..1024, default 8)\n"
 	             "  -o OPT               any other option goes to libfuse (allow_other, max_threads=N,\n"
 	             "                       attr_timeout=S, ...)\n"
 	             "Unmount with: fusermount3 -u MOUNTPOINT\n");
@@ -137,6 +141,7 @@ static int serve(const char *mountpoint, bool foreground, char *fuse_opts, bool 
 	if (fuse_daemonize(foreground) != 0)
 		goto out_unmount;
 	struct fuse_session *se = fuse_get_session(fuse);
+	chfuse_stats_set_session(se);
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_unmount;
 	if (chfuse_stats_start_signal_thread() < 0)

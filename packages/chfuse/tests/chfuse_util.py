@@ -101,3 +101,27 @@ class Mount:
                 self.proc.wait(timeout=10)
         self.log.close()
         assert not is_mounted(self.path), f"{self.path} still mounted"
+
+
+URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
+
+
+class fuse_uring_param:
+    """Sets the fuse module's enable_uring ("Y"/"N") for a with-block and restores it after."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __enter__(self):
+        if not os.path.exists(URING_PARAM):
+            pytest.skip(f"{URING_PARAM} missing: this kernel has no FUSE over io_uring")
+        with open(URING_PARAM) as f:
+            self.old = f.read().strip()
+        with open(URING_PARAM, "w") as f:
+            f.write(self.value)
+        return self
+
+    def __exit__(self, *exc):
+        with open(URING_PARAM, "w") as f:
+            f.write(self.old)
+        return False
