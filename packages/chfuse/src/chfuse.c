@@ -46,6 +46,7 @@ static void usage(FILE *out)
 	             "                       fuse module parameter enable_uring=Y); else /dev/fuse,\n"
 	             "                       with one line saying why\n"
 	             "  -o uring_q_depth=N   io_uring entries per CPU queue (1..1024, default 8)\n"
+	             "  -o uring_threads=T   threads serving each CPU queue (1..64, default 1)\n"
 	             "  -o OPT               any other option goes to libfuse (allow_other, max_threads=N,\n"
 	             "                       attr_timeout=S, ...)\n"
 	             "Unmount with: fusermount3 -u MOUNTPOINT\n");

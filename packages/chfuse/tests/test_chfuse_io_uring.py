@@ -8,6 +8,8 @@ import hashlib
 import os
 import subprocess
 
+import pytest
+
 from chfuse_util import fuse_uring_param, tool
 
 FALLBACK_LINE = "fuse: io_uring: not offered by the kernel"
@@ -45,9 +47,11 @@ def expected_digest(nfiles=200):
     return h.hexdigest()
 
 
-def test_io_uring_serves_requests(chfs_pool, chfuse_mount):
+@pytest.mark.parametrize("opts", [("uring_q_depth=4",), ("uring_q_depth=4", "uring_threads=4")],
+                         ids=["1-thread-per-cpu", "4-threads-per-cpu"])
+def test_io_uring_serves_requests(chfs_pool, chfuse_mount, opts):
     with fuse_uring_param("Y"):
-        m = chfuse_mount(chfs_pool.env, "io_uring", "nopassthrough", "uring_q_depth=4")
+        m = chfuse_mount(chfs_pool.env, "io_uring", "nopassthrough", *opts)
         assert workload(m.path) == expected_digest()
         stats = m.unmount()
     out = m.output()
@@ -71,10 +75,14 @@ def test_io_uring_falls_back_when_module_disables_it(chfs_pool, chfuse_mount):
     assert stats["write_requests"] > 0, stats
 
 
-def test_uring_q_depth_out_of_range_is_refused(chfs_pool, tmp_path):
+def test_uring_options_out_of_range_are_refused(chfs_pool, tmp_path):
     mnt = tmp_path / "m"
     mnt.mkdir()
     r = subprocess.run([tool("chfuse"), "-f", "-o", "io_uring,uring_q_depth=5000", str(mnt)],
                        env=chfs_pool.env, capture_output=True, text=True, timeout=30)
     assert r.returncode != 0
     assert "uring_q_depth=5000 is out of range" in r.stderr, r.stderr
+    r = subprocess.run([tool("chfuse"), "-f", "-o", "io_uring,uring_threads=65", str(mnt)],
+                       env=chfs_pool.env, capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert "uring_threads=65 is out of range" in r.stderr, r.stderr
