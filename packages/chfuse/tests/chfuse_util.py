@@ -108,24 +108,31 @@ class Mount:
 
 
 URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
+IO_URING_DISABLED = "/proc/sys/kernel/io_uring_disabled"
 
 
-class fuse_uring_param:
-    """Sets the fuse module's enable_uring ("Y"/"N") for a with-block and restores it after."""
+class kernel_setting:
+    """Writes VALUE to a /sys or /proc/sys file for a with-block and restores the old value
+    after (skips the test if the file does not exist: the kernel lacks the feature)."""
 
-    def __init__(self, value):
-        self.value = value
+    def __init__(self, path, value):
+        self.path, self.value = path, value
 
     def __enter__(self):
-        if not os.path.exists(URING_PARAM):
-            pytest.skip(f"{URING_PARAM} missing: this kernel has no FUSE over io_uring")
-        with open(URING_PARAM) as f:
+        if not os.path.exists(self.path):
+            pytest.skip(f"{self.path} missing: this kernel lacks the feature")
+        with open(self.path) as f:
             self.old = f.read().strip()
-        with open(URING_PARAM, "w") as f:
+        with open(self.path, "w") as f:
             f.write(self.value)
         return self
 
     def __exit__(self, *exc):
-        with open(URING_PARAM, "w") as f:
+        with open(self.path, "w") as f:
             f.write(self.old)
         return False
+
+
+def fuse_uring_param(value):
+    """The fuse module's enable_uring ("Y"/"N") for a with-block."""
+    return kernel_setting(URING_PARAM, value)

@@ -1,7 +1,8 @@
 """chfuse over FUSE-io_uring (-o io_uring, libfuse-io-uring.patch): with the fuse module's
 enable_uring=Y the daemon's requests really come through its io_uring queues (libfuse's own
 count, in the stats file as uring_requests), and namespace and data work through them; with
-enable_uring=N the daemon says so in one line and serves /dev/fuse. The whole chfuse suite also
+enable_uring=N, or kernel.io_uring_disabled=2, the daemon says so in one line and serves
+/dev/fuse. The whole chfuse suite also
 runs on io_uring: conftest.py's chfuse_mount takes -o io_uring when CHFUSE_IO_URING=1 (ci/test
 runs test_chfuse_*.py a second time that way)."""
 import hashlib
@@ -10,7 +11,7 @@ import subprocess
 
 import pytest
 
-from chfuse_util import fuse_uring_param, tool
+from chfuse_util import IO_URING_DISABLED, fuse_uring_param, kernel_setting, tool
 
 FALLBACK_LINE = "fuse: io_uring: not offered by the kernel"
 
@@ -73,6 +74,22 @@ def test_io_uring_falls_back_when_module_disables_it(chfs_pool, chfuse_mount):
     assert len([line for line in out.splitlines() if "io_uring" in line]) == 1, out
     assert stats["uring_requests"] == 0, stats
     assert stats["write_requests"] > 0, stats
+
+
+def test_io_uring_falls_back_when_the_kernel_disables_io_uring(chfs_pool, chfuse_mount):
+    # kernel.io_uring_disabled=2: io_uring_setup fails with EPERM even for root. Kept to the
+    # mount and a short workload: the setting is machine-wide.
+    with fuse_uring_param("Y"), kernel_setting(IO_URING_DISABLED, "2"):
+        m = chfuse_mount(chfs_pool.env, "io_uring", "nopassthrough")
+        os.listdir(m.path)  # returns once the daemon has answered INIT (and set up io_uring)
+    m.expect_uring = False
+    assert workload(m.path, nfiles=50) == expected_digest(50)
+    stats = m.unmount()
+    out = m.output()
+    assert out.count("fuse: io_uring: cannot set up the rings: Operation not permitted; "
+                     "serving /dev/fuse") == 1, out
+    assert len([line for line in out.splitlines() if "io_uring" in line]) == 1, out
+    assert stats["uring_requests"] == 0, stats
 
 
 def test_uring_options_out_of_range_are_refused(chfs_pool, tmp_path):
