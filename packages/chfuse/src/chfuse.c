@@ -240,13 +240,14 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	chfuse_cfg.mountpoint = argv[optind];
-	if (check_mountpoint(chfuse_cfg.mountpoint) < 0 || join_pool() < 0)
-		return 1;
-	/* Block SIGUSR1 before libfuse starts threads, so only the stats thread takes it. */
+	/* Block SIGUSR1 before libchfs (chfs_init) and libfuse start threads, so only the stats
+	 * thread takes it: a thread with it unblocked would take its default action, exit. */
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (check_mountpoint(chfuse_cfg.mountpoint) < 0 || join_pool() < 0)
+		return 1;
 	int rc = serve(chfuse_cfg.mountpoint, foreground, fuse_opts, debug);
 	leave_pool(rc);
 	return rc;
