@@ -45,8 +45,9 @@ def read_stats(path):
 class Mount:
     """One running FUSE daemon (chfuse or pt_loopback) and its mount point."""
 
-    def __init__(self, argv, path, stats_path, env):
+    def __init__(self, argv, path, stats_path, env, expect_uring=False):
         self.path, self.stats_path = path, stats_path
+        self.expect_uring = expect_uring  # unmount() checks requests came through FUSE-io_uring
         os.makedirs(path, exist_ok=True)
         self.log_path = path + ".log"
         self.log = open(self.log_path, "w")
@@ -76,7 +77,10 @@ class Mount:
                                  f"{thread_stacks(self.proc.pid)}") from None
         assert rc == 0, self.output()
         assert not is_mounted(self.path)
-        return read_stats(self.stats_path)
+        stats = read_stats(self.stats_path)
+        if self.expect_uring:
+            assert stats.get("uring_requests", 0) > 0, f"no request came through io_uring: {stats}"
+        return stats
 
     def cleanup(self):
         force_unmount(self.path)

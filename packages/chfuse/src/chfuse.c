@@ -42,6 +42,11 @@ static void usage(FILE *out)
 	             "  -o nopassthrough     serve every read and write through the daemon\n"
 	             "  -o local             create new files on this node's server (CHFS_O_LOCAL)\n"
 	             "  -o stats=FILE        write request counters to FILE at unmount and on SIGUSR1\n"
+	             "  -o io_uring          take requests through FUSE over io_uring (Linux 6.14+,\n"
+	             "                       fuse module parameter enable_uring=Y); else /dev/fuse,\n"
+	             "                       with one line saying why\n"
+	             "  -o uring_q_depth=N   io_uring entries per CPU queue (1..1024, default 8)\n"
+	             "  -o uring_threads=T   threads serving each CPU queue (1..64, default 1)\n"
 	             "  -o OPT               any other option goes to libfuse (allow_other, max_threads=N,\n"
 	             "                       attr_timeout=S, ...)\n"
 	             "Unmount with: fusermount3 -u MOUNTPOINT\n");
@@ -137,6 +142,7 @@ static int serve(const char *mountpoint, bool foreground, char *fuse_opts, bool 
 	if (fuse_daemonize(foreground) != 0)
 		goto out_unmount;
 	struct fuse_session *se = fuse_get_session(fuse);
+	chfuse_stats_set_session(se);
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_unmount;
 	if (chfuse_stats_start_signal_thread() < 0)
@@ -234,13 +240,14 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	chfuse_cfg.mountpoint = argv[optind];
-	if (check_mountpoint(chfuse_cfg.mountpoint) < 0 || join_pool() < 0)
-		return 1;
-	/* Block SIGUSR1 before libfuse starts threads, so only the stats thread takes it. */
+	/* Block SIGUSR1 before libchfs (chfs_init) and libfuse start threads, so only the stats
+	 * thread takes it: a thread with it unblocked would take its default action, exit. */
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (check_mountpoint(chfuse_cfg.mountpoint) < 0 || join_pool() < 0)
+		return 1;
 	int rc = serve(chfuse_cfg.mountpoint, foreground, fuse_opts, debug);
 	leave_pool(rc);
 	return rc;

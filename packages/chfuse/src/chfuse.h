@@ -80,6 +80,8 @@ void chfuse_count(enum chfuse_counter c, long n);
 /* Writes all counters as "name value" lines to chfuse_cfg.stats_path (atomically, via rename);
  * a no-op without -o stats. Safe to call from any thread. */
 void chfuse_stats_dump(void);
+/* The session whose io_uring request count the dump includes (libfuse with the io_uring patch). */
+void chfuse_stats_set_session(struct fuse_session *se);
 /* Starts a thread that dumps the counters on SIGUSR1 (SIGUSR1 must be blocked already). */
 int chfuse_stats_start_signal_thread(void);
 

@@ -24,6 +24,9 @@ static const char *const counter_names[CHFUSE_NCOUNTERS] = {
         [CHFUSE_WRITE_BYTES] = "write_bytes",
 };
 static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fuse_session *_Atomic session;
+
+void chfuse_stats_set_session(struct fuse_session *se) { atomic_store(&session, se); }
 
 void chfuse_count(enum chfuse_counter c, long n)
 {
@@ -43,6 +46,12 @@ void chfuse_stats_dump(void)
 		fprintf(f, "passthrough_active %d\n", (int)atomic_load(&chfuse_passthrough_active));
 		for (int i = 0; i < CHFUSE_NCOUNTERS; i++)
 			fprintf(f, "%s %ld\n", counter_names[i], atomic_load(&counters[i]));
+#ifdef FUSE_HAVE_URING_STATS
+		/* Requests that came through FUSE over io_uring (-o io_uring), not /dev/fuse. */
+		struct fuse_session *se = atomic_load(&session);
+		fprintf(f, "uring_requests %llu\n",
+		        se ? (unsigned long long)fuse_session_uring_requests(se) : 0ULL);
+#endif
 		if (fclose(f) == 0)
 			rename(tmp, chfuse_cfg.stats_path);
 	}

@@ -20,3 +20,34 @@ def tool(name):
     if not found:
         pytest.fail(f"{name} is not installed under {p} (run ci/build)")
     return found
+
+
+URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
+IO_URING_DISABLED = "/proc/sys/kernel/io_uring_disabled"
+
+
+class kernel_setting:
+    """Writes VALUE to a /sys or /proc/sys file for a with-block and restores the old value
+    after (skips the test if the file does not exist: the kernel lacks the feature)."""
+
+    def __init__(self, path, value):
+        self.path, self.value = path, value
+
+    def __enter__(self):
+        if not os.path.exists(self.path):
+            pytest.skip(f"{self.path} missing: this kernel lacks the feature")
+        with open(self.path) as f:
+            self.old = f.read().strip()
+        with open(self.path, "w") as f:
+            f.write(self.value)
+        return self
+
+    def __exit__(self, *exc):
+        with open(self.path, "w") as f:
+            f.write(self.old)
+        return False
+
+
+def fuse_uring_param(value):
+    """The fuse module's enable_uring ("Y"/"N") for a with-block."""
+    return kernel_setting(URING_PARAM, value)

@@ -5,12 +5,18 @@ live pool and guaranteeing that nothing stays mounted.
 waits until the mount shows in /proc/self/mountinfo; `.unmount()` runs fusermount3 -u, waits for
 the daemon to exit and returns its counters (the stats file it writes at unmount). The finalizer
 unmounts whatever a failed test left: fusermount3 -u, then umount -l, then kills the daemon.
+
+With CHFUSE_IO_URING=1 in the environment every chfuse mount takes -o io_uring, the fuse module's
+enable_uring is Y for the test (restored after it), and each clean unmount checks that requests
+really came through io_uring (ci/test runs the chfuse suite once this way).
 """
 import os
 
 import pytest
 
-from chfuse_util import Mount, tool
+from chfuse_util import Mount, fuse_uring_param, tool
+
+IO_URING = os.environ.get("CHFUSE_IO_URING") == "1"
 
 
 @pytest.fixture
@@ -21,15 +27,23 @@ def chfuse_mount(tmp_path):
         path = str(tmp_path / name)
         stats = str(tmp_path / f"{name}.stats")
         argv = [tool("chfuse"), "--foreground", "-o", f"stats={stats}"]
-        for o in opts:
+        for o in opts + (("io_uring",) if IO_URING else ()):
             argv += ["-o", o]
-        m = Mount(argv + [path], path, stats, env)
+        m = Mount(argv + [path], path, stats, env, expect_uring=IO_URING)
         mounts.append(m)
         return m
 
-    yield start
-    for m in mounts:
-        m.cleanup()
+    if IO_URING:
+        with fuse_uring_param("Y"):
+            try:
+                yield start
+            finally:
+                for m in mounts:
+                    m.cleanup()
+    else:
+        yield start
+        for m in mounts:
+            m.cleanup()
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Mount life cycle and errors: daemon mode, and one clear line, a non-zero exit and nothing left
 mounted for a missing mount point, an unreachable pool, a bad option or a busy unmount."""
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -102,3 +103,22 @@ def test_daemon_mode_detaches_and_exits_at_unmount(chfs_pool, tmp_path):
     finally:
         force_unmount(str(mnt))
     assert not is_mounted(str(mnt))
+
+
+def test_sigusr1_writes_stats_and_keeps_serving(chfs_pool, chfuse_mount):
+    """SIGUSR1 dumps the counters (README); it used to kill the daemon, because libchfs's
+    threads, started before chfuse blocked the signal, took its default action."""
+    m = chfuse_mount(chfs_pool.env)
+    with open(f"{m.path}/f", "w") as f:
+        f.write("x")
+    for _ in range(3):
+        m.proc.send_signal(signal.SIGUSR1)
+        end = time.time() + 10
+        while not os.path.exists(m.stats_path) and time.time() < end and m.proc.poll() is None:
+            time.sleep(0.05)
+        assert m.proc.poll() is None, f"chfuse exited with {m.proc.returncode} on SIGUSR1"
+        assert os.path.exists(m.stats_path)
+        os.unlink(m.stats_path)
+    assert open(f"{m.path}/f").read() == "x"
+    stats = m.unmount()
+    assert stats["open_requests"] >= 2, stats
