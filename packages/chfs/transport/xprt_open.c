@@ -235,6 +235,13 @@ int xprt_open(const struct xprt_opts *o, xprt_t **out)
 	pthread_mutex_init(&x->bufs_mu, NULL);
 	pthread_mutex_init(&x->q_mu, NULL);
 	pthread_cond_init(&x->q_cv, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&x->park_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	const char *cp = getenv("CHFS_XPRT_CALLER_PROGRESS");
+	x->caller_progress = !x->is_server && !(cp && strcmp(cp, "0") == 0);
 	atomic_init(&x->next_id, 1);
 	atomic_init(&x->next_key, 1);
 

@@ -11,6 +11,9 @@
  *    progress; xprt_close interrupts it with fi_cq_signal.
  *  - shm has no wait object (sread spins at 100% and ignores its timeout): its loop polls and
  *    sleeps on a futex doorbell, in xprt_shm.c.
+ * In caller-progress mode (clients, xprt_call.c) the waiting callers read the CQ; this thread
+ * parks while any caller waits and otherwise makes short non-blocking polls, every millisecond
+ * while calls are in flight that nobody waits for yet, every 100 ms when idle.
  */
 #include "xprt_internal.h"
 
@@ -25,6 +28,9 @@
 #include <rdma/fi_errno.h>
 
 #define CQ_BATCH 16
+#define POLLER_SLICE_MS 100 /* a polling caller re-checks its own deadline at least this often */
+
+_Thread_local int xprt_tls_polling;
 void xprt_deadline(struct timespec *ts, int timeout_ms)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);
@@ -161,10 +167,58 @@ static void progress_blocking(xprt_t *x)
 	}
 }
 
+static long ms_left(const struct timespec *ts)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	long long ms = (long long)(ts->tv_sec - now.tv_sec) * 1000 + (ts->tv_nsec - now.tv_nsec) / 1000000;
+	return ms < 0 ? 0 : ms > POLLER_SLICE_MS ? POLLER_SLICE_MS : (long)ms;
+}
+
+bool xprt_poll_until(xprt_t *x, atomic_bool *flag, const struct timespec *until)
+{
+	if (x->kind == XPRT_SHM)
+		return xprt_shm_poll_until(x, flag, until);
+	while (!atomic_load(flag) && !xprt_past(until))
+		xprt_poll_cq(x, (int)ms_left(until) + 1);
+	return atomic_load(flag);
+}
+
+void xprt_wake_poller(xprt_t *x)
+{
+	if (x->kind == XPRT_SHM)
+		shm_doorbell_ring(x->self_db);
+	else
+		fi_cq_signal(x->cq);
+}
+
+/* Caller-progress mode: see the top of the file. */
+static void progress_parked(xprt_t *x)
+{
+	pthread_mutex_lock(&x->call_mu);
+	while (!atomic_load(&x->stopping)) {
+		bool orphans = x->waiters == 0 && atomic_load(&x->calls_in_flight) > 0;
+		struct timespec until;
+		xprt_deadline(&until, orphans ? 1 : 100);
+		pthread_cond_timedwait(&x->park_cv, &x->call_mu, &until);
+		if (x->waiters || atomic_load(&x->poller))
+			continue;
+		pthread_mutex_unlock(&x->call_mu);
+		atomic_fetch_add(&x->st.wakeups, 1);
+		for (int i = 0; i < 64 && xprt_poll_cq(x, -1) > 0; i++)
+			;
+		pthread_mutex_lock(&x->call_mu);
+	}
+	pthread_mutex_unlock(&x->call_mu);
+}
+
 static void *progress_main(void *arg)
 {
 	xprt_t *x = arg;
-	if (x->kind == XPRT_SHM)
+	xprt_tls_polling = 1;
+	if (x->caller_progress)
+		progress_parked(x);
+	else if (x->kind == XPRT_SHM)
 		xprt_shm_progress(x);
 	else
 		progress_blocking(x);
@@ -185,6 +239,9 @@ void xprt_progress_stop(xprt_t *x)
 	if (!x->progress_started)
 		return;
 	atomic_store(&x->stopping, true);
+	pthread_mutex_lock(&x->call_mu);
+	pthread_cond_broadcast(&x->park_cv);
+	pthread_mutex_unlock(&x->call_mu);
 	if (x->kind == XPRT_SHM)
 		shm_doorbell_ring(x->self_db);
 	else
