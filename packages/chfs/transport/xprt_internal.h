@@ -147,6 +147,7 @@ struct xprt {
 	size_t self_rawlen;
 
 	/* progress */
+	pthread_mutex_t cq_mu; /* held by the one thread reading the CQ (xprt_progress.c) */
 	pthread_t progress;
 	bool progress_started;
 	atomic_bool stopping;

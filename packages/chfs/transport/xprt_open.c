@@ -231,6 +231,7 @@ int xprt_open(const struct xprt_opts *o, xprt_t **out)
 	x->nworkers = o->nworkers ? o->nworkers : 4;
 	pthread_mutex_init(&x->peer_mu, NULL);
 	pthread_mutex_init(&x->call_mu, NULL);
+	pthread_mutex_init(&x->cq_mu, NULL);
 	pthread_mutex_init(&x->send_mu, NULL);
 	pthread_mutex_init(&x->bufs_mu, NULL);
 	pthread_mutex_init(&x->q_mu, NULL);

@@ -141,8 +141,14 @@ static void handle_err(xprt_t *x)
 	}
 }
 
-/* Read one batch; returns the number of completions handled (errors count), 0 if none. */
-int xprt_poll_cq(xprt_t *x, int timeout_ms)
+/* One thread at a time reads the CQ (cq_mu): libfabric 1.17's tcp lost a reply now and then
+ * (a call timed out with the reply sent) when two threads read the CQ at once — one blocked
+ * in fi_cq_sread, the other in fi_cq_read — so every read, blocking or not, is serialised.
+ * A thread already holding it (a completion handler whose send found the queue full) reads
+ * on; a non-blocking read finding it busy returns 0: its holder is reading anyway. */
+static _Thread_local int tls_holds_cq;
+
+static int poll_cq_locked(xprt_t *x, int timeout_ms)
 {
 	struct fi_cq_tagged_entry ents[CQ_BATCH];
 	ssize_t n = timeout_ms >= 0 ? fi_cq_sread(x->cq, ents, CQ_BATCH, NULL, timeout_ms)
@@ -157,6 +163,22 @@ int xprt_poll_cq(xprt_t *x, int timeout_ms)
 		return 1;
 	}
 	return 0;
+}
+
+/* Read one batch; returns the number of completions handled (errors count), 0 if none. */
+int xprt_poll_cq(xprt_t *x, int timeout_ms)
+{
+	if (tls_holds_cq)
+		return poll_cq_locked(x, timeout_ms < 0 ? -1 : 0);
+	if (timeout_ms >= 0)
+		pthread_mutex_lock(&x->cq_mu);
+	else if (pthread_mutex_trylock(&x->cq_mu) != 0)
+		return 0;
+	tls_holds_cq = 1;
+	int n = poll_cq_locked(x, timeout_ms);
+	tls_holds_cq = 0;
+	pthread_mutex_unlock(&x->cq_mu);
+	return n;
 }
 
 static void progress_blocking(xprt_t *x)

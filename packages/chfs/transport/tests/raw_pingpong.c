@@ -68,12 +68,15 @@ static int raw_open(struct raw_ep *r, const char *proto)
 	r->busy_poll = shm;
 	if ((rc = fi_fabric(r->info->fabric_attr, &r->fabric, NULL)) ||
 	    (rc = fi_domain(r->fabric, r->info, &r->domain, NULL)) ||
-	    (rc = fi_cq_open(r->domain, &ca, &r->cq, NULL)) || (rc = fi_av_open(r->domain, &aa, &r->av, NULL)) ||
-	    (rc = fi_endpoint(r->domain, r->info, &r->ep, NULL)) || (rc = fi_ep_bind(r->ep, &r->av->fid, 0)) ||
+	    (rc = fi_cq_open(r->domain, &ca, &r->cq, NULL)) ||
+	    (rc = fi_av_open(r->domain, &aa, &r->av, NULL)) ||
+	    (rc = fi_endpoint(r->domain, r->info, &r->ep, NULL)) ||
+	    (rc = fi_ep_bind(r->ep, &r->av->fid, 0)) ||
 	    (rc = fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV)) || (rc = fi_enable(r->ep)))
 		return rc;
 	for (int i = 0; i < NRECV; i++)
-		if ((rc = (int)fi_recv(r->ep, r->rbuf[i], sizeof r->rbuf[i], NULL, FI_ADDR_UNSPEC, &r->rctx[i])))
+		if ((rc = (int)fi_recv(r->ep, r->rbuf[i], sizeof r->rbuf[i], NULL, FI_ADDR_UNSPEC,
+		                       &r->rctx[i])))
 			return rc;
 	return 0;
 }
@@ -146,7 +149,8 @@ static void child(const char *proto, int fd)
 	size_t namelen = sizeof name;
 	if (!r || raw_open(r, proto) || fi_getname(&r->ep->fid, name, &namelen))
 		_exit(1);
-	if (write(fd, &namelen, sizeof namelen) != sizeof namelen || write(fd, name, namelen) != (ssize_t)namelen)
+	if (write(fd, &namelen, sizeof namelen) != sizeof namelen ||
+	    write(fd, name, namelen) != (ssize_t)namelen)
 		_exit(1);
 	close(fd);
 	fi_addr_t client = FI_ADDR_NOTAVAIL;
