@@ -16,8 +16,7 @@
  * lone caller. One waiter at a time is the poller (blocking in fi_cq_sread, or the shm poll and
  * doorbell loop); it dispatches every completion, its own and the other waiters' (who sleep on
  * their condition variable), and when its own reply came it passes the role to the next waiter.
- * The progress thread steps back while anyone waits and only polls, briefly, for calls started
- * with nobody waiting for them yet (a client needs no progress with no call in flight).
+ * The progress thread steps back while anyone waits (xprt_progress.c: progress_parked).
  *
  * Sends: messages up to the provider's inject size go out with fi_tinject (no completion);
  * larger ones are copied into a send operation owned by the transport until its completion, so
@@ -371,6 +370,8 @@ static void call_wait_polling(xprt_t *x, struct xprt_call *c, bool probe)
 		const struct timespec *until = probe ? &c->probe_at : &c->deadline;
 		if (!atomic_load(&x->poller)) {
 			atomic_store(&x->poller, c);
+			if (x->progress_in_cq)
+				fi_cq_signal(x->cq); /* it holds the CQ in fi_cq_sread: let go */
 			pthread_mutex_unlock(&x->call_mu);
 			xprt_tls_polling = 1;
 			tls_poll_call = c;
@@ -392,6 +393,7 @@ static void call_wait_polling(xprt_t *x, struct xprt_call *c, bool probe)
 		}
 	}
 	waitq_remove(x, c);
+	x->calls_recent = true;
 	if (!atomic_load(&x->poller) && x->waitq)
 		pthread_cond_signal(&x->waitq->cv); /* the next waiter polls */
 	/* The progress thread is not woken: it looks again on its own (xprt_progress.c). */

@@ -173,6 +173,8 @@ struct xprt {
 	struct xprt_call *_Atomic poller;
 	struct xprt_call *waitq;
 	int waiters;
+	bool calls_recent;      /* a wait ended since the progress thread last looked */
+	bool progress_in_cq;    /* the progress thread reads the CQ (blocking): interrupt it */
 	pthread_cond_t park_cv; /* the progress thread parks here */
 
 	/* sends in flight */

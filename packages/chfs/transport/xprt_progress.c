@@ -12,8 +12,7 @@
  *  - shm has no wait object (sread spins at 100% and ignores its timeout): its loop polls and
  *    sleeps on a futex doorbell, in xprt_shm.c.
  * In caller-progress mode (clients, xprt_call.c) the waiting callers read the CQ; this thread
- * parks while any caller waits and otherwise makes short non-blocking polls, every millisecond
- * while calls are in flight that nobody waits for yet, every 100 ms when idle.
+ * parks while any caller waits (see progress_parked).
  */
 #include "xprt_internal.h"
 
@@ -214,22 +213,37 @@ void xprt_wake_poller(xprt_t *x)
 		fi_cq_signal(x->cq);
 }
 
-/* Caller-progress mode: see the top of the file. */
+/* Caller-progress mode: see the top of the file. On tcp/verbs/sockets the thread blocks in
+ * fi_cq_sread whenever no caller waits and the calls have been quiet for PARK_LINGER_MS, as in
+ * the plain mode (an idle rxm endpoint read only by short non-blocking polls lost a reply now
+ * and then); a caller that becomes the poller while it is there interrupts it (fi_cq_signal).
+ * shm polls briefly instead (every 1 ms with calls nobody waits for, every 100 ms idle). */
+#define PARK_LINGER_MS 5
 static void progress_parked(xprt_t *x)
 {
+	bool blocking = x->kind != XPRT_SHM;
 	pthread_mutex_lock(&x->call_mu);
 	while (!atomic_load(&x->stopping)) {
 		bool orphans = x->waiters == 0 && atomic_load(&x->calls_in_flight) > 0;
-		struct timespec until;
-		xprt_deadline(&until, orphans ? 1 : 100);
-		pthread_cond_timedwait(&x->park_cv, &x->call_mu, &until);
-		if (x->waiters || atomic_load(&x->poller))
-			continue;
+		if (x->waiters || atomic_load(&x->poller) || !blocking || x->calls_recent) {
+			x->calls_recent = false;
+			struct timespec until;
+			xprt_deadline(&until, blocking ? PARK_LINGER_MS : orphans ? 1 : 100);
+			pthread_cond_timedwait(&x->park_cv, &x->call_mu, &until);
+			if (x->waiters || atomic_load(&x->poller) || (blocking && x->calls_recent))
+				continue;
+		}
+		if (blocking)
+			x->progress_in_cq = true; /* under call_mu: a new poller sees it and interrupts */
 		pthread_mutex_unlock(&x->call_mu);
 		atomic_fetch_add(&x->st.wakeups, 1);
-		for (int i = 0; i < 64 && xprt_poll_cq(x, -1) > 0; i++)
-			;
+		if (blocking)
+			xprt_poll_cq(x, 200);
+		else
+			for (int i = 0; i < 64 && xprt_poll_cq(x, -1) > 0; i++)
+				;
 		pthread_mutex_lock(&x->call_mu);
+		x->progress_in_cq = false;
 	}
 	pthread_mutex_unlock(&x->call_mu);
 }
