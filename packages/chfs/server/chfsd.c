@@ -358,6 +358,8 @@ int main(int argc, char **argv)
 	if ((rc = rebalance_init(&d)) < 0 || (rc = fastpath_open(&d)) < 0 ||
 	    (rc = members_start_broadcaster(&d)) < 0 || (rc = heartbeat_start(&d)) < 0 ||
 	    (rc = handover_start(&d)) < 0 || (rc = xprt_serve_admit(d.x, handle_admit, &d)) < 0 ||
+	    (!(getenv("CHFSD_INLINE") && strcmp(getenv("CHFSD_INLINE"), "0") == 0) &&
+	     (rc = xprt_serve_inline(d.x, handle_inline, &d)) < 0) ||
 	    (rc = xprt_serve(d.x, handle_request, &d)) < 0) {
 		log_err("cannot serve: %s", strerror(-rc));
 		return 1;

@@ -100,6 +100,9 @@ void heartbeat_stop(struct chfsd *d);
 void handle_request(xprt_req_t *r, void *arg);
 /* Admission (progress thread): only requests carrying the pool secret reach a worker. */
 int handle_admit(const void *msg, size_t len, void *arg);
+/* On the progress thread (xprt_serve_inline): answers a STAT that cannot block, else returns 0
+ * and the request goes to a worker. CHFSD_INLINE=0 turns it off (for A/B measurements). */
+int handle_inline(xprt_req_t *r, void *arg);
 /* peer.c: server-to-server calls. chfsd_req_hdr reserves the header in e; chfsd_call fills
  * it (body length, this server's epoch), sends to addr and waits: 0 with *body over the reply
  * body (if body), the server's status, -ENOTCONN (no answer) or -EIO (malformed reply). */

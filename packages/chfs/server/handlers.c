@@ -504,3 +504,53 @@ void handle_request(xprt_req_t *r, void *arg)
 	log_debug("%s %s -> %d", wire_op_name(q->h.op), q->path, rc);
 	reply_status(r, w->rep, &q->h, rc, rc ? WIRE_HDR_LEN : e.len);
 }
+
+/* ---- small requests answered on the transport's progress thread (xprt_serve_inline) ----
+ * A STAT, the commonest metadata request (one hash lookup in the in-memory namespace), is
+ * answered where it arrived, without the hand-off to a worker and back, when nothing in it can
+ * block: no backend to read through on a miss, the sender's ring epoch current, the ring gate
+ * free without waiting (a member change holds it for writing while it calls other servers), and
+ * no rebalance taking keys from previous owners (both stable while we hold the gate). Anything
+ * else returns 0 untouched and a worker handles it in full, as before. */
+struct inline_ctx {
+	struct wire_req req;
+	struct chfs_md md;
+	uint8_t rep[WIRE_HDR_LEN + 2 * CHFS_PATH_MAX];
+};
+
+int handle_inline(xprt_req_t *r, void *arg)
+{
+	static __thread struct inline_ctx *t;
+	struct chfsd *d = arg;
+	size_t len;
+	const void *msg = xprt_req_data(r, &len);
+	struct wire_hdr h;
+	if (d->bk || wire_hdr_get(msg, len, &h) != 0 || h.op != WOP_STAT)
+		return 0;
+	if (!t && !(t = malloc(sizeof *t)))
+		return 0;
+	struct wire_req *q = &t->req;
+	if (wire_decode_req(msg, len, q) != 0 || !secret_equal(q->h.secret, d->secret))
+		return 0; /* the worker path logs and answers it */
+	if (pthread_rwlock_tryrdlock(&d->mem.gate) != 0)
+		return 0;
+	uint64_t epoch = members_epoch(&d->mem);
+	if (epoch == 0 || q->h.epoch != epoch || rebalance_active(d)) {
+		pthread_rwlock_unlock(&d->mem.gate);
+		return 0;
+	}
+	struct wenc e;
+	wenc_init(&e, t->rep, sizeof t->rep);
+	wenc_reserve(&e, WIRE_HDR_LEN);
+	int rc = st_lookup(d->st, q->path, &t->md);
+	if (rc == 0) {
+		merge_local(d, &t->md);
+		wenc_md(&e, &t->md);
+		rc = e.err;
+	}
+	pthread_rwlock_unlock(&d->mem.gate);
+	reply_epoch = epoch;
+	log_debug("%s %s -> %d (inline)", wire_op_name(q->h.op), q->path, rc);
+	reply_status(r, t->rep, &q->h, rc, rc ? WIRE_HDR_LEN : e.len);
+	return 1;
+}

@@ -107,6 +107,13 @@ int xprt_serve_admit(xprt_t *x, xprt_admit_fn fn, void *arg);
 /* Start calling h(r, arg) on the worker threads for every request; returns at once. Each request
  * must be answered with exactly one xprt_reply() (which releases r). */
 int xprt_serve(xprt_t *x, xprt_handler_fn h, void *arg);
+/* Small requests without a thread hand-off: fn(r, arg) is called on the progress thread for each
+ * admitted request before it is queued for the workers. It either answers r (xprt_reply, which
+ * releases r) and returns nonzero, or returns 0 without touching r and the request goes to a
+ * worker as usual. It must not block, wait for another call, or use RMA: while it runs nobody
+ * reads the completion queue. Set it before xprt_serve. */
+typedef int (*xprt_inline_fn)(xprt_req_t *r, void *arg);
+int xprt_serve_inline(xprt_t *x, xprt_inline_fn fn, void *arg);
 const void *xprt_req_data(const xprt_req_t *r, size_t *len);
 /* The client's address string (for logs and membership). */
 const char *xprt_req_peer_addr(const xprt_req_t *r);

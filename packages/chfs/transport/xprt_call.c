@@ -4,10 +4,19 @@
  * A call gets a fresh 64-bit id, sits in the x->calls hash while in flight, and its request goes
  * out with the id and the caller's raw address in the header (the server inserts it into its
  * AV; no out-of-band address exchange). The reply carries the same id and lands in one of the
- * shared receive buffers; the progress thread copies it into the caller's buffer under
- * call_mu and signals the caller. A caller that times out removes its call from the hash under
- * the same lock, so a late reply finds nothing and is dropped — the caller's buffer is never
- * touched after it returned.
+ * shared receive buffers; whoever read the completion takes the call out of the hash under
+ * call_mu, copies the reply into the caller's buffer without the lock, then marks it done and
+ * signals the caller. A caller that times out removes its call from the hash under the same
+ * lock, so a late reply finds nothing and is dropped; a caller whose call was already taken out
+ * waits the copy out — the caller's buffer is never touched after it returned.
+ *
+ * Caller-progress mode (a client xprt, the default; CHFS_XPRT_CALLER_PROGRESS=0 turns it off):
+ * the waiting callers read the CQ themselves instead of sleeping until the progress thread
+ * hands them their reply — one thread hand-off less per call, two context switches less on a
+ * lone caller. One waiter at a time is the poller (blocking in fi_cq_sread, or the shm poll and
+ * doorbell loop); it dispatches every completion, its own and the other waiters' (who sleep on
+ * their condition variable), and when its own reply came it passes the role to the next waiter.
+ * The progress thread steps back while anyone waits (xprt_progress.c: progress_parked).
  *
  * Sends: messages up to the provider's inject size go out with fi_tinject (no completion);
  * larger ones are copied into a send operation owned by the transport until its completion, so
@@ -138,6 +147,10 @@ int xprt_send_msg(xprt_t *x, xprt_peer_t *p, int kind, uint64_t id, const void *
 			return rc == -FI_EAGAIN ? -ETIMEDOUT : xprt_fi_err((int)rc);
 		}
 		xprt_kick(x, p);
+		/* The queue frees up (and rxm connects) only as the CQ is read; the thread that
+		 * would read it may be this one, or nobody while a client's callers are busy. */
+		if (xprt_tls_polling || x->caller_progress)
+			xprt_poll_cq(x, -1);
 		if (spins < 16)
 			sched_yield();
 		else
@@ -215,24 +228,32 @@ static struct xprt_call *call_remove(xprt_t *x, uint64_t id)
 	return NULL;
 }
 
+static _Thread_local struct xprt_call *tls_poll_call; /* the call this thread polls for */
+
 void xprt_call_deliver(xprt_t *x, uint64_t id, const void *body, size_t len, int err)
 {
 	pthread_mutex_lock(&x->call_mu);
 	struct xprt_call *c = call_remove(x, id);
-	if (c) {
-		if (err) {
-			c->result = err;
-		} else {
-			c->replen = len;
-			c->result = len > c->repcap ? -EMSGSIZE : 0;
-			if (len)
-				memcpy(c->rep, body, len > c->repcap ? c->repcap : len);
-			atomic_fetch_add(&x->st.replies, 1);
-			atomic_store(&c->peer->answered, true);
-		}
-		c->done = true;
-		pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&x->call_mu);
+	if (!c)
+		return;
+	/* Out of the hash, not done: its caller waits for us, so the copy needs no lock. */
+	int result = err;
+	if (!err) {
+		result = len > c->repcap ? -EMSGSIZE : 0;
+		if (len)
+			memcpy(c->rep, body, len > c->repcap ? c->repcap : len);
+		atomic_fetch_add(&x->st.replies, 1);
+		atomic_store(&c->peer->answered, true);
 	}
+	pthread_mutex_lock(&x->call_mu);
+	if (!err)
+		c->replen = len;
+	c->result = result;
+	c->done = true;
+	pthread_cond_signal(&c->cv);
+	if (atomic_load(&x->poller) == c && tls_poll_call != c)
+		xprt_wake_poller(x); /* it may sleep in the CQ, not on its cv */
 	pthread_mutex_unlock(&x->call_mu);
 }
 
@@ -306,12 +327,87 @@ static void call_check_reach(xprt_t *x, struct xprt_call *c)
 	}
 }
 
+/* The call timed out (call_mu held): fail it, unless a reply is being copied into it. */
+static void call_timeout(xprt_t *x, struct xprt_call *c)
+{
+	if (!call_remove(x, c->id)) {
+		while (!c->done) /* taken out by a deliverer: done within a copy */
+			pthread_cond_wait(&c->cv, &x->call_mu);
+		return;
+	}
+	c->result = -ETIMEDOUT;
+	c->done = true;
+	atomic_fetch_add(&x->st.timeouts, 1);
+}
+
+static void waitq_add(xprt_t *x, struct xprt_call *c)
+{
+	c->wprev = NULL;
+	c->wnext = x->waitq;
+	if (x->waitq)
+		x->waitq->wprev = c;
+	x->waitq = c;
+	x->waiters++;
+}
+
+static void waitq_remove(xprt_t *x, struct xprt_call *c)
+{
+	if (c->wprev)
+		c->wprev->wnext = c->wnext;
+	else
+		x->waitq = c->wnext;
+	if (c->wnext)
+		c->wnext->wprev = c->wprev;
+	x->waiters--;
+}
+
+/* Caller-progress wait (call_mu held): poll the CQ while nobody else does, else sleep until
+ * the reply, the turn to poll, or the deadline. */
+static void call_wait_polling(xprt_t *x, struct xprt_call *c, bool probe)
+{
+	waitq_add(x, c);
+	while (!c->done) {
+		const struct timespec *until = probe ? &c->probe_at : &c->deadline;
+		if (!atomic_load(&x->poller)) {
+			atomic_store(&x->poller, c);
+			if (x->progress_in_cq)
+				fi_cq_signal(x->cq); /* it holds the CQ in fi_cq_sread: let go */
+			pthread_mutex_unlock(&x->call_mu);
+			xprt_tls_polling = 1;
+			tls_poll_call = c;
+			bool got = xprt_poll_until(x, &c->done, until);
+			tls_poll_call = NULL;
+			xprt_tls_polling = 0;
+			pthread_mutex_lock(&x->call_mu);
+			atomic_store(&x->poller, NULL);
+			if (got || c->done || !xprt_past(until))
+				continue;
+		} else if (pthread_cond_timedwait(&c->cv, &x->call_mu, until) != ETIMEDOUT || c->done) {
+			continue;
+		}
+		if (probe) {
+			probe = false;
+			call_check_reach(x, c);
+		} else {
+			call_timeout(x, c);
+		}
+	}
+	waitq_remove(x, c);
+	x->calls_recent = true;
+	if (!atomic_load(&x->poller) && x->waitq)
+		pthread_cond_signal(&x->waitq->cv); /* the next waiter polls */
+	/* The progress thread is not woken: it looks again on its own (xprt_progress.c). */
+}
+
 static int call_finish(struct xprt_call *c, size_t *replen)
 {
 	xprt_t *x = c->x;
-	xprt_poll_before_wait(x, &c->done);
 	bool probe = xprt_reach_applies(x, c->peer) && ts_before(&c->probe_at, &c->deadline);
+	if (!x->caller_progress)
+		xprt_poll_before_wait(x, &c->done);
 	pthread_mutex_lock(&x->call_mu);
+	if (x->caller_progress)
+		call_wait_polling(x, c, probe);
 	while (!c->done) {
 		const struct timespec *until = probe ? &c->probe_at : &c->deadline;
 		if (pthread_cond_timedwait(&c->cv, &x->call_mu, until) != ETIMEDOUT || c->done)
@@ -320,10 +416,7 @@ static int call_finish(struct xprt_call *c, size_t *replen)
 			probe = false;
 			call_check_reach(x, c);
 		} else {
-			call_remove(x, c->id);
-			c->result = -ETIMEDOUT;
-			c->done = true;
-			atomic_fetch_add(&x->st.timeouts, 1);
+			call_timeout(x, c);
 		}
 	}
 	pthread_mutex_unlock(&x->call_mu);

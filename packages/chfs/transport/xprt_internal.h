@@ -114,6 +114,7 @@ struct xprt_call {
 	struct timespec probe_at; /* xprt_reach.c: when to check a never-answered peer */
 	xprt_t *x;
 	xprt_peer_t *peer;
+	struct xprt_call *wprev, *wnext; /* x->waitq (caller-progress mode), under call_mu */
 };
 
 struct xprt_req {
@@ -146,6 +147,7 @@ struct xprt {
 	size_t self_rawlen;
 
 	/* progress */
+	pthread_mutex_t cq_mu; /* held by the one thread reading the CQ (xprt_progress.c) */
 	pthread_t progress;
 	bool progress_started;
 	atomic_bool stopping;
@@ -164,6 +166,17 @@ struct xprt {
 	struct xprt_call *calls[XPRT_HASH];
 	atomic_uint_fast64_t next_id;
 
+	/* Caller-progress mode (clients; xprt_call.c): the threads waiting for calls read the CQ
+	 * themselves, one at a time (`poller`), the others wait in `waitq` for their reply or for
+	 * their turn to poll; the progress thread only polls when no caller waits. call_mu. */
+	bool caller_progress;
+	struct xprt_call *_Atomic poller;
+	struct xprt_call *waitq;
+	int waiters;
+	bool calls_recent;      /* a wait ended since the progress thread last looked */
+	bool progress_in_cq;    /* the progress thread reads the CQ (blocking): interrupt it */
+	pthread_cond_t park_cv; /* the progress thread parks here */
+
 	/* sends in flight */
 	pthread_mutex_t send_mu;
 	struct xprt_sendop *sends;
@@ -180,7 +193,9 @@ struct xprt {
 	/* server */
 	xprt_handler_fn handler;
 	void *handler_arg;
-	_Atomic(xprt_admit_fn) admit; /* set after the progress thread runs: published with release */
+	void *inline_arg;
+	_Atomic(xprt_inline_fn) inline_fn; /* tried on the progress thread first: published like admit */
+	_Atomic(xprt_admit_fn) admit;      /* set after the progress thread runs: published with release */
 	void *admit_arg;
 	unsigned nworkers;
 	pthread_t *workers;
@@ -213,6 +228,13 @@ int xprt_fi_err(int fi_err);
 
 /* Read one batch of completions (timeout_ms < 0: do not wait); returns how many were handled. */
 int xprt_poll_cq(xprt_t *x, int timeout_ms);
+/* Caller-progress mode: read the CQ (blocking as the provider allows) until *flag is set or
+ * `until` passed; true if *flag is set. Another thread that sets *flag calls xprt_wake_poller. */
+bool xprt_poll_until(xprt_t *x, atomic_bool *flag, const struct timespec *until);
+void xprt_wake_poller(xprt_t *x);
+/* Nonzero on the thread that is reading the CQ for the xprt (progress thread or a polling
+ * caller): a send that finds the queue full must read the CQ itself, nobody else will. */
+extern _Thread_local int xprt_tls_polling;
 
 /* xprt_shm.c — the shm backend; the generic modules call these only when kind == XPRT_SHM. */
 bool xprt_shm_name_ok(const char *s);
@@ -228,6 +250,7 @@ void xprt_shm_retired_free(xprt_t *x); /* at close, threads stopped */
 void xprt_shm_progress(xprt_t *x);
 void xprt_shm_kick(xprt_t *x, xprt_peer_t *peer);
 void xprt_shm_poll_before_wait(xprt_t *x, atomic_bool *flag);
+bool xprt_shm_poll_until(xprt_t *x, atomic_bool *flag, const struct timespec *until);
 
 /* xprt_fastinit.c: bracket the process's first fi_getinfo (see there). */
 void xprt_fastinit_begin(void);

@@ -231,10 +231,18 @@ int xprt_open(const struct xprt_opts *o, xprt_t **out)
 	x->nworkers = o->nworkers ? o->nworkers : 4;
 	pthread_mutex_init(&x->peer_mu, NULL);
 	pthread_mutex_init(&x->call_mu, NULL);
+	pthread_mutex_init(&x->cq_mu, NULL);
 	pthread_mutex_init(&x->send_mu, NULL);
 	pthread_mutex_init(&x->bufs_mu, NULL);
 	pthread_mutex_init(&x->q_mu, NULL);
 	pthread_cond_init(&x->q_cv, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&x->park_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	const char *cp = getenv("CHFS_XPRT_CALLER_PROGRESS");
+	x->caller_progress = !x->is_server && !(cp && strcmp(cp, "0") == 0);
 	atomic_init(&x->next_id, 1);
 	atomic_init(&x->next_key, 1);
 

@@ -11,6 +11,8 @@
  *    progress; xprt_close interrupts it with fi_cq_signal.
  *  - shm has no wait object (sread spins at 100% and ignores its timeout): its loop polls and
  *    sleeps on a futex doorbell, in xprt_shm.c.
+ * In caller-progress mode (clients, xprt_call.c) the waiting callers read the CQ; this thread
+ * parks while any caller waits (see progress_parked).
  */
 #include "xprt_internal.h"
 
@@ -25,6 +27,9 @@
 #include <rdma/fi_errno.h>
 
 #define CQ_BATCH 16
+#define POLLER_SLICE_MS 100 /* a polling caller re-checks its own deadline at least this often */
+
+_Thread_local int xprt_tls_polling;
 void xprt_deadline(struct timespec *ts, int timeout_ms)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);
@@ -135,8 +140,14 @@ static void handle_err(xprt_t *x)
 	}
 }
 
-/* Read one batch; returns the number of completions handled (errors count), 0 if none. */
-int xprt_poll_cq(xprt_t *x, int timeout_ms)
+/* One thread at a time reads the CQ (cq_mu): libfabric 1.17's tcp lost a reply now and then
+ * (a call timed out with the reply sent) when two threads read the CQ at once — one blocked
+ * in fi_cq_sread, the other in fi_cq_read — so every read, blocking or not, is serialised.
+ * A thread already holding it (a completion handler whose send found the queue full) reads
+ * on; a non-blocking read finding it busy returns 0: its holder is reading anyway. */
+static _Thread_local int tls_holds_cq;
+
+static int poll_cq_locked(xprt_t *x, int timeout_ms)
 {
 	struct fi_cq_tagged_entry ents[CQ_BATCH];
 	ssize_t n = timeout_ms >= 0 ? fi_cq_sread(x->cq, ents, CQ_BATCH, NULL, timeout_ms)
@@ -153,6 +164,22 @@ int xprt_poll_cq(xprt_t *x, int timeout_ms)
 	return 0;
 }
 
+/* Read one batch; returns the number of completions handled (errors count), 0 if none. */
+int xprt_poll_cq(xprt_t *x, int timeout_ms)
+{
+	if (tls_holds_cq)
+		return poll_cq_locked(x, timeout_ms < 0 ? -1 : 0);
+	if (timeout_ms >= 0)
+		pthread_mutex_lock(&x->cq_mu);
+	else if (pthread_mutex_trylock(&x->cq_mu) != 0)
+		return 0;
+	tls_holds_cq = 1;
+	int n = poll_cq_locked(x, timeout_ms);
+	tls_holds_cq = 0;
+	pthread_mutex_unlock(&x->cq_mu);
+	return n;
+}
+
 static void progress_blocking(xprt_t *x)
 {
 	while (!atomic_load(&x->stopping)) {
@@ -161,10 +188,73 @@ static void progress_blocking(xprt_t *x)
 	}
 }
 
+static long ms_left(const struct timespec *ts)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	long long ms = (long long)(ts->tv_sec - now.tv_sec) * 1000 + (ts->tv_nsec - now.tv_nsec) / 1000000;
+	return ms < 0 ? 0 : ms > POLLER_SLICE_MS ? POLLER_SLICE_MS : (long)ms;
+}
+
+bool xprt_poll_until(xprt_t *x, atomic_bool *flag, const struct timespec *until)
+{
+	if (x->kind == XPRT_SHM)
+		return xprt_shm_poll_until(x, flag, until);
+	while (!atomic_load(flag) && !xprt_past(until))
+		xprt_poll_cq(x, (int)ms_left(until) + 1);
+	return atomic_load(flag);
+}
+
+void xprt_wake_poller(xprt_t *x)
+{
+	if (x->kind == XPRT_SHM)
+		shm_doorbell_ring(x->self_db);
+	else
+		fi_cq_signal(x->cq);
+}
+
+/* Caller-progress mode: see the top of the file. On tcp/verbs/sockets the thread blocks in
+ * fi_cq_sread whenever no caller waits and the calls have been quiet for PARK_LINGER_MS, as in
+ * the plain mode (an idle rxm endpoint read only by short non-blocking polls lost a reply now
+ * and then); a caller that becomes the poller while it is there interrupts it (fi_cq_signal).
+ * shm polls briefly instead (every 1 ms with calls nobody waits for, every 100 ms idle). */
+#define PARK_LINGER_MS 5
+static void progress_parked(xprt_t *x)
+{
+	bool blocking = x->kind != XPRT_SHM;
+	pthread_mutex_lock(&x->call_mu);
+	while (!atomic_load(&x->stopping)) {
+		bool orphans = x->waiters == 0 && atomic_load(&x->calls_in_flight) > 0;
+		if (x->waiters || atomic_load(&x->poller) || !blocking || x->calls_recent) {
+			x->calls_recent = false;
+			struct timespec until;
+			xprt_deadline(&until, blocking ? PARK_LINGER_MS : orphans ? 1 : 100);
+			pthread_cond_timedwait(&x->park_cv, &x->call_mu, &until);
+			if (x->waiters || atomic_load(&x->poller) || (blocking && x->calls_recent))
+				continue;
+		}
+		if (blocking)
+			x->progress_in_cq = true; /* under call_mu: a new poller sees it and interrupts */
+		pthread_mutex_unlock(&x->call_mu);
+		atomic_fetch_add(&x->st.wakeups, 1);
+		if (blocking)
+			xprt_poll_cq(x, 200);
+		else
+			for (int i = 0; i < 64 && xprt_poll_cq(x, -1) > 0; i++)
+				;
+		pthread_mutex_lock(&x->call_mu);
+		x->progress_in_cq = false;
+	}
+	pthread_mutex_unlock(&x->call_mu);
+}
+
 static void *progress_main(void *arg)
 {
 	xprt_t *x = arg;
-	if (x->kind == XPRT_SHM)
+	xprt_tls_polling = 1;
+	if (x->caller_progress)
+		progress_parked(x);
+	else if (x->kind == XPRT_SHM)
 		xprt_shm_progress(x);
 	else
 		progress_blocking(x);
@@ -185,6 +275,9 @@ void xprt_progress_stop(xprt_t *x)
 	if (!x->progress_started)
 		return;
 	atomic_store(&x->stopping, true);
+	pthread_mutex_lock(&x->call_mu);
+	pthread_cond_broadcast(&x->park_cv);
+	pthread_mutex_unlock(&x->call_mu);
 	if (x->kind == XPRT_SHM)
 		shm_doorbell_ring(x->self_db);
 	else

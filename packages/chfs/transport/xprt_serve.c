@@ -6,7 +6,10 @@
  * each received request buffer to the queue and posts a fresh buffer
  * in its place (so receives stay posted while handlers run); the buffer then belongs to the
  * request until xprt_reply returns it to a small free list. Workers pop requests FIFO and call
- * the handler. RMA operations are issued from the worker and completed by the progress thread;
+ * the handler. A layer that set an inline function (xprt_serve_inline) gets each request on the
+ * progress thread first and may answer it there: a small request then crosses no thread at all
+ * on the server. A request that arrives while an inline handler itself reads the CQ (its reply
+ * found the send queue full) is queued, so inline handlers never nest. RMA operations are issued from the worker and completed by the progress thread;
  * each operation is reference-counted (worker + completion), so a worker that gives up leaves a
  * live object behind for a completion that may still come.
  *
@@ -96,6 +99,15 @@ void xprt_enqueue_request(xprt_t *x, struct xprt_rbuf *b, const struct xprt_hdr 
 	r->buf = b;
 	r->late = NULL;
 	atomic_fetch_add(&x->st.requests, 1);
+	static _Thread_local int in_inline;
+	xprt_inline_fn inl = atomic_load_explicit(&x->inline_fn, memory_order_acquire);
+	if (inl && !in_inline) {
+		in_inline = 1;
+		int done = inl(r, x->inline_arg);
+		in_inline = 0;
+		if (done)
+			return;
+	}
 	pthread_mutex_lock(&x->q_mu);
 	if (x->q_tail)
 		x->q_tail->next = r;
@@ -158,6 +170,15 @@ int xprt_serve_admit(xprt_t *x, xprt_admit_fn fn, void *arg)
 		return -EINVAL;
 	x->admit_arg = arg;
 	atomic_store_explicit(&x->admit, fn, memory_order_release);
+	return 0;
+}
+
+int xprt_serve_inline(xprt_t *x, xprt_inline_fn fn, void *arg)
+{
+	if (!x || !x->is_server || x->workers)
+		return -EINVAL;
+	x->inline_arg = arg;
+	atomic_store_explicit(&x->inline_fn, fn, memory_order_release);
 	return 0;
 }
 

@@ -186,6 +186,48 @@ void xprt_shm_poll_before_wait(xprt_t *x, atomic_bool *flag)
 		xprt_poll_cq(x, -1);
 }
 
+/* A caller polls for its own reply (caller-progress mode): the progress loop below, ending
+ * when *flag is set or at `until`; the sleep never runs past `until`. */
+bool xprt_shm_poll_until(xprt_t *x, atomic_bool *flag, const struct timespec *until)
+{
+	struct shm_doorbell *db = x->self_db;
+	long sleep_us = SHM_SLEEP_MIN_US;
+	int idle = 0;
+	while (!atomic_load(flag)) {
+		if (xprt_poll_cq(x, -1) > 0) {
+			idle = 0;
+			sleep_us = SHM_SLEEP_MIN_US;
+			continue;
+		}
+		if (xprt_past(until))
+			break;
+		if (++idle < SHM_IDLE_POLLS) {
+			sched_yield();
+			continue;
+		}
+		idle = 0;
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long left =
+		        (long)(until->tv_sec - now.tv_sec) * 1000000L + (until->tv_nsec - now.tv_nsec) / 1000;
+		long us = left < sleep_us ? (left > 0 ? left : 1) : sleep_us;
+		uint32_t seq = atomic_load(&db->seq);
+		atomic_store(&db->sleeping, 1);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (xprt_poll_cq(x, -1) > 0 || atomic_load(flag)) {
+			atomic_store(&db->sleeping, 0);
+			continue;
+		}
+		shm_doorbell_wait(db, seq, us);
+		atomic_store(&db->sleeping, 0);
+		if (atomic_load(&db->seq) == seq && sleep_us < SHM_SLEEP_MAX_US)
+			sleep_us *= 2;
+		else if (atomic_load(&db->seq) != seq)
+			sleep_us = SHM_SLEEP_MIN_US;
+	}
+	return atomic_load(flag);
+}
+
 void xprt_shm_progress(xprt_t *x)
 {
 	struct shm_doorbell *db = x->self_db;

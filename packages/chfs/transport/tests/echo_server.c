@@ -115,6 +115,18 @@ static void handle(xprt_req_t *r, void *arg)
 	xprt_reply(r, "?", 1);
 }
 
+/* Echo ('E') is answered on the progress thread (xprt_serve_inline) unless CHFS_XPRT_INLINE=0. */
+static int handle_inline(xprt_req_t *r, void *arg)
+{
+	size_t len;
+	const unsigned char *b = xprt_req_data(r, &len);
+	if (len == 0 || b[0] != 'E')
+		return 0;
+	(void)arg;
+	xprt_reply(r, b + 1, len - 1);
+	return 1;
+}
+
 pid_t echo_server_start(const char *proto, const char *host, unsigned nworkers, char *addr, size_t size)
 {
 	int fds[2];
@@ -134,6 +146,9 @@ pid_t echo_server_start(const char *proto, const char *host, unsigned nworkers, 
 			rc = xprt_self_addr(x, a, sizeof a);
 		if (rc == 0)
 			rc = xprt_serve_admit(x, admit, NULL);
+		const char *inl = getenv("CHFS_XPRT_INLINE");
+		if (rc == 0 && !(inl && strcmp(inl, "0") == 0))
+			rc = xprt_serve_inline(x, handle_inline, NULL);
 		if (rc == 0)
 			rc = xprt_serve(x, handle, x);
 		if (rc < 0)

@@ -1,10 +1,16 @@
 /*
- * xprt_bench.c — round-trip time and bandwidth of the transport against a forked echo server.
+ * xprt_bench.c — round-trip time and call rate of the transport against a forked echo server,
+ * beside a raw libfabric ping-pong (raw_pingpong.c) measured in the same run.
  *
- * Usage: xprt-bench [-p proto] [-s seconds] [-w window]
- * Prints one line per measurement — 64 B RTT, inline 16/32/64 KiB echo, RMA 1 MiB server-read
- * and server-write — with `window` calls in flight (one thread each): the median and 90th
- * percentile time per call (robust on a shared, noisy host) and the throughput.
+ * Usage: xprt-bench [-p tcp|shm|both] [-s seconds] [-r reps] [-o out.csv] [-x]
+ * For each protocol and repetition, alternately: the raw ping-pong, the transport, and the
+ * transport with caller progress and inline handlers turned off ("xprt-handoff", the path with
+ * a thread hand-off at each end, as before; CHFS_XPRT_CALLER_PROGRESS=0, CHFS_XPRT_INLINE=0), 64 B
+ * messages with 1, 4 and 16 calls in flight — "async" (one thread starts the calls with
+ * xprt_call_start and restarts each as it completes, as libchfs's parallel I/O does) and
+ * "threads" (one blocking xprt_call per thread). Per line: the median and 90th percentile time
+ * per call (robust on a shared, noisy host) and calls/s; the same rows go to the CSV. -x adds the
+ * bulk measurements (inline 16/32/64 KiB echo, RMA 1 MiB server-read and server-write, window 4).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -14,6 +20,7 @@
 #include <unistd.h>
 
 #include "echo_server.h"
+#include "raw_pingpong.h"
 #include "xprt.h"
 
 static xprt_t *cx;
@@ -67,6 +74,12 @@ static void *run(void *arg)
 		int rc = xprt_call(cx, srv, j->op == 'E' ? buf : (char *)req, reqlen, rep, j->len + 64, &got,
 		                   10000);
 		if (rc < 0) {
+			struct xprt_stats st;
+			xprt_get_stats(cx, &st);
+			fprintf(stderr,
+			        "xprt-bench: call failed: rc %d (calls %llu, replies %llu, wakeups %llu)\n",
+			        rc, (unsigned long long)st.calls, (unsigned long long)st.replies,
+			        (unsigned long long)st.wakeups);
 			j->err = 1;
 			break;
 		}
@@ -84,6 +97,18 @@ static int cmp_float(const void *a, const void *b)
 {
 	float x = *(const float *)a, y = *(const float *)b;
 	return x < y ? -1 : x > y;
+}
+
+static FILE *csv;
+static const char *cur_proto;
+static const char *cur_path = "xprt";
+static int cur_rep;
+
+static void csv_row(const char *path, const char *mode, int window, double med, double p90, double rate)
+{
+	if (csv)
+		fprintf(csv, "%s,%s,%s,%d,%d,%.2f,%.2f,%.0f\n", cur_proto, path, mode, window, cur_rep, med,
+		        p90, rate);
 }
 
 static void measure(const char *what, char op, size_t len, int window)
@@ -119,25 +144,88 @@ static void measure(const char *what, char op, size_t len, int window)
 		printf(", %7.1f MiB/s", total * (double)len / dt / 1048576.0);
 	printf("%s\n", err ? " (errors)" : "");
 	fflush(stdout);
+	if (len <= 64)
+		csv_row(cur_path, "threads", window, med, p90, total / dt);
 }
 
-int main(int argc, char **argv)
+/* One thread, `window` asynchronous calls in flight, each restarted as soon as it completed. */
+static void measure_async(int window)
 {
-	const char *proto = "shm";
-	int window = 4, opt;
-	while ((opt = getopt(argc, argv, "p:s:w:h")) != -1) {
-		switch (opt) {
-		case 'p': proto = optarg; break;
-		case 's': secs = atof(optarg); break;
-		case 'w': window = atoi(optarg); break;
-		default:
-			printf("usage: xprt-bench [-p tcp|shm|...] [-s seconds per test] [-w window]\n"
-			       "RTT and bandwidth of the CHFS transport against a forked echo server.\n");
-			return opt == 'h' ? 0 : 2;
+	xprt_call_t *c[64];
+	double t_start[64];
+	char req[64], rep[64][128];
+	memset(req, 'E', sizeof req);
+	float *us = malloc(MAX_SAMPLES * sizeof(float));
+	long n = 0, done = 0;
+	int err = 0;
+	double t0 = now_s(), end = t0 + secs;
+	for (int i = 0; i < window; i++) {
+		t_start[i] = now_s();
+		if (xprt_call_start(cx, srv, req, 63, rep[i], sizeof rep[i], 10000, &c[i]) < 0)
+			return;
+	}
+	for (int i = 0, live = window; live > 0; i = (i + 1) % window) {
+		if (!c[i])
+			continue;
+		size_t got;
+		int wrc = xprt_call_wait(c[i], &got);
+		if (wrc < 0 || got != 62) {
+			if (!err)
+				fprintf(stderr, "xprt-bench: call failed: rc %d, %zu bytes\n", wrc, got);
+			err = 1;
+		}
+		c[i] = NULL;
+		live--;
+		double t = now_s();
+		if (n < MAX_SAMPLES)
+			us[n++] = (float)((t - t_start[i]) * 1e6);
+		done++;
+		if (t < end && !err) {
+			t_start[i] = now_s();
+			if (xprt_call_start(cx, srv, req, 63, rep[i], sizeof rep[i], 10000, &c[i]) < 0)
+				err = 1;
+			else
+				live++;
 		}
 	}
-	if (window < 1 || window > 64)
-		window = 4;
+	double dt = now_s() - t0;
+	qsort(us, (size_t)n, sizeof(float), cmp_float);
+	double med = n ? us[n / 2] : 0, p90 = n ? us[n * 9 / 10] : 0;
+	free(us);
+	char what[40];
+	snprintf(what, sizeof what, "%s 64 B async", cur_path);
+	printf("%-24s window %2d: median %8.1f us, p90 %8.1f us, %8.0f calls/s%s\n", what, window, med, p90,
+	       done / dt, err ? " (errors)" : "");
+	fflush(stdout);
+	csv_row(cur_path, "async", window, med, p90, done / dt);
+}
+
+static const int windows[] = {1, 4, 16};
+#define NWIN 3
+
+static int run_raw(const char *proto)
+{
+	struct raw_result r[NWIN];
+	int rc = raw_pingpong(proto, windows, NWIN, secs, r);
+	if (rc < 0) {
+		printf("raw libfabric ping-pong over %s failed (%d)\n", proto, rc);
+		return rc;
+	}
+	for (int i = 0; i < NWIN; i++) {
+		printf("%-24s window %2d: median %8.1f us, p90 %8.1f us, %8.0f calls/s\n",
+		       "raw libfabric 64 B", r[i].window, r[i].median_us, r[i].p90_us, r[i].calls_per_s);
+		csv_row("raw", "async", r[i].window, r[i].median_us, r[i].p90_us, r[i].calls_per_s);
+	}
+	fflush(stdout);
+	return 0;
+}
+
+/* handoff: the path before caller progress and inline handlers, for the A/B comparison. */
+static int run_xprt(const char *proto, int bulk, int handoff)
+{
+	setenv("CHFS_XPRT_CALLER_PROGRESS", handoff ? "0" : "1", 1);
+	setenv("CHFS_XPRT_INLINE", handoff ? "0" : "1", 1);
+	cur_path = handoff ? "xprt-handoff" : "xprt";
 	char addr[256];
 	pid_t pid = echo_server_start(proto, NULL, 4, addr, sizeof addr);
 	if (pid < 0)
@@ -148,15 +236,76 @@ int main(int argc, char **argv)
 		echo_server_kill(pid);
 		return 1;
 	}
-	printf("xprt-bench %s, server %s, %.1f s per test\n", proto, addr, secs);
-	measure("RTT 64 B", 'E', 63, 1);
-	measure("RTT 64 B", 'E', 63, window);
-	measure("inline echo 16 KiB", 'E', 16383, window);
-	measure("inline echo 32 KiB", 'E', 32767, window);
-	measure("inline echo 64 KiB", 'E', 65535, window);
-	measure("RMA server-read 1 MiB", 'R', 1 << 20, window);
-	measure("RMA server-write 1 MiB", 'W', 1 << 20, window);
+	/* the first calls set up the connection: not measured */
+	for (int i = 0; i < 100; i++) {
+		char b[8] = "E", rep[8];
+		size_t got;
+		xprt_call(cx, srv, b, 1, rep, sizeof rep, &got, 10000);
+	}
+	for (int i = 0; i < NWIN; i++)
+		measure_async(windows[i]);
+	for (int i = 1; i < NWIN; i++)
+		measure(strcmp(cur_path, "xprt") ? "xprt-handoff 64 B thr" : "xprt 64 B threads", 'E', 63,
+		        windows[i]);
+	if (bulk) {
+		measure("inline echo 16 KiB", 'E', 16383, 4);
+		measure("inline echo 32 KiB", 'E', 32767, 4);
+		measure("inline echo 64 KiB", 'E', 65535, 4);
+		measure("RMA server-read 1 MiB", 'R', 1 << 20, 4);
+		measure("RMA server-write 1 MiB", 'W', 1 << 20, 4);
+	}
 	xprt_close(cx);
 	echo_server_kill(pid);
 	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *protos = "both", *out = NULL;
+	int reps = 1, bulk = 0, opt, paths = 3;
+	while ((opt = getopt(argc, argv, "p:s:r:o:xm:h")) != -1) {
+		switch (opt) {
+		case 'p': protos = optarg; break;
+		case 's': secs = atof(optarg); break;
+		case 'r': reps = atoi(optarg); break;
+		case 'o': out = optarg; break;
+		case 'x': bulk = 1; break;
+		case 'm': paths = !strcmp(optarg, "new") ? 1 : !strcmp(optarg, "handoff") ? 2 : 3; break;
+		default:
+			printf("usage: xprt-bench [-p tcp|shm|both] [-s seconds per test] [-r reps] [-o out.csv] [-x]\n"
+			       "                  [-m both|new|handoff]\n"
+			       "64 B RTT and calls/s at 1, 4, 16 in flight over the CHFS transport, the transport with the\n"
+			       "old thread hand-offs (xprt-handoff) and a raw libfabric ping-pong, alternately;\n"
+			       "-x adds inline and RMA bandwidth.\n");
+			return opt == 'h' ? 0 : 2;
+		}
+	}
+	if (out && !(csv = fopen(out, "w"))) {
+		perror(out);
+		return 1;
+	}
+	if (csv)
+		fprintf(csv, "proto,path,mode,window,rep,median_us,p90_us,calls_per_s\n");
+	const char *list[2] = {"tcp", "shm"};
+	int np = 2;
+	if (strcmp(protos, "both") != 0) {
+		list[0] = protos;
+		np = 1;
+	}
+	int rc = 0;
+	for (int rep = 0; rep < (reps > 0 ? reps : 1); rep++)
+		for (int k = 0; k < np; k++) {
+			cur_proto = list[k];
+			cur_rep = rep;
+			printf("== %s, rep %d, %.1f s per test\n", list[k], rep, secs);
+			if (paths == 3 && (strcmp(list[k], "tcp") == 0 || strcmp(list[k], "shm") == 0))
+				run_raw(list[k]);
+			if (paths & 1)
+				rc |= run_xprt(list[k], bulk, 0);
+			if (paths & 2)
+				rc |= run_xprt(list[k], 0, 1);
+		}
+	if (csv)
+		fclose(csv);
+	return rc;
 }

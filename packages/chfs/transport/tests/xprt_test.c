@@ -2,7 +2,7 @@
  * xprt_test.c — transport unit tests against a real server in a forked child.
  *
  * Usage: xprt_test <proto> <case>; cases: echo rma concurrent timeout late badaddr restart fork
- * idle admit bufs; sweep sweep_attack dblife (shm only); stall slow (tcp only).
+ * idle admit bufs onehop; sweep sweep_attack dblife (shm only); stall slow (tcp only).
  * Each run is bounded by alarm(); the server child is SIGKILLed at the end (and dies with us via
  * PR_SET_PDEATHSIG if we crash). Exit status 0 = every check passed.
  */
@@ -218,6 +218,93 @@ static void case_concurrent(void)
 		CHECK(rc == 0 && got == (size_t)n && memcmp(rep[i], want, got) == 0, "async %d: rc %d", i,
 		      rc);
 	}
+}
+
+/* At most one thread hand-off per small call on each side (issue 18 item 2).
+ * Server: an echo is answered on the progress thread, so it completes while the only worker
+ * sleeps in another request (with the old path it queued behind it). Client: the caller reads
+ * the CQ itself, so the progress thread does not wake per reply. Then threads that mix blocking
+ * and asynchronous calls (waited in reverse order) pass the polling role among themselves. */
+#define HOP_THREADS 8
+#define HOP_CALLS 300
+static void *hop_worker(void *arg)
+{
+	long id = (long)arg, bad = 0;
+	for (int k = 0; k < HOP_CALLS / 4; k++) {
+		xprt_call_t *c[3];
+		char rep[4][32], req[4][32];
+		int n[4];
+		for (int i = 0; i < 4; i++)
+			n[i] = snprintf(req[i], sizeof req[i], "E%ld-%d-%d", id, k, i);
+		for (int i = 0; i < 3; i++)
+			if (xprt_call_start(cx, srv, req[i], (size_t)n[i], rep[i], sizeof rep[i], 10000,
+			                    &c[i]) < 0)
+				c[i] = NULL, bad++;
+		size_t got = 0;
+		if (xprt_call(cx, srv, req[3], (size_t)n[3], rep[3], sizeof rep[3], &got, 10000) < 0 ||
+		    got != (size_t)n[3] - 1 || memcmp(rep[3], req[3] + 1, got))
+			bad++;
+		for (int i = 2; i >= 0; i--) {
+			if (!c[i])
+				continue;
+			got = 0;
+			if (xprt_call_wait(c[i], &got) < 0 || got != (size_t)n[i] - 1 ||
+			    memcmp(rep[i], req[i] + 1, got))
+				bad++;
+		}
+	}
+	return (void *)bad;
+}
+
+static void case_onehop(void)
+{
+	char addr[256];
+	pid_t one = echo_server_start(proto, NULL, 1, addr, sizeof addr);
+	xprt_peer_t *p1;
+	CHECK(one > 0 && xprt_connect(cx, addr, &p1) == 0, "cannot start a 1-worker server");
+	if (one <= 0)
+		return;
+	char e[] = "Eping", rep[32];
+	size_t got;
+	CHECK(xprt_call(cx, p1, e, sizeof e, rep, sizeof rep, &got, 5000) == 0, "first echo");
+	unsigned char sreq[8] = {'S'};
+	uint32_t ms = 1500;
+	memcpy(sreq + 1, &ms, 4);
+	xprt_call_t *slow;
+	CHECK(xprt_call_start(cx, p1, sreq, 5, rep, sizeof rep, 10000, &slow) == 0, "start sleep");
+	usleep(200000); /* the worker is asleep in it now */
+	double t0 = now_s();
+	int rc = xprt_call(cx, p1, e, sizeof e, rep, sizeof rep, &got, 5000);
+	double dt = now_s() - t0;
+	printf("%s echo while the only worker sleeps: %.3f s\n", proto, dt);
+	CHECK(rc == 0 && got == sizeof e - 1 && memcmp(rep, e + 1, got) == 0, "echo beside a sleeper: %d",
+	      rc);
+	CHECK(dt < 0.6, "a small request waited %.2f s for a busy worker (not answered inline)", dt);
+	CHECK(xprt_call_wait(slow, &got) == 0, "the sleeping request failed");
+	echo_server_kill(one);
+
+	struct xprt_stats a, b;
+	xprt_get_stats(cx, &a);
+	const int n = 2000;
+	for (int i = 0; i < n; i++)
+		if (xprt_call(cx, srv, e, sizeof e, rep, sizeof rep, &got, 5000) < 0)
+			failures++;
+	xprt_get_stats(cx, &b);
+	unsigned long long w = (unsigned long long)(b.wakeups - a.wakeups);
+	printf("%s %d sequential calls: %llu progress-thread wake-ups\n", proto, n, w);
+	CHECK(w < (unsigned long long)n / 10,
+	      "the progress thread woke %llu times for %d calls (a hand-off per reply)", w, n);
+
+	pthread_t th[HOP_THREADS];
+	for (long i = 0; i < HOP_THREADS; i++)
+		pthread_create(&th[i], NULL, hop_worker, (void *)i);
+	long bad = 0;
+	for (int i = 0; i < HOP_THREADS; i++) {
+		void *r;
+		pthread_join(th[i], &r);
+		bad += (long)r;
+	}
+	CHECK(bad == 0, "%ld of %d mixed calls failed", bad, HOP_THREADS * HOP_CALLS);
 }
 
 static void case_timeout(void)
@@ -811,7 +898,7 @@ int main(int argc, char **argv)
 {
 	if (argc != 3) {
 		fprintf(stderr,
-		        "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|admit|bufs|sweep|sweep_attack|dblife(shm)|stall|slow(tcp)\n",
+		        "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|admit|bufs|onehop|sweep|sweep_attack|dblife(shm)|stall|slow(tcp)\n",
 		        argv[0]);
 		return 2;
 	}
@@ -852,6 +939,8 @@ int main(int argc, char **argv)
 		case_slow();
 	else if (!strcmp(c, "idle"))
 		case_idle();
+	else if (!strcmp(c, "onehop"))
+		case_onehop();
 	else {
 		fprintf(stderr, "unknown case %s\n", c);
 		failures++;
