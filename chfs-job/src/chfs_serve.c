@@ -13,9 +13,11 @@
  * consistency: another process sees the bytes after the writer's close; two writers of one file
  * each write their whole copy back, the last close wins. A file must fit in memory.
  *
- * A directory open stages its listing: a private local directory holding one empty entry of
- * the same type per name (files, directories, symbolic links), so getdents64 answers from the
- * kernel; ls -l and find then stat the names through their CHFS paths.
+ * A directory open stages its listing: the private local directory STAGE/path holding one empty
+ * entry of the same type per name (files, directories, symbolic links), so getdents64 answers
+ * from the kernel. The supervisor maps STAGE itself to chfs:/ in the policy, so a call relative
+ * to such a descriptor (find's openat(dirfd, name), fstatat) is served from CHFS again and never
+ * sees the empty placeholders.
  *
  * stat/lstat/newfstatat/statx, readlink, access, mkdir, rmdir, unlink, rename, chmod,
  * truncate and utimensat are answered with the matching chfs_* call; the rest (statfs, link,
@@ -62,8 +64,7 @@ struct cj_chfs {
 	struct staged *files;
 	int nfiles, capfiles;
 	char *buf;     /* BUF_SIZE bytes for copies */
-	char dirs[64]; /* private directory of staged listings ("" until the first) */
-	unsigned ndirs;
+	char dirs[64]; /* private directory of staged listings: STAGE/path for CHFS path */
 	bool failed;
 };
 
@@ -81,10 +82,17 @@ struct cj_chfs *cj_chfs_start(char *err, size_t len)
 	struct cj_chfs *c = calloc(1, sizeof(*c));
 	if (c)
 		c->buf = malloc(BUF_SIZE);
-	if (!c || !c->buf) {
+	const char *tmp = getenv("TMPDIR");
+	if (c)
+		snprintf(c->dirs, sizeof(c->dirs), "%s/chfs-job-dirs-XXXXXX",
+		         tmp && *tmp && strlen(tmp) < 30 ? tmp : "/tmp");
+	if (!c || !c->buf || !mkdtemp(c->dirs)) {
+		if (c)
+			free(c->buf);
 		free(c);
 		chfs_term();
-		snprintf(err, len, "seccomp: %s", strerror(ENOMEM));
+		snprintf(err, len, "seccomp: cannot make the directory of staged listings: %s",
+		         strerror(errno));
 		return NULL;
 	}
 	return c;
@@ -166,6 +174,8 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 	return 0;
 }
 
+const char *cj_chfs_stage_root(const struct cj_chfs *c) { return c->dirs; }
+
 int cj_chfs_stop(struct cj_chfs *c)
 {
 	if (!c)
@@ -187,8 +197,11 @@ int cj_chfs_stop(struct cj_chfs *c)
 }
 
 struct listing {
-	int dirfd;
-	int err;
+	struct name {
+		char *name;
+		mode_t type;
+	} * v;
+	int n, cap, err;
 };
 
 static int add_name(void *arg, const char *name, const struct stat *st, off_t off)
@@ -197,46 +210,92 @@ static int add_name(void *arg, const char *name, const struct stat *st, off_t of
 	(void)off;
 	if (!strcmp(name, ".") || !strcmp(name, ".."))
 		return 0;
-	int rc;
-	if (S_ISDIR(st->st_mode))
-		rc = mkdirat(l->dirfd, name, 0700);
-	else if (S_ISLNK(st->st_mode))
-		rc = symlinkat(".", l->dirfd, name);
-	else
-		rc = mknodat(l->dirfd, name, S_IFREG | 0600, 0);
-	if (rc < 0 && errno != EEXIST)
-		l->err = errno;
+	if (l->n == l->cap) {
+		int cap = l->cap ? l->cap * 2 : 64;
+		struct name *v = realloc(l->v, (size_t)cap * sizeof(*v));
+		if (!v)
+			return l->err = ENOMEM, 1;
+		l->v = v, l->cap = cap;
+	}
+	if (!(l->v[l->n].name = strdup(name)))
+		return l->err = ENOMEM, 1;
+	l->v[l->n++].type = st->st_mode & S_IFMT;
 	return 0;
 }
 
-/* A local directory with the same names as CHFS directory path, opened O_RDONLY|O_DIRECTORY. */
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(((const struct name *)a)->name, ((const struct name *)b)->name);
+}
+
+/* Make local directory dir hold exactly l's names, each an empty entry of its type. */
+static int mirror(int dfd, const char *dir, struct listing *l)
+{
+	qsort(l->v, (size_t)l->n, sizeof(*l->v), by_name);
+	DIR *d = fdopendir(openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)); /* own offset */
+	struct dirent *e;
+	char sub[PATH_MAX];
+	while (d && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		struct name key = {e->d_name, 0},
+		            *hit = bsearch(&key, l->v, (size_t)l->n, sizeof(*l->v), by_name);
+		unsigned char want = !hit                   ? DT_UNKNOWN
+		                     : hit->type == S_IFDIR ? DT_DIR
+		                     : hit->type == S_IFLNK ? DT_LNK
+		                                            : DT_REG;
+		if (hit && e->d_type == want)
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", dir, e->d_name);
+		nftw(sub, remove_entry, 16, FTW_DEPTH | FTW_PHYS); /* gone from CHFS, or another type */
+	}
+	if (d)
+		closedir(d);
+	for (int i = 0; i < l->n; i++) {
+		const char *name = l->v[i].name;
+		int rc = l->v[i].type == S_IFDIR   ? mkdirat(dfd, name, 0700)
+		         : l->v[i].type == S_IFLNK ? symlinkat(".", dfd, name)
+		                                   : mknodat(dfd, name, S_IFREG | 0600, 0);
+		if (rc < 0 && errno != EEXIST)
+			return -errno;
+	}
+	return 0;
+}
+
+/* CHFS directory path staged as the local directory STAGE/path (same names, empty entries of
+ * the same type), opened O_RDONLY|O_DIRECTORY. STAGE is mapped back to chfs:/ in the policy, so
+ * calls relative to this descriptor (openat, fstatat: find, ls -l) reach CHFS again. */
 static int stage_dir(struct cj_chfs *c, const char *path, int flags)
 {
 	if ((flags & O_ACCMODE) != O_RDONLY)
 		return -EISDIR;
-	if (!c->dirs[0]) {
-		const char *tmp = getenv("TMPDIR");
-		snprintf(c->dirs, sizeof(c->dirs), "%s/chfs-job-dirs-XXXXXX",
-		         tmp && *tmp && strlen(tmp) < 30 ? tmp : "/tmp");
-		if (!mkdtemp(c->dirs)) {
-			c->dirs[0] = '\0';
-			return -errno;
+	char *dir = malloc(PATH_MAX);
+	if (!dir)
+		return -ENOMEM;
+	int n = snprintf(dir, PATH_MAX, "%s%s", c->dirs, strcmp(path, "/") ? path : "");
+	for (int i = (int)strlen(c->dirs) + 1; i <= n && n < PATH_MAX; i++)
+		if (dir[i] == '/' || dir[i] == '\0') {
+			char ch = dir[i];
+			dir[i] = '\0';
+			mkdir(dir, 0700); /* EEXIST: staged before; other errors show at open */
+			dir[i] = ch;
 		}
-	}
-	char sub[96];
-	snprintf(sub, sizeof(sub), "%s/%u", c->dirs, c->ndirs++);
-	if (mkdir(sub, 0700) < 0)
-		return -errno;
-	struct listing l = {open(sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC), 0};
-	if (l.dirfd < 0)
-		return -errno;
-	if (chfs_readdir(path, &l, add_name) < 0)
-		l.err = errno;
-	if (l.err) {
-		close(l.dirfd);
-		return -l.err;
-	}
-	return l.dirfd;
+	struct listing l = {0};
+	int fd = n < PATH_MAX ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	int rc = fd < 0 ? -(n < PATH_MAX ? errno : ENAMETOOLONG) : 0;
+	if (rc == 0 && chfs_readdir(path, &l, add_name) < 0)
+		rc = -errno;
+	if (rc == 0 && l.err)
+		rc = -l.err;
+	if (rc == 0)
+		rc = mirror(fd, dir, &l);
+	for (int i = 0; i < l.n; i++)
+		free(l.v[i].name);
+	free(l.v);
+	free(dir);
+	if (rc < 0 && fd >= 0)
+		close(fd);
+	return rc < 0 ? rc : fd;
 }
 
 static int copy_in(struct cj_chfs *c, int cf, int memfd, off_t size)

@@ -20,6 +20,9 @@ struct cj_chfs;
 #ifdef CJ_HAVE_CHFS
 /* Join the pool named by CHFS_SERVER; NULL with a one-line reason in err. */
 struct cj_chfs *cj_chfs_start(char *err, size_t len);
+/* The local directory where listings are staged (STAGE/path for CHFS path): the caller maps it
+ * to chfs:/ so calls relative to a staged directory reach CHFS. */
+const char *cj_chfs_stage_root(const struct cj_chfs *c);
 /* Write back every staged file changed since its last write-back, remove the staged directory
  * listings, leave the pool. Returns 0, or -EIO if some file could not be written back. */
 int cj_chfs_stop(struct cj_chfs *c);
@@ -41,6 +44,7 @@ static inline struct cj_chfs *cj_chfs_start(char *err, size_t len)
 	snprintf(err, len, "chfs-job was built without libchfs: chfs: mappings are not served");
 	return NULL;
 }
+static inline const char *cj_chfs_stage_root(const struct cj_chfs *c) { return (void)c, "/"; }
 static inline int cj_chfs_stop(struct cj_chfs *c) { return (void)c, 0; }
 static inline int cj_chfs_open(struct cj_chfs *c, const char *p, int f, mode_t m)
 {

@@ -524,6 +524,23 @@ static int take_listener(pid_t child, int known_fd, int *status)
 	return fd;
 }
 
+/* Staged directory listings live under root: calls relative to them go to chfs:/ again. */
+static int add_stage_rule(struct cj_policy *p, const char *root)
+{
+	struct cj_rule *r = realloc(p->rules, (size_t)(p->nrules + 1) * sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	p->rules = r;
+	char *from = strdup(root), *to = strdup("/");
+	if (!from || !to) {
+		free(from);
+		free(to);
+		return -ENOMEM;
+	}
+	p->rules[p->nrules++] = (struct cj_rule){from, strlen(from), CJ_CHFS, to};
+	return 0;
+}
+
 int cj_run_seccomp(struct cj_policy *p, char **argv, const struct cj_opts *o)
 {
 	char err[512];
@@ -553,6 +570,8 @@ int cj_run_seccomp(struct cj_policy *p, char **argv, const struct cj_opts *o)
 		rc = 3; /* main's status for "could not start", without a second line */
 		goto out;
 	}
+	if (s->chfs && (rc = add_stage_rule(p, cj_chfs_stage_root(s->chfs))) < 0)
+		goto out;
 	/* a descriptor number free in the child: one we hold open across the fork */
 	int known_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (known_fd < 0) {

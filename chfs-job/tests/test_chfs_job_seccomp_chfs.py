@@ -76,9 +76,21 @@ def test_coreutils_on_chfs_with_a_denial_in_force(setup, tmp_path):
     run(["rm", f"{mnt}/d/copy.bin"])
     assert run(["ls", f"{mnt}/d"]).stdout == b"g.txt\n"
     assert chfs_get(pool, "/d/g.txt") == b"hello\nmore\n"
+    # python (buffered I/O, fstat, lseek) reads and appends; find walks the staged listing
+    py = f"f = open('{mnt}/d/g.txt', 'r+'); t = f.read(); f.write(t.upper()); f.close(); print(t, end='')"
+    assert run(["python3", "-c", py]).stdout == b"hello\nmore\n"
+    assert chfs_get(pool, "/d/g.txt") == b"hello\nmore\nHELLO\nMORE\n"
+    run(["mkdir", f"{mnt}/d/sub", f"{mnt}/d/sub/deeper"])  # not -p: it changes directory
+    assert run(["find", f"{mnt}/d", "-type", "d"]).stdout.decode().split() == [
+        f"{mnt}/d", f"{mnt}/d/sub", f"{mnt}/d/sub/deeper"]
+    listing = run(["ls", "-l", f"{mnt}/d"]).stdout.decode()
+    assert " 22 " in listing and "g.txt" in listing and listing.count("\nd") == 1, listing
     # the denial in the same policy
     r = run(["cat", f"{tmp_path}/secret/key"], check=False)
     assert r.returncode != 0 and b"No such file" in r.stderr
+    # the working directory cannot be a CHFS directory (chdir is EXDEV, as documented)
+    r = run(["python3", "-c", f"import os; os.chdir('{mnt}/d')"], check=False)
+    assert r.returncode != 0 and b"cross-device" in r.stderr
     # O_EXCL on an existing CHFS file
     r = run(["sh", "-c", f"set -C; echo x > {mnt}/d/g.txt"], check=False)
     assert r.returncode != 0 and b"exists" in r.stderr
