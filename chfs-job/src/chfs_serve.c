@@ -7,7 +7,7 @@
  * injects it at a number >= CJ_CHFS_FD_MIN. From then on read, write, lseek, mmap, fstat and
  * dup run in the kernel at native speed. A file opened for writing keeps a reference here and is
  * written back to CHFS (truncate + whole rewrite) each time the tracee closes a descriptor of it
- * (close() of the reserved range is trapped) and once more at the end of the job if it changed
+ * (close() of the reserved range is trapped, and dup2/dup3 onto any descriptor) and once more at the end of the job if it changed
  * since (descriptors handed on by dup2/fork and closed at exit); a file's pending writes also go
  * back before any later open, stat, rename or removal of its path by the job. This is close-to-open
  * consistency: another process sees the bytes after the writer's close; two writers of one file

@@ -372,9 +372,11 @@ static int handle(struct supervisor *s)
 	memset(req, 0, sizeof(*req));
 	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_RECV, req) < 0)
 		return errno == EINTR || errno == ENOENT ? 0 : -errno;
-	if (req->data.nr == SYS_close && s->chfs && (int)req->data.args[0] >= CJ_CHFS_FD_MIN) {
-		/* a descriptor of the reserved range: a staged CHFS file goes back before it closes */
-		int fd = tracee_getfd(req->pid, (int)req->data.args[0]);
+	bool dup = req->data.nr == SYS_dup2 || req->data.nr == SYS_dup3;
+	if (s->chfs && (dup || (req->data.nr == SYS_close && (int)req->data.args[0] >= CJ_CHFS_FD_MIN))) {
+		/* close() of the reserved range, or dup2/dup3 onto any descriptor: a staged CHFS file
+		 * there goes back before it is closed */
+		int fd = tracee_getfd(req->pid, (int)req->data.args[dup ? 1 : 0]);
 		if (fd >= 0) {
 			cj_chfs_closed(s->chfs, fd);
 			close(fd);
@@ -489,7 +491,9 @@ static void child_main(struct cj_policy *p, int known_fd, char **argv)
 		fprintf(stderr, "chfs-job: seccomp: cannot install the filter: %s\n", strerror(errno));
 		_exit(126);
 	}
-	if (fd != known_fd && (dup2(fd, known_fd) < 0 || close(fd) < 0))
+	/* not dup2: with chfs: mappings it is trapped, and nobody answers yet */
+	if (fd != known_fd &&
+	    (close(known_fd) < 0 || fcntl(fd, F_DUPFD, known_fd) != known_fd || close(fd) < 0))
 		_exit(126);
 	raise(SIGSTOP);
 	close(known_fd);

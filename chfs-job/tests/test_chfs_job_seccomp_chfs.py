@@ -69,6 +69,10 @@ def test_coreutils_on_chfs_with_a_denial_in_force(setup, tmp_path):
     # a shell redirection: the descriptor is dup2'ed onto stdout and the original closed first
     run(["sh", "-c", f"echo hello > {mnt}/d/h.txt; echo more >> {mnt}/d/h.txt"])
     assert chfs_get(pool, "/d/h.txt") == b"hello\nmore\n"
+    # the builtin's bytes are in CHFS as soon as the shell restores stdout (dup2 onto fd 1),
+    # seen by a native reader started from the same job, not only at the job's end
+    r = run(["sh", "-c", f"echo now > {mnt}/n.txt; chfs-io get /n.txt"])
+    assert r.stdout == b"now\n"
     assert run(["ls", f"{mnt}/d"]).stdout == b"copy.bin\nh.txt\n"
     long = run(["ls", "-l", f"{mnt}/d/h.txt"]).stdout.decode()
     assert long.startswith("-rw") and " 11 " in long, long
