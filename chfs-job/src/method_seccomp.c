@@ -35,6 +35,7 @@
 #include "decide.h"
 #include "iolimit.h"
 #include "methods.h"
+#include "paths.h"
 #include "tracee.h"
 
 #include <dirent.h>
@@ -366,6 +367,20 @@ static long list_dir(struct supervisor *s, const uint64_t *a)
 	return n;
 }
 
+/* Is CHFS path under the target of one of the policy's own chfs: mappings? (A path reached
+ * through the staging directory, mapped to chfs:/, must not lead outside them.) */
+static bool chfs_visible(struct supervisor *s, const char *path)
+{
+	const char *stage = cj_chfs_stage_root(s->chfs);
+	for (int i = 0; i < s->p->nrules; i++) {
+		const struct cj_rule *r = &s->p->rules[i];
+		if (r->action == CJ_CHFS && strcmp(r->from, stage) != 0 &&
+		    cj_path_under(path, r->to, strlen(r->to)))
+			return true;
+	}
+	return false;
+}
+
 static int handle(struct supervisor *s)
 {
 	struct seccomp_notif *req = s->req;
@@ -410,6 +425,8 @@ static int handle(struct supervisor *s)
 	case CJ_V_ERROR: return respond(s, req->id, 0, s->d->err, false);
 	case CJ_V_MAP: break;
 	case CJ_V_CHFS:
+		if (!chfs_visible(s, s->d->path[0]) || (s->d->chfs[1] && !chfs_visible(s, s->d->path[1])))
+			return respond(s, req->id, 0, -ENOENT, false);
 		if (sc->kind == CJ_SK_OPEN) {
 			long r = open_chfs(s, a);
 			return r > 0 ? 0 : respond(s, req->id, 0, (int)r, false);

@@ -115,3 +115,24 @@ def test_unreachable_pool_gives_one_line(tmp_path):
     r = subprocess.run([JOB, "-m", "ptrace", "-p", str(pol), "--", "true"], env=env,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 3 and "ptrace does not serve chfs: mappings" in r.stderr
+
+
+@pytest.mark.parametrize("chfs_pool", [{"servers": 1}], indirect=True)
+def test_staged_listing_does_not_lead_outside_the_mapping(chfs_pool, tmp_path):
+    chfs_put(chfs_pool, "/proj/in.txt", b"IN\n")
+    chfs_put(chfs_pool, "/other.txt", b"OUTSIDE\n")
+    mnt = tmp_path / "chfs"
+    pol = tmp_path / "p.yaml"
+    pol.write_text(f"paths:\n  {mnt}: chfs:/proj\n")
+    # open the mapped directory, find where its staged listing lives, and try ../other.txt
+    # through that local path: the CHFS path /other.txt is outside chfs:/proj
+    script = (f"import os\nfd = os.open('{mnt}', os.O_RDONLY | os.O_DIRECTORY)\n"
+              "stage = os.readlink(f'/proc/self/fd/{fd}')\n"
+              "print(sorted(os.listdir(fd)))\n"
+              "print(open(os.path.join(stage, 'in.txt')).read(), end='')\n"
+              "try:\n    open(os.path.join(stage, '..', 'other.txt')).read(); print('LEAK')\n"
+              "except OSError as e:\n    print(e.strerror)\n")
+    r = subprocess.run([JOB, "-m", "seccomp", "-p", str(pol), "--", "python3", "-c", script],
+                       env=chfs_pool.env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "['in.txt']\nIN\nNo such file or directory\n", r.stdout
