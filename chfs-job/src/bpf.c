@@ -1,8 +1,11 @@
 /* bpf.c — the seccomp BPF program (see bpf.h): a linear list of "nr == N -> trap" tests after
  * the architecture check. Linear is enough: at most ~70 comparisons on the trapped path only
  * for the calls that are listed, and the untrapped calls (most of them) fall through in the same
- * count; a binary tree would matter only with hundreds of entries. */
+ * count; a binary tree would matter only with hundreds of entries. With chfs: mappings, close()
+ * is trapped too, but only for descriptors >= CJ_CHFS_FD_MIN (where staged CHFS files live), and
+ * dup2/dup3 (rare calls) whose target may be one. */
 #include "bpf.h"
+#include "chfs_serve.h"
 #include "sysc.h"
 
 #include <errno.h>
@@ -10,6 +13,7 @@
 #include <linux/seccomp.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 
 #define X32_SYSCALL_BIT 0x40000000u
 
@@ -30,7 +34,7 @@ int cj_bpf_build(const struct cj_policy *p, uint32_t action, struct sock_fprog *
 	int n = 0;
 	for (int i = 0; i < cj_sysc_count; i++)
 		n += cj_bpf_traps(p, cj_sysc_table[i].nr);
-	struct sock_filter *f = calloc((size_t)(n * 2 + 8), sizeof(*f));
+	struct sock_filter *f = calloc((size_t)(n * 2 + 16), sizeof(*f));
 	if (!f)
 		return -ENOMEM;
 	int k = 0;
@@ -45,6 +49,17 @@ int cj_bpf_build(const struct cj_policy *p, uint32_t action, struct sock_fprog *
 			continue;
 		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
 		                                      (uint32_t)cj_sysc_table[i].nr, 0, 1);
+		f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, action);
+	}
+	if (cj_policy_has(p, CJ_CHFS)) {
+		/* dup2/dup3 close their target: it may hold a staged file (a shell's redirection) */
+		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_dup2, 1, 0);
+		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_dup3, 0, 1);
+		f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, action);
+		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_close, 0, 3);
+		f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+		                                      offsetof(struct seccomp_data, args[0]));
+		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, CJ_CHFS_FD_MIN, 0, 1);
 		f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, action);
 	}
 	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);

@@ -137,9 +137,8 @@ static int decide_path(const struct cj_policy *p, const struct cj_sysc *sc, pid_
 	const struct cj_rule *r = cj_policy_match(p, abs);
 	if (r && r->action == CJ_DENY)
 		return -ENOENT;
-	if (r && r->action == CJ_CHFS)
-		return -EXDEV; /* CHFS through seccomp/ptrace is not served yet: refused at start-up */
-	if (r && strcmp(r->from, r->to) != 0) {
+	bool chfs = r && r->action == CJ_CHFS;
+	if (r && (chfs || strcmp(r->from, r->to) != 0)) {
 		const char *rest = abs + r->from_len;
 		if (r->from_len == 1)
 			rest--; /* from "/": keep the slash */
@@ -149,6 +148,7 @@ static int decide_path(const struct cj_policy *p, const struct cj_sysc *sc, pid_
 			return -ENAMETOOLONG;
 		memcpy(abs, out, (size_t)w + 1);
 		d->mapped[i] = true;
+		d->chfs[i] = chfs;
 		return 1;
 	}
 	if (!cj_policy_has(p, CJ_DENY))
@@ -173,7 +173,9 @@ void cj_decide(const struct cj_policy *p, const struct cj_sysc *sc, pid_t pid, c
 {
 	d->verdict = CJ_V_ALLOW;
 	d->mapped[0] = d->mapped[1] = false;
-	for (int i = 0; i < 2 && sc->path[i] >= 0; i++) {
+	d->chfs[0] = d->chfs[1] = false;
+	int n = 0;
+	for (int i = 0; i < 2 && sc->path[i] >= 0; i++, n++) {
 		int rc = decide_path(p, sc, pid, args, i, d);
 		if (rc < 0) {
 			d->verdict = CJ_V_ERROR;
@@ -182,6 +184,12 @@ void cj_decide(const struct cj_policy *p, const struct cj_sysc *sc, pid_t pid, c
 		}
 		if (rc > 0)
 			d->verdict = CJ_V_MAP;
+	}
+	if (d->chfs[0] || d->chfs[1]) {
+		/* a call naming a CHFS path and a local one (rename across) cannot be served */
+		bool all = d->chfs[0] && (n < 2 || d->chfs[1]);
+		d->verdict = all ? CJ_V_CHFS : CJ_V_ERROR;
+		d->err = -EXDEV;
 	}
 }
 

@@ -12,12 +12,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-enum cj_verdict { CJ_V_ALLOW, CJ_V_ERROR, CJ_V_MAP };
+/* CJ_V_CHFS: every path argument lies under a chfs: mapping; path[] holds the CHFS paths */
+enum cj_verdict { CJ_V_ALLOW, CJ_V_ERROR, CJ_V_MAP, CJ_V_CHFS };
 
 struct cj_decision {
 	enum cj_verdict verdict;
 	int err;                   /* CJ_V_ERROR: negative errno to return */
 	bool mapped[2];            /* CJ_V_MAP: which path arguments change */
+	bool chfs[2];              /* which path arguments name CHFS paths (path[i] is the CHFS path) */
 	char path[2][PATH_MAX];    /* absolute path each path argument names (mapped if mapped[i]) */
 	char scratch[3][PATH_MAX]; /* private */
 };

@@ -91,11 +91,18 @@ const char *cj_method_unusable(enum cj_method m, const struct cj_policy *p, char
 		return NULL;
 	}
 	case CJ_SECCOMP:
-	case CJ_PTRACE:
+#ifndef CJ_HAVE_CHFS
 		if (cj_policy_has(p, CJ_CHFS))
 			return snprintf(why, len,
-			                "%s does not serve chfs: mappings yet (use rewrite or fuse)",
-			                cj_method_name(m)),
+			                "seccomp serves chfs: mappings only when built with libchfs"),
+			       why;
+#endif
+		return NULL;
+	case CJ_PTRACE:
+		if (cj_policy_has(p, CJ_CHFS))
+			return snprintf(
+			               why, len,
+			               "ptrace does not serve chfs: mappings yet (use seccomp, rewrite or fuse)"),
 			       why;
 		return NULL;
 	case CJ_FUSE:

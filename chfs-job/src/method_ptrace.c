@@ -137,7 +137,8 @@ static bool on_entry(struct tracer *tr, pid_t pid, struct tstate *s)
 	for (int i = 0; i < 6; i++)
 		a[i] = *arg_reg(&r, i);
 	cj_decide(tr->p, sc, pid, a, tr->d);
-	if (tr->d->verdict == CJ_V_ERROR) {
+	/* CJ_V_CHFS: ptrace does not serve chfs: mappings (refused at start-up): EXDEV */
+	if (tr->d->verdict == CJ_V_ERROR || tr->d->verdict == CJ_V_CHFS) {
 		r.orig_rax = (unsigned long long)-1; /* skip the call */
 		r.rax = (unsigned long long)(long long)tr->d->err;
 		ptrace(PTRACE_SETREGS, pid, 0, &r);

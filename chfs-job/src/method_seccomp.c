@@ -13,6 +13,9 @@
  *     -> we run them on the absolute, mapped paths;
  *   - mapped execve, chdir, chroot, symlink, xattr and utime calls -> EXDEV: they cannot be
  *     carried out on the tracee's behalf (use ptrace, which rewrites the argument);
+ *   - a path under a chfs: mapping -> served with libchfs (chfs_serve.c): an open stages the
+ *     file into a memfd injected at a number >= CJ_CHFS_FD_MIN (SECCOMP_ADDFD_FLAG_SETFD), and
+ *     close() of that range is trapped so a written file goes back to CHFS;
  *   - anything else            -> SECCOMP_USER_NOTIF_FLAG_CONTINUE.
  * Memory read from the tracee is trusted only after SECCOMP_IOCTL_NOTIF_ID_VALID confirms the
  * call is still pending (the pid could otherwise have been reused).
@@ -28,11 +31,14 @@
  * ended (POLLHUP on the listener); the exit status is the program's. */
 #define _GNU_SOURCE
 #include "bpf.h"
+#include "chfs_serve.h"
 #include "decide.h"
 #include "iolimit.h"
 #include "methods.h"
+#include "paths.h"
 #include "tracee.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/seccomp.h>
@@ -50,6 +56,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifndef SECCOMP_ADDFD_FLAG_SETFD
+#define SECCOMP_ADDFD_FLAG_SETFD (1UL << 0)
+#endif
 #ifndef SECCOMP_ADDFD_FLAG_SEND
 #define SECCOMP_ADDFD_FLAG_SEND (1UL << 1)
 #endif
@@ -69,7 +78,8 @@ struct supervisor {
 	struct cj_decision *d;
 	struct held *held;
 	int nheld, capheld;
-	unsigned char *buf; /* results of stat/readlink on the tracee's behalf */
+	unsigned char *buf;   /* results of stat/readlink on the tracee's behalf */
+	struct cj_chfs *chfs; /* the pool, when the policy has chfs: mappings */
 };
 
 static int respond(struct supervisor *s, uint64_t id, int64_t val, int err, bool cont)
@@ -166,7 +176,8 @@ static int release_held(struct supervisor *s)
 	return next < 0 ? -1 : (int)((next + 999999) / 1000000);
 }
 
-static int open_mapped(struct supervisor *s, const struct cj_sysc *sc, const uint64_t *a)
+/* The flags and mode of an open-family call. */
+static int open_args(struct supervisor *s, const uint64_t *a, int *flagsp, int *modep)
 {
 	const struct seccomp_data *sd = &s->req->data;
 	int flags, mode;
@@ -182,6 +193,66 @@ static int open_mapped(struct supervisor *s, const struct cj_sysc *sc, const uin
 			return -EFAULT;
 		flags = (int)how[0], mode = (int)how[1];
 	}
+	*flagsp = flags, *modep = mode;
+	return 0;
+}
+
+/* The lowest descriptor number >= CJ_CHFS_FD_MIN that process pid does not use. */
+static int free_high_fd(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	static unsigned char used[1024];
+	memset(used, 0, sizeof(used));
+	DIR *d = opendir(path);
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		if (atoi(e->d_name) >= CJ_CHFS_FD_MIN && atoi(e->d_name) < 1024)
+			used[atoi(e->d_name)] = 1;
+	if (d)
+		closedir(d);
+	for (int fd = CJ_CHFS_FD_MIN; fd < 1024; fd++)
+		if (!used[fd])
+			return fd;
+	return -1;
+}
+
+/* A chfs: path opened: stage it (chfs_serve.c) and inject it into the reserved range (or, if
+ * the tracee's RLIMIT_NOFILE forbids that range, at its lowest free number: then only the end
+ * of the job writes it back). */
+static int open_chfs(struct supervisor *s, const uint64_t *a)
+{
+	int flags, mode;
+	int rc = open_args(s, a, &flags, &mode);
+	if (rc < 0)
+		return rc;
+	int fd = cj_chfs_open(s->chfs, s->d->path[0], flags, (mode_t)mode & ~tracee_umask(s->req->pid));
+	if (fd < 0)
+		return fd;
+	int high = free_high_fd(s->req->pid);
+	struct seccomp_notif_addfd add = {
+	        .id = s->req->id,
+	        .flags = SECCOMP_ADDFD_FLAG_SEND | (high > 0 ? SECCOMP_ADDFD_FLAG_SETFD : 0),
+	        .srcfd = (uint32_t)fd,
+	        .newfd = high > 0 ? (uint32_t)high : 0,
+	        .newfd_flags = (uint32_t)(flags & O_CLOEXEC),
+	};
+	rc = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+	if (rc < 0 && errno == EBADF && high > 0) { /* above the tracee's RLIMIT_NOFILE */
+		add.flags = SECCOMP_ADDFD_FLAG_SEND, add.newfd = 0;
+		rc = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+	}
+	int e = errno;
+	close(fd);
+	return rc < 0 && e != ENOENT ? -e : 1;
+}
+
+static int open_mapped(struct supervisor *s, const struct cj_sysc *sc, const uint64_t *a)
+{
+	int flags, mode;
+	int rc = open_args(s, a, &flags, &mode);
+	if (rc < 0)
+		return rc;
 	mode_t old = 0;
 	bool creates = flags & (O_CREAT | __O_TMPFILE);
 	if (creates)
@@ -198,7 +269,7 @@ static int open_mapped(struct supervisor *s, const struct cj_sysc *sc, const uin
 	        .srcfd = (uint32_t)fd,
 	        .newfd_flags = (uint32_t)(flags & O_CLOEXEC),
 	};
-	int rc = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+	rc = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
 	e = errno;
 	close(fd);
 	if (rc < 0 && e != ENOENT)
@@ -257,18 +328,25 @@ static long replay(struct supervisor *s, const struct cj_sysc *sc, uint64_t *a)
 /* getdents64 on the tracee's behalf: a duplicate of its descriptor (pidfd_getfd) shares the
  * open file description, so the directory offset advances for the tracee as for us. A chunk
  * whose names are all denied is skipped (an empty answer would read as the end). */
-static long list_dir(struct supervisor *s, const uint64_t *a)
+static int tracee_getfd(pid_t pid, int tfd)
 {
-	pid_t pid = s->req->pid;
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0)
 		pidfd = (int)syscall(SYS_pidfd_open, pid, O_EXCL); /* PIDFD_THREAD: pid is a thread */
 	if (pidfd < 0)
 		return -ESRCH;
-	int fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)a[0], 0);
+	int fd = (int)syscall(SYS_pidfd_getfd, pidfd, tfd, 0);
+	int e = errno;
 	close(pidfd);
+	return fd < 0 ? -e : fd;
+}
+
+static long list_dir(struct supervisor *s, const uint64_t *a)
+{
+	pid_t pid = s->req->pid;
+	int fd = tracee_getfd(pid, (int)a[0]);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	char dir[PATH_MAX];
 	size_t cap = a[2] < 8192 ? (size_t)a[2] : 8192;
 	long n = cj_tracee_dir(pid, (int)a[0], dir, sizeof(dir));
@@ -289,12 +367,37 @@ static long list_dir(struct supervisor *s, const uint64_t *a)
 	return n;
 }
 
+/* Is CHFS path under the target of one of the policy's own chfs: mappings? (A path reached
+ * through the staging directory, mapped to chfs:/, must not lead outside them.) */
+static bool chfs_visible(struct supervisor *s, const char *path)
+{
+	const char *stage = cj_chfs_stage_root(s->chfs);
+	for (int i = 0; i < s->p->nrules; i++) {
+		const struct cj_rule *r = &s->p->rules[i];
+		if (r->action == CJ_CHFS && strcmp(r->from, stage) != 0 &&
+		    cj_path_under(path, r->to, strlen(r->to)))
+			return true;
+	}
+	return false;
+}
+
 static int handle(struct supervisor *s)
 {
 	struct seccomp_notif *req = s->req;
 	memset(req, 0, sizeof(*req));
 	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_RECV, req) < 0)
 		return errno == EINTR || errno == ENOENT ? 0 : -errno;
+	bool dup = req->data.nr == SYS_dup2 || req->data.nr == SYS_dup3;
+	if (s->chfs && (dup || (req->data.nr == SYS_close && (int)req->data.args[0] >= CJ_CHFS_FD_MIN))) {
+		/* close() of the reserved range, or dup2/dup3 onto any descriptor: a staged CHFS file
+		 * there goes back before it is closed */
+		int fd = tracee_getfd(req->pid, (int)req->data.args[dup ? 1 : 0]);
+		if (fd >= 0) {
+			cj_chfs_closed(s->chfs, fd);
+			close(fd);
+		}
+		return respond(s, req->id, 0, 0, true);
+	}
 	const struct cj_sysc *sc = cj_sysc_find(req->data.nr);
 	if (!sc || (!s->p->trace_fork && !own_thread(s, req->pid)))
 		return respond(s, req->id, 0, 0, true);
@@ -321,6 +424,18 @@ static int handle(struct supervisor *s)
 	case CJ_V_ALLOW: return respond(s, req->id, 0, 0, true);
 	case CJ_V_ERROR: return respond(s, req->id, 0, s->d->err, false);
 	case CJ_V_MAP: break;
+	case CJ_V_CHFS:
+		if (!chfs_visible(s, s->d->path[0]) || (s->d->chfs[1] && !chfs_visible(s, s->d->path[1])))
+			return respond(s, req->id, 0, -ENOENT, false);
+		if (sc->kind == CJ_SK_OPEN) {
+			long r = open_chfs(s, a);
+			return r > 0 ? 0 : respond(s, req->id, 0, (int)r, false);
+		} else {
+			long r = cj_chfs_call(s->chfs, sc, (int)req->data.nr, a, s->d->path[0], s->d->path[1],
+			                      req->pid, tracee_umask(req->pid));
+			return r < 0 ? respond(s, req->id, 0, (int)r, false)
+			             : respond(s, req->id, r, 0, false);
+		}
 	}
 	long r;
 	switch (sc->kind) {
@@ -393,7 +508,9 @@ static void child_main(struct cj_policy *p, int known_fd, char **argv)
 		fprintf(stderr, "chfs-job: seccomp: cannot install the filter: %s\n", strerror(errno));
 		_exit(126);
 	}
-	if (fd != known_fd && (dup2(fd, known_fd) < 0 || close(fd) < 0))
+	/* not dup2: with chfs: mappings it is trapped, and nobody answers yet */
+	if (fd != known_fd &&
+	    (close(known_fd) < 0 || fcntl(fd, F_DUPFD, known_fd) != known_fd || close(fd) < 0))
 		_exit(126);
 	raise(SIGSTOP);
 	close(known_fd);
@@ -428,6 +545,23 @@ static int take_listener(pid_t child, int known_fd, int *status)
 	return fd;
 }
 
+/* Staged directory listings live under root: calls relative to them go to chfs:/ again. */
+static int add_stage_rule(struct cj_policy *p, const char *root)
+{
+	struct cj_rule *r = realloc(p->rules, (size_t)(p->nrules + 1) * sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	p->rules = r;
+	char *from = strdup(root), *to = strdup("/");
+	if (!from || !to) {
+		free(from);
+		free(to);
+		return -ENOMEM;
+	}
+	p->rules[p->nrules++] = (struct cj_rule){from, strlen(from), CJ_CHFS, to};
+	return 0;
+}
+
 int cj_run_seccomp(struct cj_policy *p, char **argv, const struct cj_opts *o)
 {
 	char err[512];
@@ -452,6 +586,13 @@ int cj_run_seccomp(struct cj_policy *p, char **argv, const struct cj_opts *o)
 		rc = -EIO;
 		goto out;
 	}
+	if (cj_policy_has(p, CJ_CHFS) && !(s->chfs = cj_chfs_start(err, sizeof(err)))) {
+		fprintf(stderr, "chfs-job: %s\n", err);
+		rc = 3; /* main's status for "could not start", without a second line */
+		goto out;
+	}
+	if (s->chfs && (rc = add_stage_rule(p, cj_chfs_stage_root(s->chfs))) < 0)
+		goto out;
 	/* a descriptor number free in the child: one we hold open across the fork */
 	int known_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (known_fd < 0) {
@@ -480,6 +621,8 @@ int cj_run_seccomp(struct cj_policy *p, char **argv, const struct cj_opts *o)
 	rc = supervise(s, child);
 	close(s->listener);
 out:
+	if (cj_chfs_stop(s->chfs) < 0 && rc == 0)
+		rc = 1; /* a file could not be written back: said above, the job did not fully succeed */
 	cj_iolimit_close(s->lim);
 	free(s->req);
 	free(s->resp);

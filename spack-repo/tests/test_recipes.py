@@ -63,7 +63,7 @@ def test_snapshot_names_its_spack_versions():
     assert {"mpi", "pkgconfig", "c"} <= set(snap["virtuals"])
 
 
-@pytest.mark.parametrize("name", ["mpich-chfs", "chfs-hook", "chfuse"])
+@pytest.mark.parametrize("name", ["mpich-chfs", "chfs-hook", "chfuse", "chfs-job"])
 def test_access_paths_using_our_chfs_h_extensions_require_our_implementation(checked, name):
     # They call chfs_fstat, chfs_ftruncate, chfs_rename, ... which upstream chfs.h lacks.
     recipes, _, _ = checked

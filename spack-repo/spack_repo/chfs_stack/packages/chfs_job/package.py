@@ -4,8 +4,9 @@
 # picks by the guideline `chfs-job bench` measures.
 #
 # Design: builds the chfs-job directory of the chfs-stack checkout (the root CMake project with
-# CHFS_STACK_COMPONENTS=chfs-job). It links nothing of the stack: the rewrite and fuse methods
-# exec chfs-run (chfs-hook) and chfuse, which are run-time dependencies.
+# CHFS_STACK_COMPONENTS=chfs-job). It links libchfs (the seccomp method serves chfs: mappings
+# with it; found through chfs's chfsConfig.cmake); the rewrite and fuse methods exec chfs-run
+# (chfs-hook) and chfuse, which are run-time dependencies.
 import os
 
 from spack_repo.builtin.build_systems import cmake
@@ -31,6 +32,9 @@ class ChfsJob(cmake.CMakePackage):
     depends_on("c", type="build")
     depends_on("cxx", type="build")  # the root CMake project enables C and CXX
     depends_on("cmake@3.20:", type="build")
+    # libchfs for chfs: mappings under seccomp; it calls chfs_open_posix, chfs_fstat, chfs_utimens,
+    # ... which upstream chfs.h lacks
+    depends_on("chfs implementation=chfs-stack")
     depends_on("chfs-hook", type="run")
     depends_on("chfuse", type="run")
 
