@@ -22,6 +22,7 @@
 #include "moved.h"
 
 #include "log.h"
+#include "placement.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -61,6 +62,24 @@ static struct worker *worker_get(struct chfsd *d)
 static struct xprt_rma_desc rma_desc(const struct wire_req *q)
 {
 	return (struct xprt_rma_desc){.addr = q->rma.addr, .key = q->rma.key, .len = q->rma.len};
+}
+
+/* A stage-in reaches every server with the whole file: take over from their previous owners only
+ * the chunks this server owns (those bcache_stage fetches). A chunk taken by a server that does
+ * not own it was punched at its owner, whose held-map still said held: the owner then served
+ * zeros for a staged chunk (issue 12's flaky `find | xargs chstagein` while servers joined). */
+static int stage_take_owned(struct chfsd *d, const struct wire_req *q)
+{
+	uint64_t cs = q->tag.chunk_size;
+	for (uint64_t i = 0; q->size && i <= (q->size - 1) / cs; i++) {
+		struct wire_seg s = {.off = i * cs, .len = cs};
+		int rc = backend_owns(d, placement_chunk_key(q->tag.pkey, i))
+		                 ? rebalance_take_chunks(d, q->fileid, &q->tag, &s, 1)
+		                 : 0;
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }
 
 static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
@@ -322,8 +341,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return rc;
 	case WOP_STAGE_DATA: {
 		uint64_t fetched = 0;
-		struct wire_seg all = {.off = 0, .len = q->size};
-		if (q->size && (rc = rebalance_take_chunks(d, q->fileid, &q->tag, &all, 1)) < 0)
+		if ((rc = stage_take_owned(d, q)) < 0)
 			return rc;
 		if ((rc = bcache_stage(d, q->fileid, &q->tag, q->path, q->size, q->piece, &fetched)) == 0)
 			wenc_u64(e, fetched);

@@ -255,3 +255,34 @@ def test_chstagein_chunk_size_and_errors(bk_pool):
     assert r.returncode == 1 and "missing" in r.stderr and "No such file" in r.stderr
     r = subprocess.run(["chstagein", "--help"], env=env, timeout=10, capture_output=True, text=True)
     assert r.returncode == 0 and "usage: chstagein" in r.stdout
+
+
+@pytest.mark.timeout(170)
+def test_stagein_while_a_server_joins_serves_the_staged_bytes(tmp_path):
+    """Issue 12's flaky `find | xargs chstagein`: a stage-in sent while a rebalance is open (a
+    server joined) must not move a staged chunk away from the server that still owns it. Each
+    server answering the stage-in used to take every chunk of the file from its previous owner,
+    owned here or not; the owner's copy was then punched while its held-map still said held,
+    and reads served zeros from it."""
+    pool, backend = pool_with_backend(tmp_path, servers=2)
+    try:
+        want = make_tree(backend, nfiles=150, seed=12)
+        paths = sorted(want)
+
+        def stage():
+            env = dict(pool.env, CHFS_BACKEND_PATH=backend)
+            subprocess.run(["chstagein", *paths], cwd=backend, env=env, check=True, timeout=120,
+                           capture_output=True, text=True)
+
+        stage()          # every chunk held by its owner among 2 servers
+        for _ in range(2):
+            pool.add()   # one more joins: a rebalance window opens on every server
+            stage()      # again, while the previous owners are still handing keys over
+        overwrite_backend(backend)
+        out = tmp_path / "copy"
+        pool.run(["chcp", "-r", "chfs:/", str(out)], timeout=120)
+        got = tree_shas(out)
+        bad = sorted(r for r in want if got.get(r) != want[r])
+        assert not bad, f"{len(bad)} of {len(want)} files read back wrong: {bad[:5]}"
+    finally:
+        pool.stop()
