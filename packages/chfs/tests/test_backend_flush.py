@@ -11,6 +11,7 @@ import time
 import pytest
 
 from chfsutil import get, io, put
+from small_tmpfs import small_tmpfs  # noqa: F401 (fixture)
 
 from test_backend import pool_with_backend
 
@@ -117,19 +118,6 @@ def test_dirty_data_of_a_killed_server_reach_the_backend_after_its_restart(make_
         pool.restart(i)
     # maps left by the killed servers are due at once after the restart, whatever -U says
     assert wait_for(lambda: backend_bytes(pool.backend, "k") == data, 30)
-
-
-@pytest.fixture
-def small_tmpfs(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "full"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)
-    try:
-        yield str(mnt)
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 @pytest.mark.timeout(90)

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 import poolstatus
+from small_tmpfs import small_tmpfs  # noqa: F401 (fixture)
 from ci.testlib.chfs_pool import stack_env
 
 
@@ -17,19 +18,6 @@ def server_lines(out):
     for m in re.finditer(r"^server: (\S+) (id=.*)$", out, re.M):
         lines[m.group(1)] = dict(kv.split("=", 1) for kv in m.group(2).split())
     return lines
-
-
-@pytest.fixture
-def small_tmpfs(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "backend"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)
-    try:
-        yield str(mnt)
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 @pytest.mark.timeout(120)
