@@ -19,10 +19,14 @@
  * I/O-aware delay (-U): a flush thread takes a file only once `delay` seconds passed since its
  * last write (negative: at once), so a file being written is flushed when the writer pauses.
  * bflush_wait and shutdown ignore the delay.
+ *
+ * Changes of names and attributes (flush_meta.c) are applied after the data: by bflush_wait's
+ * meta phase (chfs_sync asks every server for the data phase first) and at shutdown.
  */
 #define _GNU_SOURCE
 #include "backend.h"
 #include "chfsd.h"
+#include "flush_meta.h"
 
 #include "log.h"
 
@@ -336,7 +340,7 @@ static void flush_all(void)
 	}
 }
 
-int bflush_wait(struct chfsd *d, struct wenc *e, size_t budget)
+int bflush_wait(struct chfsd *d, struct wenc *e, size_t budget, int phase)
 {
 	uint32_t n = 0;
 	uint8_t *np = wenc_reserve(e, 4);
@@ -346,7 +350,8 @@ int bflush_wait(struct chfsd *d, struct wenc *e, size_t budget)
 	if (!d->bk)
 		return 0;
 	pthread_mutex_lock(&fl.lock);
-	flush_all();
+	if (phase != BFLUSH_META)
+		flush_all();
 	for (struct dirty *x = fl.head; x; x = x->next) {
 		if (!x->err)
 			continue;
@@ -358,6 +363,10 @@ int bflush_wait(struct chfsd *d, struct wenc *e, size_t budget)
 		n++;
 	}
 	pthread_mutex_unlock(&fl.lock);
+	if (phase != BFLUSH_DATA) { /* names and attributes, after the data (flush_meta.c) */
+		bmeta_apply(d);
+		bmeta_report(e, budget, &n);
+	}
 	put32(np, n);
 	return 0;
 }
@@ -399,6 +408,7 @@ void bflush_status(struct chfsd *d, char *buf, size_t size)
 			failed += e->err != 0;
 		}
 		pthread_mutex_unlock(&fl.lock);
+		failed += bmeta_failed(); /* changes of names and attributes (flush_meta.c) */
 	}
 	size_t n = strlen(buf);
 	if (n < size)
@@ -453,6 +463,9 @@ int bflush_init(struct chfsd *d, int nthreads, double delay_s)
 			load_one(de->d_name);
 	if (dp)
 		closedir(dp);
+	int rc = bmeta_init(d, fl.dirfd); /* names and attributes (flush_meta.c) */
+	if (rc)
+		return rc;
 	if (nthreads > 0 && !(fl.threads = calloc((size_t)nthreads, sizeof *fl.threads)))
 		return -ENOMEM;
 	for (int i = 0; i < nthreads; i++) {
@@ -475,10 +488,12 @@ void bflush_stop(struct chfsd *d)
 	for (struct dirty *e = fl.head; e; e = e->next)
 		failed += e->err != 0;
 	pthread_mutex_unlock(&fl.lock);
+	bmeta_apply(d); /* names and attributes after the data (flush_meta.c) */
+	failed += bmeta_failed();
 	for (int i = 0; i < fl.nthreads; i++)
 		pthread_join(fl.threads[i], NULL);
 	if (failed)
-		log_err("shutdown: %u file(s) could not be flushed to the backend; they stay dirty in %s and "
+		log_err("shutdown: %u file(s) or change(s) could not be flushed to the backend; they stay dirty in %s and "
 		        "are flushed when the server runs again",
 		        failed, st_root(d->st));
 	else

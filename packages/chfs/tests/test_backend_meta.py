@@ -1,0 +1,141 @@
+"""Names and attributes reach the backend (chfsd -b DIR): after chfs_sync the backend directory
+shows what CHFS shows — a renamed file under its new name only, an unlinked file gone (and not
+read back through before that), an rmdir'd directory gone, new directories and symlinks there,
+modes and mtimes as set — also when the server that recorded the change was killed -9 and
+restarted in between."""
+import os
+import random
+import signal
+import stat
+
+import pytest
+
+from chfsutil import get, io, put
+
+from test_backend_flush import backend_bytes, make_pool  # noqa: F401 (fixture)
+
+
+def bk(pool, rel):
+    return os.path.join(pool.backend, rel)
+
+
+@pytest.mark.timeout(60)
+def test_a_renamed_file_is_on_the_backend_under_its_new_name_only(make_pool):
+    pool = make_pool("-F", "0")
+    data = random.Random(11).randbytes(300_000)
+    put(pool, "/old", data)
+    io(pool, "mkdir", "/d")
+    io(pool, "rename", "/old", "/d/new")
+    io(pool, "sync")
+    assert backend_bytes(pool.backend, "d/new") == data
+    assert not os.path.lexists(bk(pool, "old"))
+
+
+@pytest.mark.timeout(60)
+def test_renaming_a_flushed_file_moves_it_on_the_backend(make_pool):
+    pool = make_pool("-F", "0")
+    put(pool, "/a", b"first")
+    io(pool, "sync")
+    assert backend_bytes(pool.backend, "a") == b"first"
+    io(pool, "rename", "/a", "/b")
+    io(pool, "sync")
+    assert backend_bytes(pool.backend, "b") == b"first"
+    assert not os.path.lexists(bk(pool, "a"))
+
+
+@pytest.mark.timeout(60)
+def test_an_unlinked_backend_file_is_not_read_back_and_is_removed(make_pool):
+    pool = make_pool("-F", "0")
+    with open(bk(pool, "gone"), "wb") as f:
+        f.write(b"in the backend")
+    assert get(pool, "/gone") == b"in the backend"
+    io(pool, "unlink", "/gone")
+    # not read through again before the removal reaches the backend
+    assert io(pool, "stat", "/gone", check=False).returncode != 0
+    assert "gone" not in io(pool, "ls", "/").stdout.decode().split()
+    io(pool, "sync")
+    assert not os.path.lexists(bk(pool, "gone"))
+    assert io(pool, "stat", "/gone", check=False).returncode != 0
+
+
+@pytest.mark.timeout(60)
+def test_directories_symlinks_modes_and_mtimes_reach_the_backend(make_pool):
+    pool = make_pool("-F", "0")
+    io(pool, "mkdir", "/dir")
+    io(pool, "mkdir", "/dir/sub")
+    io(pool, "mkdir", "/tmpdir")
+    io(pool, "rmdir", "/tmpdir")
+    io(pool, "symlink", "target/of/link", "/dir/ln")
+    put(pool, "/dir/f", b"data")
+    io(pool, "chmod", "/dir/f", "600")
+    io(pool, "chmod", "/dir/sub", "700")
+    io(pool, "utime", "/dir/f", "1000000000")
+    io(pool, "sync")
+    assert os.path.isdir(bk(pool, "dir/sub"))
+    assert stat.S_IMODE(os.stat(bk(pool, "dir/sub")).st_mode) == 0o700
+    assert not os.path.lexists(bk(pool, "tmpdir"))
+    assert os.readlink(bk(pool, "dir/ln")) == "target/of/link"
+    st = os.stat(bk(pool, "dir/f"))
+    assert stat.S_IMODE(st.st_mode) == 0o600
+    assert st.st_mtime == 1000000000
+    assert backend_bytes(pool.backend, "dir/f") == b"data"
+
+
+@pytest.mark.timeout(60)
+def test_an_rmdir_of_a_backend_directory_reaches_it(make_pool):
+    pool = make_pool("-F", "0")
+    os.mkdir(bk(pool, "bdir"))
+    io(pool, "rmdir", "/bdir")
+    io(pool, "sync")
+    assert not os.path.lexists(bk(pool, "bdir"))
+
+
+@pytest.mark.timeout(90)
+def test_metadata_changes_survive_a_kill_and_restart(make_pool):
+    pool = make_pool("-F", "0")
+    with open(bk(pool, "u"), "wb") as f:
+        f.write(b"backend file")
+    put(pool, "/r", b"renamed")
+    io(pool, "sync")
+    io(pool, "unlink", "/u")
+    io(pool, "rename", "/r", "/r2")
+    io(pool, "mkdir", "/m")
+    for i in range(pool.n):
+        pool.kill(i, signal.SIGKILL)
+    saved = list(pool.addrs)
+    pool.addrs = [saved[0]] + [None] * (pool.n - 1)
+    pool.restart(0)
+    for i in range(1, pool.n):
+        pool.addrs[i] = saved[i]
+        pool.restart(i)
+    assert io(pool, "stat", "/u", check=False).returncode != 0  # the tombstone survived too
+    io(pool, "sync")
+    assert not os.path.lexists(bk(pool, "u"))
+    assert backend_bytes(pool.backend, "r2") == b"renamed"
+    assert not os.path.lexists(bk(pool, "r"))
+    assert os.path.isdir(bk(pool, "m"))
+
+
+@pytest.mark.timeout(60)
+def test_a_change_the_backend_refuses_is_named_by_chfs_sync(make_pool):
+    pool = make_pool("-F", "0")
+    os.mkdir(bk(pool, "ro"))
+    with open(bk(pool, "ro/f"), "wb") as f:
+        f.write(b"x")
+    assert get(pool, "/ro/f") == b"x"
+    io(pool, "unlink", "/ro/f")
+    os.chmod(bk(pool, "ro"), 0o500)
+    try:
+        if os.geteuid() == 0:
+            # root ignores modes: make the removal fail another way (a non-empty directory)
+            os.chmod(bk(pool, "ro"), 0o700)
+            os.remove(bk(pool, "ro/f"))
+            os.mkdir(bk(pool, "ro/f"))
+            open(bk(pool, "ro/f/keep"), "wb").close()
+        r = io(pool, "sync", check=False)
+        assert r.returncode != 0
+        assert "ro/f" in r.stderr.decode()
+        st = io(pool, "stat", "/ro/f", check=False)
+        assert st.returncode != 0        # still gone in CHFS
+    finally:
+        os.chmod(bk(pool, "ro"), 0o700)
