@@ -463,7 +463,7 @@ int bflush_init(struct chfsd *d, int nthreads, double delay_s)
 			load_one(de->d_name);
 	if (dp)
 		closedir(dp);
-	int rc = bmeta_init(d, fl.dirfd); /* names and attributes (flush_meta.c) */
+	int rc = bmeta_init(d, fl.dirfd, nthreads > 0); /* names and attributes (flush_meta.c) */
 	if (rc)
 		return rc;
 	if (nthreads > 0 && !(fl.threads = calloc((size_t)nthreads, sizeof *fl.threads)))
@@ -488,6 +488,7 @@ void bflush_stop(struct chfsd *d)
 	for (struct dirty *e = fl.head; e; e = e->next)
 		failed += e->err != 0;
 	pthread_mutex_unlock(&fl.lock);
+	bmeta_stop();
 	bmeta_apply(d); /* names and attributes after the data (flush_meta.c) */
 	failed += bmeta_failed();
 	for (int i = 0; i < fl.nthreads; i++)

@@ -56,7 +56,12 @@ static struct {
 	struct chfsd *d;
 	int fd;
 	off_t end;
-} mq = {.lock = PTHREAD_MUTEX_INITIALIZER, .tail = &mq.head, .fd = -1};
+	size_t n, nhide; /* records queued, of which hide a path */
+	unsigned ready;  /* records the background thread may apply, noted since its last pass */
+	pthread_cond_t wake;
+	pthread_t thread;
+	int running, stopping;
+} mq = {.wake = PTHREAD_COND_INITIALIZER, .lock = PTHREAD_MUTEX_INITIALIZER, .tail = &mq.head, .fd = -1};
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -64,6 +69,11 @@ static void put32(uint8_t *p, uint32_t v)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 static uint32_t get32(const uint8_t *p) { return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
+
+static int hides_any(const struct mop *m)
+{
+	return m->op == BM_UNLINK || m->op == BM_RMDIR || m->op == BM_RENAME || m->op == BM_HIDE;
+}
 
 static struct mop *queue(int op, const char *path, const char *path2, off_t off)
 {
@@ -78,6 +88,10 @@ static struct mop *queue(int op, const char *path, const char *path2, off_t off)
 	m->off = off;
 	*mq.tail = m;
 	mq.tail = &m->next;
+	mq.n++;
+	mq.nhide += hides_any(m);
+	if (op != BM_RENAME && op != BM_FATTR)
+		mq.ready++;
 	return m;
 }
 
@@ -104,6 +118,8 @@ void bmeta_note(struct chfsd *d, int op, const char *path, const char *path2)
 		rc = -ENOMEM;
 	if (rc == 0)
 		mq.end += (off_t)len;
+	if (rc == 0 && mq.ready)
+		pthread_cond_signal(&mq.wake);
 	pthread_mutex_unlock(&mq.lock);
 	free(rec);
 	if (rc)
@@ -116,7 +132,7 @@ void bmeta_note_create(struct chfsd *d, const char *path, const struct chfs_md *
 	if (S_ISLNK(md->mode))
 		bmeta_note(d, BM_SYMLINK, path, NULL);
 	else if (S_ISREG(md->mode) && !(md->flags & MD_LOCAL))
-		bmeta_note(d, BM_ATTR, path, NULL); /* an empty file and its mode reach the backend too */
+		bmeta_note(d, BM_FATTR, path, NULL); /* an empty file and its mode reach the backend too */
 }
 
 void bmeta_note_rename(struct chfsd *d, const char *from, const char *to, const struct chfs_md *md)
@@ -137,17 +153,13 @@ void bmeta_note_rename(struct chfsd *d, const char *from, const char *to, const 
 
 const char *bmeta_op_name(int op)
 {
-	static const char *const names[] = {"?",     "unlink",  "rename",     "mkdir",
-	                                    "rmdir", "symlink", "attributes", "rename"};
+	static const char *const names[] = {"?",       "unlink",     "rename", "mkdir",     "rmdir",
+	                                    "symlink", "attributes", "rename", "attributes"};
 	return op > 0 && op <= BM_MAX ? names[op] : "?";
 }
 
 /* 1 if m removes or moves away the backend entry at path. */
-static int hides(const struct mop *m, const char *path)
-{
-	return (m->op == BM_UNLINK || m->op == BM_RMDIR || m->op == BM_RENAME || m->op == BM_HIDE) &&
-	       strcmp(m->path, path) == 0;
-}
+static int hides(const struct mop *m, const char *path) { return hides_any(m) && strcmp(m->path, path) == 0; }
 
 int bmeta_hidden(struct chfsd *d, const char *path)
 {
@@ -155,7 +167,7 @@ int bmeta_hidden(struct chfsd *d, const char *path)
 	if (!d->bk)
 		return 0;
 	pthread_mutex_lock(&mq.lock);
-	for (struct mop *m = mq.head; m && !hidden; m = m->next)
+	for (struct mop *m = mq.nhide ? mq.head : NULL; m && !hidden; m = m->next)
 		hidden = hides(m, path);
 	pthread_mutex_unlock(&mq.lock);
 	return hidden;
@@ -228,7 +240,8 @@ static int apply_one(struct chfsd *d, const struct mop *m)
 			rc = apply_attr(d, m->path, pfd, leaf);
 		break;
 	case BM_SYMLINK: rc = apply_symlink(d, m->path, pfd, leaf); break;
-	case BM_ATTR: rc = apply_attr(d, m->path, pfd, leaf); break;
+	case BM_ATTR:
+	case BM_FATTR: rc = apply_attr(d, m->path, pfd, leaf); break;
 	case BM_RENAME: {
 		int pfd2 = backend_parent(d->bk, m->path2, 1, &leaf2);
 		rc = pfd2 < 0 ? pfd2 : renameat(pfd, leaf, pfd2, leaf2) < 0 && errno != ENOENT ? -errno : 0;
@@ -244,32 +257,70 @@ static int apply_one(struct chfsd *d, const struct mop *m)
 	return rc;
 }
 
-/* 1 if an earlier record in the queue (before m) failed and touches one of m's paths. */
-static int blocked(const struct mop *m)
+/* The paths of records left in the queue during one pass (hashes, open addressing): a later
+ * record touching one of them waits, so the changes of each path stay in order. */
+struct held {
+	uint64_t *h;
+	size_t mask;
+};
+
+static uint64_t phash(const char *p)
 {
-	for (const struct mop *p = mq.head; p != m; p = p->next)
-		if (p->err && (!strcmp(p->path, m->path) || !strcmp(p->path2, m->path) ||
-		               (*m->path2 && (!strcmp(p->path, m->path2) || !strcmp(p->path2, m->path2)))))
+	uint64_t h = 1469598103934665603ull;
+	while (*p)
+		h = (h ^ (uint8_t)*p++) * 1099511628211ull;
+	return h ? h : 1;
+}
+
+static void held_add(struct held *s, const char *p)
+{
+	uint64_t h = phash(p);
+	size_t i = h & s->mask;
+	while (s->h[i] && s->h[i] != h)
+		i = (i + 1) & s->mask;
+	s->h[i] = h;
+}
+
+static int held_has(const struct held *s, const char *p)
+{
+	uint64_t h = phash(p);
+	for (size_t i = h & s->mask; s->h[i]; i = (i + 1) & s->mask)
+		if (s->h[i] == h)
 			return 1;
 	return 0;
 }
 
-/* Apply the pending records (all, or those touching `only`), in order; lock held. */
-static void apply(struct chfsd *d, const char *only)
+static int touches(const struct mop *m, const char *p) { return !strcmp(m->path, p) || !strcmp(m->path2, p); }
+
+/* Apply the pending records in order (those touching `only`, if given; in the background, not
+ * renames and file attributes: they wait for chfs_sync's meta phase, after the data); a record
+ * left in the queue holds back the later ones of its paths. Lock held. */
+static void apply(struct chfsd *d, const char *only, int background)
 {
 	struct mop **pp = &mq.head, *m;
+	struct held held = {0};
+	size_t cap = 16;
+	while (cap < 4 * mq.n)
+		cap *= 2;
+	if (!(held.h = calloc(cap, sizeof *held.h)))
+		return; /* retried at the next pass */
+	held.mask = cap - 1;
 	uint8_t one = 1;
 	while ((m = *pp) != NULL) {
-		if ((only && strcmp(m->path, only) && strcmp(m->path2, only)) || blocked(m)) {
-			pp = &m->next;
-			continue;
-		}
-		int rc = apply_one(d, m);
-		if (rc) {
-			if (m->err != -rc)
-				log_err("%s of %s on the backend failed: %s (kept; retried at the next sync)",
-				        bmeta_op_name(m->op), m->path, strerror(-rc));
+		int rc = (only && !touches(m, only)) ||
+		                         (background && (m->op == BM_RENAME || m->op == BM_FATTR)) ||
+		                         held_has(&held, m->path) || (*m->path2 && held_has(&held, m->path2))
+		                 ? 1
+		                 : apply_one(d, m);
+		if (rc < 0 && m->err != -rc)
+			log_err("%s of %s on the backend failed: %s (kept; retried at the next sync)",
+			        bmeta_op_name(m->op), m->path, strerror(-rc));
+		if (rc < 0)
 			m->err = -rc;
+		if (rc) {
+			held_add(&held, m->path);
+			if (*m->path2)
+				held_add(&held, m->path2);
 			pp = &m->next;
 			continue;
 		}
@@ -277,10 +328,13 @@ static void apply(struct chfsd *d, const char *only)
 		*pp = m->next;
 		if (mq.tail == &m->next)
 			mq.tail = pp;
+		mq.n--;
+		mq.nhide -= hides_any(m);
 		free(m->path);
 		free(m->path2);
 		free(m);
 	}
+	free(held.h);
 	if (!mq.head && mq.end) {
 		ftruncate(mq.fd, 0);
 		mq.end = 0;
@@ -292,9 +346,9 @@ void bmeta_settle(struct chfsd *d, const char *path)
 	if (!d->bk || mq.fd < 0)
 		return;
 	pthread_mutex_lock(&mq.lock);
-	for (struct mop *m = mq.head; m; m = m->next)
+	for (struct mop *m = mq.nhide ? mq.head : NULL; m; m = m->next)
 		if (hides(m, path)) {
-			apply(d, path);
+			apply(d, path, 0);
 			break;
 		}
 	pthread_mutex_unlock(&mq.lock);
@@ -305,7 +359,7 @@ void bmeta_apply(struct chfsd *d)
 	if (!d->bk || mq.fd < 0)
 		return;
 	pthread_mutex_lock(&mq.lock);
-	apply(d, NULL);
+	apply(d, NULL, 0);
 	pthread_mutex_unlock(&mq.lock);
 }
 
@@ -373,12 +427,44 @@ static void load(void)
 	free(buf);
 }
 
-int bmeta_init(struct chfsd *d, int bdirty_fd)
+/* The background pass: whatever can go before the data, within a second of being noted. */
+static void *applier(void *arg)
+{
+	struct chfsd *d = arg;
+	pthread_mutex_lock(&mq.lock);
+	while (!mq.stopping) {
+		if (!mq.ready) {
+			pthread_cond_wait(&mq.wake, &mq.lock);
+			continue;
+		}
+		mq.ready = 0;
+		apply(d, NULL, 1);
+	}
+	pthread_mutex_unlock(&mq.lock);
+	return NULL;
+}
+
+int bmeta_init(struct chfsd *d, int bdirty_fd, int background)
 {
 	mq.d = d;
 	mq.fd = openat(bdirty_fd, "meta.log", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (mq.fd < 0)
 		return -errno;
 	load();
+	if (background && pthread_create(&mq.thread, NULL, applier, d) != 0)
+		return -EAGAIN;
+	mq.running = background;
 	return 0;
+}
+
+void bmeta_stop(void)
+{
+	if (!mq.running)
+		return;
+	pthread_mutex_lock(&mq.lock);
+	mq.stopping = 1;
+	pthread_cond_signal(&mq.wake);
+	pthread_mutex_unlock(&mq.lock);
+	pthread_join(mq.thread, NULL);
+	mq.running = 0;
 }

@@ -20,11 +20,16 @@ enum {
 	BM_SYMLINK,    /* (re)make symlink path as CHFS has it */
 	BM_ATTR,       /* path's mode and times as CHFS has them (a new file: created) */
 	BM_HIDE,       /* nothing to do but hide path (the other half of a rename) until applied */
-	BM_MAX = BM_HIDE
+	BM_FATTR,      /* BM_ATTR of a regular file: after its data (a data flush sets the mtime) */
+	BM_MAX = BM_FATTR
 };
 
-/* Open STORAGE/bdirty/meta.log (bdirty_fd: that directory) and queue what a previous run left. */
-int bmeta_init(struct chfsd *d, int bdirty_fd);
+/* Open STORAGE/bdirty/meta.log (bdirty_fd: that directory) and queue what a previous run left;
+ * with background, a thread applies what may go before the data (all but renames and file
+ * attributes) as it is noted. */
+int bmeta_init(struct chfsd *d, int bdirty_fd, int background);
+/* Stop the background thread (before the final bmeta_apply). */
+void bmeta_stop(void);
 /* Record a change (before the request is answered); path2 only for BM_RENAME. */
 void bmeta_note(struct chfsd *d, int op, const char *path, const char *path2);
 /* What a new entry (CREATE) and a rename (both names here: from and to; INSERT: to only;

@@ -371,7 +371,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		}
 		return rc;
 	case WOP_REMOVE_IF:
-		flag = st_lookup(d->st, q->path, &md) == 0;
+		flag = d->bk && st_lookup(d->st, q->path, &md) == 0; /* (for the backend only) */
 		if ((rc = st_remove_if(d->st, q->path, q->fileid)) == 0 && flag)
 			bmeta_note_rename(d, q->path, NULL, &md); /* the old name's half of a rename */
 		return rc;
@@ -399,7 +399,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		                                       .size = q->size},
 		                &md);
 		if (rc == 0 && (q->which & (WIRE_SET_MODE | WIRE_SET_ATIME | WIRE_SET_MTIME)))
-			bmeta_note(d, BM_ATTR, q->path, NULL);
+			bmeta_note(d, S_ISREG(md.mode) ? BM_FATTR : BM_ATTR, q->path, NULL);
 		if (rc == 0) {
 			if (q->which & WIRE_SET_SIZE)
 				st_data_truncate(d->st, md.fileid, q->size); /* local-placement home */

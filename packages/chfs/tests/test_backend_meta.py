@@ -139,3 +139,24 @@ def test_a_change_the_backend_refuses_is_named_by_chfs_sync(make_pool):
         assert st.returncode != 0        # still gone in CHFS
     finally:
         os.chmod(bk(pool, "ro"), 0o700)
+
+
+@pytest.mark.timeout(60)
+def test_flush_threads_apply_removals_and_new_directories_without_a_sync(make_pool):
+    from test_backend_flush import wait_for
+    pool = make_pool("-F", "1", "-U", "1")
+    with open(bk(pool, "old"), "wb") as f:
+        f.write(b"backend")
+    assert get(pool, "/old") == b"backend"
+    io(pool, "unlink", "/old")
+    io(pool, "mkdir", "/newdir")
+    assert wait_for(lambda: not os.path.lexists(bk(pool, "old")), 15)
+    assert wait_for(lambda: os.path.isdir(bk(pool, "newdir")), 15)
+    # a file's mode and mtime wait for its data, whatever the flush threads do meanwhile
+    put(pool, "/w", b"written")
+    io(pool, "utime", "/w", "1200000000")
+    io(pool, "chmod", "/w", "640")
+    io(pool, "sync")
+    st = os.stat(bk(pool, "w"))
+    assert (st.st_mtime, stat.S_IMODE(st.st_mode)) == (1200000000, 0o640)
+    assert backend_bytes(pool.backend, "w") == b"written"
