@@ -61,7 +61,15 @@ static struct {
 	pthread_cond_t wake;
 	pthread_t thread;
 	int running, stopping;
-} mq = {.wake = PTHREAD_COND_INITIALIZER, .lock = PTHREAD_MUTEX_INITIALIZER, .tail = &mq.head, .fd = -1};
+	/* lock guards the list, the counters, m->err and the log; it is never held while calling
+	 * out (readdir asks bmeta_hidden under the namespace lock). alock makes one applier at a
+	 * time: only its holder removes records, so it walks the list taking lock per step. */
+	pthread_mutex_t alock;
+} mq = {.wake = PTHREAD_COND_INITIALIZER,
+        .lock = PTHREAD_MUTEX_INITIALIZER,
+        .alock = PTHREAD_MUTEX_INITIALIZER,
+        .tail = &mq.head,
+        .fd = -1};
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -261,7 +269,7 @@ static int apply_one(struct chfsd *d, const struct mop *m)
  * record touching one of them waits, so the changes of each path stay in order. */
 struct held {
 	uint64_t *h;
-	size_t mask;
+	size_t mask, used;
 };
 
 static uint64_t phash(const char *p)
@@ -278,6 +286,7 @@ static void held_add(struct held *s, const char *p)
 	size_t i = h & s->mask;
 	while (s->h[i] && s->h[i] != h)
 		i = (i + 1) & s->mask;
+	s->used += !s->h[i];
 	s->h[i] = h;
 }
 
@@ -294,19 +303,26 @@ static int touches(const struct mop *m, const char *p) { return !strcmp(m->path,
 
 /* Apply the pending records in order (those touching `only`, if given; in the background, not
  * renames and file attributes: they wait for chfs_sync's meta phase, after the data); a record
- * left in the queue holds back the later ones of its paths. Lock held. */
+ * left in the queue holds back the later ones of its paths. alock held, lock not. */
 static void apply(struct chfsd *d, const char *only, int background)
 {
 	struct mop **pp = &mq.head, *m;
 	struct held held = {0};
 	size_t cap = 16;
+	pthread_mutex_lock(&mq.lock);
 	while (cap < 4 * mq.n)
 		cap *= 2;
+	pthread_mutex_unlock(&mq.lock);
 	if (!(held.h = calloc(cap, sizeof *held.h)))
 		return; /* retried at the next pass */
 	held.mask = cap - 1;
 	uint8_t one = 1;
-	while ((m = *pp) != NULL) {
+	for (;;) {
+		pthread_mutex_lock(&mq.lock);
+		m = *pp;
+		pthread_mutex_unlock(&mq.lock);
+		if (!m)
+			break;
 		int rc = (only && !touches(m, only)) ||
 		                         (background && (m->op == BM_RENAME || m->op == BM_FATTR)) ||
 		                         held_has(&held, m->path) || (*m->path2 && held_has(&held, m->path2))
@@ -315,9 +331,13 @@ static void apply(struct chfsd *d, const char *only, int background)
 		if (rc < 0 && m->err != -rc)
 			log_err("%s of %s on the backend failed: %s (kept; retried at the next sync)",
 			        bmeta_op_name(m->op), m->path, strerror(-rc));
+		pthread_mutex_lock(&mq.lock);
 		if (rc < 0)
 			m->err = -rc;
 		if (rc) {
+			pthread_mutex_unlock(&mq.lock);
+			if (held.used + 2 > cap / 2)
+				break; /* records came in meanwhile: the rest at the next pass */
 			held_add(&held, m->path);
 			if (*m->path2)
 				held_add(&held, m->path2);
@@ -330,37 +350,37 @@ static void apply(struct chfsd *d, const char *only, int background)
 			mq.tail = pp;
 		mq.n--;
 		mq.nhide -= hides_any(m);
+		pthread_mutex_unlock(&mq.lock);
 		free(m->path);
 		free(m->path2);
 		free(m);
 	}
 	free(held.h);
+	pthread_mutex_lock(&mq.lock);
 	if (!mq.head && mq.end) {
 		ftruncate(mq.fd, 0);
 		mq.end = 0;
 	}
+	pthread_mutex_unlock(&mq.lock);
 }
 
 void bmeta_settle(struct chfsd *d, const char *path)
 {
 	if (!d->bk || mq.fd < 0)
 		return;
-	pthread_mutex_lock(&mq.lock);
-	for (struct mop *m = mq.nhide ? mq.head : NULL; m; m = m->next)
-		if (hides(m, path)) {
-			apply(d, path, 0);
-			break;
-		}
-	pthread_mutex_unlock(&mq.lock);
+	pthread_mutex_lock(&mq.alock);
+	if (bmeta_hidden(d, path))
+		apply(d, path, 0);
+	pthread_mutex_unlock(&mq.alock);
 }
 
 void bmeta_apply(struct chfsd *d)
 {
 	if (!d->bk || mq.fd < 0)
 		return;
-	pthread_mutex_lock(&mq.lock);
+	pthread_mutex_lock(&mq.alock);
 	apply(d, NULL, 0);
-	pthread_mutex_unlock(&mq.lock);
+	pthread_mutex_unlock(&mq.alock);
 }
 
 int bmeta_report(struct wenc *e, size_t budget, uint32_t *n)
@@ -438,7 +458,11 @@ static void *applier(void *arg)
 			continue;
 		}
 		mq.ready = 0;
+		pthread_mutex_unlock(&mq.lock);
+		pthread_mutex_lock(&mq.alock);
 		apply(d, NULL, 1);
+		pthread_mutex_unlock(&mq.alock);
+		pthread_mutex_lock(&mq.lock);
 	}
 	pthread_mutex_unlock(&mq.lock);
 	return NULL;
