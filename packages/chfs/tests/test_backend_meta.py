@@ -160,3 +160,34 @@ def test_flush_threads_apply_removals_and_new_directories_without_a_sync(make_po
     st = os.stat(bk(pool, "w"))
     assert (st.st_mtime, stat.S_IMODE(st.st_mode)) == (1200000000, 0o640)
     assert backend_bytes(pool.backend, "w") == b"written"
+
+
+@pytest.mark.timeout(120)
+def test_chfsctl_stop_puts_renamed_files_under_their_new_names(tmp_path):
+    import re
+    import subprocess
+    from ci.testlib.chfs_pool import stack_env
+    env = stack_env()
+    env["CHFS_SECRET_FILE"] = str(tmp_path / "secret")
+    backend = tmp_path / "backend"
+    backend.mkdir()
+    ctl = ["chfsctl", "-N", "3", "-c", str(tmp_path / "pool"), "-b", str(backend), "-F", "0"]
+    try:
+        out = subprocess.run(ctl + ["start"], env=env, capture_output=True, text=True, timeout=60,
+                             check=True).stdout
+        env["CHFS_SERVER"] = re.match(r'CHFS_SERVER="([^"]+)"', out).group(1)
+        env["CHFS_IO_NOSYNC"] = "1"
+
+        def run(*a, **kw):
+            return subprocess.run(list(a), env=env, capture_output=True, timeout=60, check=True,
+                                  **kw).stdout
+        files = {f"f{i}": os.urandom(100_000 + i) for i in range(12)}
+        for name, data in files.items():
+            run("chfs-io", "put", "/" + name, "0", "create", input=data)
+            run("chfs-io", "rename", "/" + name, "/renamed-" + name)
+        run(*ctl, "stop")
+        assert sorted(os.listdir(backend)) == sorted("renamed-" + n for n in files)
+        for name, data in files.items():
+            assert (backend / ("renamed-" + name)).read_bytes() == data
+    finally:
+        subprocess.run(ctl + ["clean"], env=env, timeout=60)
