@@ -1,6 +1,6 @@
 /*
  * flush_meta.c — names and attributes to the backend (chfsd -b): what flush.c does for data,
- * for unlink, rename, mkdir, rmdir, symlink and mode/mtime changes.
+ * for unlink, rename, mkdir, rmdir, symlink, truncation and mode/time changes.
  *
  * The handler that changes an entry this server owns records the change here before it
  * answers: appended to STORAGE/bdirty/meta.log (one record: length, done byte, op, two paths)
@@ -78,6 +78,9 @@ static void put32(uint8_t *p, uint32_t v)
 }
 static uint32_t get32(const uint8_t *p) { return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
 
+/* Renames and file attributes go after the data: at chfs_sync's meta phase and at shutdown. */
+static int after_data(int op) { return op == BM_RENAME || op == BM_FATTR || op == BM_TRUNC; }
+
 static int hides_any(const struct mop *m)
 {
 	return m->op == BM_UNLINK || m->op == BM_RMDIR || m->op == BM_RENAME || m->op == BM_HIDE;
@@ -98,7 +101,7 @@ static struct mop *queue(int op, const char *path, const char *path2, off_t off)
 	mq.tail = &m->next;
 	mq.n++;
 	mq.nhide += hides_any(m);
-	if (op != BM_RENAME && op != BM_FATTR)
+	if (!after_data(op))
 		mq.ready++;
 	return m;
 }
@@ -161,8 +164,8 @@ void bmeta_note_rename(struct chfsd *d, const char *from, const char *to, const 
 
 const char *bmeta_op_name(int op)
 {
-	static const char *const names[] = {"?",       "unlink",     "rename", "mkdir",     "rmdir",
-	                                    "symlink", "attributes", "rename", "attributes"};
+	static const char *const names[] = {"?",       "unlink",     "rename", "mkdir",      "rmdir",
+	                                    "symlink", "attributes", "rename", "attributes", "truncate"};
 	return op > 0 && op <= BM_MAX ? names[op] : "?";
 }
 
@@ -182,8 +185,9 @@ int bmeta_hidden(struct chfsd *d, const char *path)
 }
 
 /* The entry's mode and times onto backend path (it must exist for a directory or symlink;
- * a regular file is created if the flush never wrote it, e.g. an empty file). */
-static int apply_attr(struct chfsd *d, const char *path, int pfd, const char *leaf)
+ * a regular file is created if the flush never wrote it, e.g. an empty file), with cut its
+ * size too. */
+static int apply_attr(struct chfsd *d, const char *path, int pfd, const char *leaf, int cut)
 {
 	struct chfs_md *md = malloc(sizeof *md);
 	int rc = md ? st_lookup(d->st, path, md) : -ENOMEM;
@@ -193,9 +197,9 @@ static int apply_attr(struct chfsd *d, const char *path, int pfd, const char *le
 	}
 	if (S_ISREG(md->mode) && !(md->flags & MD_LOCAL)) {
 		int fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd < 0)
+		if (fd < 0 || (cut && ftruncate(fd, (off_t)md->size) < 0))
 			rc = -errno;
-		else
+		if (fd >= 0)
 			close(fd);
 	}
 	if (rc == 0 && !S_ISLNK(md->mode) && !(S_ISREG(md->mode) && (md->flags & MD_LOCAL)) &&
@@ -245,16 +249,17 @@ static int apply_one(struct chfsd *d, const struct mop *m)
 	case BM_MKDIR:
 		rc = mkdirat(pfd, leaf, 0700) < 0 && errno != EEXIST ? -errno : 0;
 		if (rc == 0)
-			rc = apply_attr(d, m->path, pfd, leaf);
+			rc = apply_attr(d, m->path, pfd, leaf, 0);
 		break;
 	case BM_SYMLINK: rc = apply_symlink(d, m->path, pfd, leaf); break;
 	case BM_ATTR:
-	case BM_FATTR: rc = apply_attr(d, m->path, pfd, leaf); break;
+	case BM_FATTR:
+	case BM_TRUNC: rc = apply_attr(d, m->path, pfd, leaf, m->op == BM_TRUNC); break;
 	case BM_RENAME: {
 		int pfd2 = backend_parent(d->bk, m->path2, 1, &leaf2);
 		rc = pfd2 < 0 ? pfd2 : renameat(pfd, leaf, pfd2, leaf2) < 0 && errno != ENOENT ? -errno : 0;
 		if (rc == 0)
-			rc = apply_attr(d, m->path2, pfd2, leaf2);
+			rc = apply_attr(d, m->path2, pfd2, leaf2, 0);
 		if (pfd2 >= 0)
 			close(pfd2);
 		break;
@@ -323,8 +328,7 @@ static void apply(struct chfsd *d, const char *only, int background)
 		pthread_mutex_unlock(&mq.lock);
 		if (!m)
 			break;
-		int rc = (only && !touches(m, only)) ||
-		                         (background && (m->op == BM_RENAME || m->op == BM_FATTR)) ||
+		int rc = (only && !touches(m, only)) || (background && after_data(m->op)) ||
 		                         held_has(&held, m->path) || (*m->path2 && held_has(&held, m->path2))
 		                 ? 1
 		                 : apply_one(d, m);

@@ -21,7 +21,8 @@ enum {
 	BM_ATTR,       /* path's mode and times as CHFS has them (a new file: created) */
 	BM_HIDE,       /* nothing to do but hide path (the other half of a rename) until applied */
 	BM_FATTR,      /* BM_ATTR of a regular file: after its data (a data flush sets the mtime) */
-	BM_MAX = BM_FATTR
+	BM_TRUNC,      /* BM_FATTR and the file's size as CHFS has it (it was cut) */
+	BM_MAX = BM_TRUNC
 };
 
 /* Open STORAGE/bdirty/meta.log (bdirty_fd: that directory) and queue what a previous run left;

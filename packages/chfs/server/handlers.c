@@ -398,7 +398,9 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		                                       .mtime_ns = q->mtime_ns,
 		                                       .size = q->size},
 		                &md);
-		if (rc == 0 && (q->which & (WIRE_SET_MODE | WIRE_SET_ATIME | WIRE_SET_MTIME)))
+		if (rc == 0 && S_ISREG(md.mode) && (q->which & WIRE_SET_SIZE))
+			bmeta_note(d, BM_TRUNC, q->path, NULL);
+		else if (rc == 0 && (q->which & (WIRE_SET_MODE | WIRE_SET_ATIME | WIRE_SET_MTIME)))
 			bmeta_note(d, S_ISREG(md.mode) ? BM_FATTR : BM_ATTR, q->path, NULL);
 		if (rc == 0) {
 			if (q->which & WIRE_SET_SIZE)

@@ -191,3 +191,23 @@ def test_chfsctl_stop_puts_renamed_files_under_their_new_names(tmp_path):
             assert (backend / ("renamed-" + name)).read_bytes() == data
     finally:
         subprocess.run(ctl + ["clean"], env=env, timeout=60)
+
+
+@pytest.mark.timeout(60)
+def test_truncation_reaches_the_backend(make_pool):
+    pool = make_pool("-F", "0")
+    long = random.Random(12).randbytes(200_000)
+    for name in ("t", "p", "w"):
+        with open(bk(pool, name), "wb") as f:
+            f.write(long)
+    io(pool, "truncate", "/t", "10")                     # a backend file cut in CHFS
+    put(pool, "/p", b"short")                            # rewritten with O_TRUNC
+    put(pool, "/n", long)
+    io(pool, "sync")
+    io(pool, "truncate", "/n", "7")                      # a flushed file cut, then written again
+    io(pool, "put", "/n", "3", input=b"XY")
+    io(pool, "sync")
+    assert backend_bytes(pool.backend, "t") == long[:10]
+    assert backend_bytes(pool.backend, "p") == b"short"
+    assert backend_bytes(pool.backend, "n") == long[:3] + b"XY" + long[5:7]
+    assert backend_bytes(pool.backend, "w") == long      # untouched
