@@ -78,8 +78,9 @@ static void put32(uint8_t *p, uint32_t v)
 }
 static uint32_t get32(const uint8_t *p) { return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
 
-/* Renames and file attributes go after the data: at chfs_sync's meta phase and at shutdown. */
-static int after_data(int op) { return op == BM_RENAME || op == BM_FATTR || op == BM_TRUNC; }
+/* Renames (both halves: the old name stays hidden until then) and file attributes go after the
+ * data: at chfs_sync's meta phase and at shutdown. */
+static int after_data(int op) { return op == BM_RENAME || op == BM_HIDE || op == BM_FATTR || op == BM_TRUNC; }
 
 static int hides_any(const struct mop *m)
 {

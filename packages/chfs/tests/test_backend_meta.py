@@ -7,6 +7,7 @@ import os
 import random
 import signal
 import stat
+import time
 
 import pytest
 
@@ -152,6 +153,15 @@ def test_flush_threads_apply_removals_and_new_directories_without_a_sync(make_po
     io(pool, "mkdir", "/newdir")
     assert wait_for(lambda: not os.path.lexists(bk(pool, "old")), 15)
     assert wait_for(lambda: os.path.isdir(bk(pool, "newdir")), 15)
+    # a renamed backend file: its old name does not come back meanwhile, on any server
+    for i in range(8):
+        with open(bk(pool, f"mv{i}"), "wb") as f:
+            f.write(b"moved %d" % i)
+        io(pool, "rename", f"/mv{i}", f"/moved{i}")
+    time.sleep(2.5)
+    for i in range(8):
+        assert io(pool, "stat", f"/mv{i}", check=False).returncode != 0, i
+        assert get(pool, f"/moved{i}") == b"moved %d" % i
     # a file's mode and mtime wait for its data, whatever the flush threads do meanwhile
     put(pool, "/w", b"written")
     io(pool, "utime", "/w", "1200000000")
