@@ -14,7 +14,8 @@
  * (md.link), and the rename then moves that file to its new name. Attribute records (a new
  * file, a chmod, a utimens, a rename's new name) copy the entry's current mode and times from
  * CHFS, so whichever order the records of one path from several servers are applied in, the
- * last one leaves what CHFS shows.
+ * last one leaves what CHFS shows. Once a rename is on the backend, the entry's md.link (where
+ * its data go and come from) becomes the new name.
  *
  * Tombstones: while an unlink, an rmdir or a rename away from a path is pending, that path is
  * hidden from read-through (bmeta_hidden), so an unlinked backend file is not looked up and
@@ -261,6 +262,8 @@ static int apply_one(struct chfsd *d, const struct mop *m)
 		rc = pfd2 < 0 ? pfd2 : renameat(pfd, leaf, pfd2, leaf2) < 0 && errno != ENOENT ? -errno : 0;
 		if (rc == 0)
 			rc = apply_attr(d, m->path2, pfd2, leaf2, 0);
+		if (rc == 0) /* later opens write to (and read through from) the new name */
+			st_relink(d->st, m->path2, m->path, m->path2);
 		if (pfd2 >= 0)
 			close(pfd2);
 		break;

@@ -221,3 +221,21 @@ def test_truncation_reaches_the_backend(make_pool):
     assert backend_bytes(pool.backend, "p") == b"short"
     assert backend_bytes(pool.backend, "n") == long[:3] + b"XY" + long[5:7]
     assert backend_bytes(pool.backend, "w") == long      # untouched
+
+
+@pytest.mark.timeout(60)
+def test_a_file_written_after_its_rename_reached_the_backend_goes_to_the_new_name(make_pool):
+    pool = make_pool("-F", "0")
+    with open(bk(pool, "src"), "wb") as f:
+        f.write(b"0123456789" * 20000)                      # 200,000 bytes, not read yet
+    put(pool, "/a", b"first")
+    io(pool, "sync")
+    io(pool, "rename", "/a", "/b")
+    io(pool, "rename", "/src", "/dst")
+    io(pool, "sync")
+    io(pool, "put", "/b", "5", input=b"+more")            # a later open: not the old name
+    io(pool, "sync")
+    assert backend_bytes(pool.backend, "b") == b"first+more"
+    assert not os.path.lexists(bk(pool, "a"))
+    assert get(pool, "/dst") == b"0123456789" * 20000     # read through from the new name
+    assert not os.path.lexists(bk(pool, "src"))
