@@ -695,7 +695,11 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 			bad = -EINVAL;
 		break;
 	}
-	case WOP_FLUSH:
+	case WOP_FLUSH: /* [u32 phase]: absent (an older client) = both */
+		r->flags = d.pos < d.len ? wdec_u32(&d) : 0;
+		if (!d.err && r->flags > 2)
+			bad = -EINVAL;
+		break;
 	case WOP_FLUSH_ERRORS: break;
 	case WOP_STAGE_ENTRY:
 		dec_path(&d, r->path, 0, &bad);

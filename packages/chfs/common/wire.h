@@ -89,8 +89,9 @@ enum wire_op {
 	 * chunks it owns, one request each. */
 	WOP_STAGE_ENTRY,  /* str path, u32 chunk size -> md */
 	WOP_STAGE_DATA,   /* u64 fileid, tag (+ backend path), u64 size, u32 piece -> u64 bytes fetched */
-	WOP_FLUSH,        /* -> u32 n, n x str "path: error" (flush everything written to the backend
-	                  * now; the files that failed stay in CHFS) */
+	WOP_FLUSH,        /* [u32 phase: 0 both, 1 data, 2 names and attributes] -> u32 n, n x str
+	                   * "path: error" (flush everything written to the backend now; the files
+	                   * and changes that failed stay in CHFS) */
 	WOP_FLUSH_ERRORS, /* -> u32 n, n x str "path: error" (the files whose last flush to the
 	                   * backend failed, as WOP_FLUSH lists them, without flushing: status) */
 	WOP_MAX

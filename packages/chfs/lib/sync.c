@@ -1,7 +1,9 @@
 /*
  * sync.c — the backend half of chfs_sync: every server flushes what was written to it to the
  * backend directory (chfsd -b) before answering WOP_FLUSH, all servers concurrently. A server
- * answers with the paths it could not flush (ENOSPC, EACCES, ...): their data stay in CHFS and
+ * Two rounds: every server flushes its data (phase 1), then every server applies the changes
+ * of names and attributes it recorded (phase 2: a rename moves the file the data went to). A
+ * server answers with the paths it could not flush (ENOSPC, EACCES, ...): their data stay in CHFS and
  * are named here, one log line each, and the call fails with EIO. A pool without a backend
  * answers at once with nothing to report.
  */
@@ -40,13 +42,17 @@ int client_flush_backend(void)
 	uint8_t *reps = malloc((size_t)s->n * FLUSH_REPLY);
 	size_t *rl = malloc(s->n * sizeof *rl);
 	int *rcs = malloc(s->n * sizeof *rcs);
-	uint8_t msg[WIRE_HDR_LEN];
+	uint8_t msg[WIRE_HDR_LEN + 4];
 	unsigned failed = 0;
 	rc = -ENOMEM;
-	if (idx && reps && rl && rcs) {
+	for (uint32_t phase = 1; idx && reps && rl && rcs && phase <= 2 && (phase == 1 || rc == 0); phase++) {
+		struct wenc e;
+		wenc_init(&e, msg, sizeof msg);
+		wenc_reserve(&e, WIRE_HDR_LEN);
+		wenc_u32(&e, phase);
 		for (unsigned i = 0; i < s->n; i++)
 			idx[i] = i;
-		rc = rpc_multi(s, idx, s->n, msg, sizeof msg, WOP_FLUSH, reps, FLUSH_REPLY, rl, rcs);
+		rc = rpc_multi(s, idx, s->n, msg, e.len, WOP_FLUSH, reps, FLUSH_REPLY, rl, rcs);
 		for (unsigned i = 0; i < s->n; i++)
 			if (rcs[i] == 0 && rl[i] >= WIRE_HDR_LEN + 4)
 				failed += report(reps + (size_t)i * FLUSH_REPLY, rl[i], s->addrs[i]);

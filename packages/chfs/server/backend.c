@@ -7,7 +7,8 @@
  * visible), while symlinks that stay inside DIR work as they do on DIR itself. Paths are CHFS
  * canonical paths (no ".", "..", empty or leading-slash components; "" is DIR itself), so the
  * kernel check is a second fence, not the only one. Writing goes through backend_open_write
- * only (the flush, flush.c), which makes missing parent directories beneath DIR.
+ * and backend_parent only (the flushes, flush.c and flush_meta.c), which make missing parent
+ * directories beneath DIR.
  */
 #define _GNU_SOURCE
 #include "backend.h"
@@ -136,6 +137,14 @@ int backend_open_write(struct backend *b, const char *path)
 	int fd = open_beneath(b->rootfd, path, O_WRONLY | O_CREAT);
 	if (fd == -ENOENT && make_parents(b, path) == 0)
 		fd = open_beneath(b->rootfd, path, O_WRONLY | O_CREAT);
+	return fd;
+}
+
+int backend_parent(struct backend *b, const char *path, int make, const char **leaf)
+{
+	int fd = open_parent(b, path, leaf);
+	if (fd == -ENOENT && make && make_parents(b, path) == 0)
+		fd = open_parent(b, path, leaf);
 	return fd;
 }
 

@@ -12,6 +12,8 @@
  *                    readdir merging DIR's entries with CHFS's
  *   flush.c          write-back: which chunks written here are not on the backend yet
  *                    (STORAGE/bdirty/<fileid>), flush threads, chfs_sync's wait, status
+ *   flush_meta.c     names and attributes: unlink, rename, mkdir, rmdir, symlink, mode and
+ *                    times recorded in STORAGE/bdirty/meta.log, applied after the data
  *   backend_cache.c  the data side: which chunks of a backend file this server holds
  *                    (DIR-of-storage/bcache/<fileid>), fetching a missing one before a read or
  *                    a write touches it, and truncation (chunks past the cut are never fetched)
@@ -40,6 +42,9 @@ int backend_readlink(struct backend *b, const char *path, char *buf, size_t size
 int backend_open_read(struct backend *b, const char *path);
 /* fd of DIR/path opened for writing, created (0644, parents 0755) if absent. */
 int backend_open_write(struct backend *b, const char *path);
+/* fd (O_PATH) of the directory holding DIR/path and, in *leaf, path's last component; with
+ * make, missing parents are created (0755). For the *at calls of flush_meta.c. */
+int backend_parent(struct backend *b, const char *path, int make, const char **leaf);
 /* Names in directory DIR/path greater than `after`, sorted (caller frees each and the array). */
 int backend_list(struct backend *b, const char *path, const char *after, char ***names, size_t *n);
 
@@ -90,8 +95,11 @@ void bflush_stop(struct chfsd *d);
 /* A WRITE of a file to flush (MD_FLUSH) went to these segments here. */
 int bflush_note_write(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag, const char *path,
                       const struct wire_seg *seg, uint32_t nseg);
-/* Flush every dirty file now; encode u32 n, n x str "path: error" of files that failed. */
-int bflush_wait(struct chfsd *d, struct wenc *e, size_t budget);
+/* Flush every dirty file now (phase BFLUSH_DATA), apply the pending changes of names and
+ * attributes (BFLUSH_META), or both (BFLUSH_ALL); encode u32 n, n x str "path: error" of
+ * files and changes that failed. */
+enum { BFLUSH_ALL = 0, BFLUSH_DATA = 1, BFLUSH_META = 2 };
+int bflush_wait(struct chfsd *d, struct wenc *e, size_t budget, int phase);
 /* Flush fileid now if it is dirty here (before a rebalance hands its chunks over). */
 void bflush_file_now(struct chfsd *d, uint64_t fileid);
 /* The file was removed from CHFS: forget its dirty chunks. */

@@ -17,11 +17,15 @@
  * owner. The two sorted streams are merged by name, so the client's per-server cursor (the
  * last name it got) works over both.
  *
+ * A path whose backend entry is being unlinked, removed or renamed away (flush_meta.c) is
+ * neither looked up nor listed until that change reached the backend.
+ *
  * The ring used for ownership is rebuilt when the member epoch changes.
  */
 #define _GNU_SOURCE
 #include "backend.h"
 #include "chfsd.h"
+#include "flush_meta.h"
 
 #include "placement.h"
 
@@ -100,8 +104,8 @@ static int lookup(struct chfsd *d, const char *path, uint32_t cs, struct chfs_md
 {
 	struct stat st;
 	struct chfs_md md;
-	if (!d->bk || !*path)
-		return -ENOENT;
+	if (!d->bk || !*path || bmeta_hidden(d, path))
+		return -ENOENT; /* (a pending unlink or rename away: a tombstone, see flush_meta.c) */
 	int rc = backend_lstat(d->bk, path, &st);
 	if (rc)
 		return rc == -ENOTDIR ? -ENOENT : rc;
@@ -166,7 +170,7 @@ static int deliver_backend(struct merge *m, const char *upto)
 		if (snprintf(full, CHFS_PATH_MAX, "%s%s%s", m->dir, *m->dir ? "/" : "", nm) >=
 		            CHFS_PATH_MAX ||
 		    path_check_canonical(full, strlen(full), 0) != 0 || !owned_here(m->d, full) ||
-		    backend_lstat(m->d->bk, full, &st) != 0 ||
+		    bmeta_hidden(m->d, full) || backend_lstat(m->d->bk, full, &st) != 0 ||
 		    md_of(m->d, full, &st, m->d->bk_chunk_size, md) != 0)
 			continue;
 		if (m->fn(m->arg, nm, md)) {

@@ -19,10 +19,14 @@
  * I/O-aware delay (-U): a flush thread takes a file only once `delay` seconds passed since its
  * last write (negative: at once), so a file being written is flushed when the writer pauses.
  * bflush_wait and shutdown ignore the delay.
+ *
+ * Changes of names and attributes (flush_meta.c) are applied after the data: by bflush_wait's
+ * meta phase (chfs_sync asks every server for the data phase first) and at shutdown.
  */
 #define _GNU_SOURCE
 #include "backend.h"
 #include "chfsd.h"
+#include "flush_meta.h"
 #include "io_copy.h"
 
 #include "log.h"
@@ -333,8 +337,10 @@ static uint32_t put_errors(struct wenc *e, size_t budget)
 	return n;
 }
 
-/* u32 n reserved in e, then the lines; with flush, everything dirty is flushed first. */
-static int reply_errors(struct chfsd *d, struct wenc *e, size_t budget, int flush)
+/* u32 n reserved in e, then the lines of the failed files and changes; with flush, first the
+ * data of everything dirty (unless phase is BFLUSH_META), then the pending changes of names and
+ * attributes, after the data (unless phase is BFLUSH_DATA; flush_meta.c). */
+static int reply_errors(struct chfsd *d, struct wenc *e, size_t budget, int flush, int phase)
 {
 	uint8_t *np = wenc_reserve(e, 4);
 	if (!np)
@@ -343,17 +349,26 @@ static int reply_errors(struct chfsd *d, struct wenc *e, size_t budget, int flus
 	if (!d->bk)
 		return 0;
 	pthread_mutex_lock(&fl.lock);
-	if (flush)
+	if (flush && phase != BFLUSH_META)
 		flush_all();
 	uint32_t n = put_errors(e, budget);
 	pthread_mutex_unlock(&fl.lock);
+	if (flush && phase != BFLUSH_DATA)
+		bmeta_apply(d);
+	bmeta_report(e, budget, &n);
 	put32(np, n);
 	return 0;
 }
 
-int bflush_wait(struct chfsd *d, struct wenc *e, size_t budget) { return reply_errors(d, e, budget, 1); }
+int bflush_wait(struct chfsd *d, struct wenc *e, size_t budget, int phase)
+{
+	return reply_errors(d, e, budget, 1, phase);
+}
 
-int bflush_errors(struct chfsd *d, struct wenc *e, size_t budget) { return reply_errors(d, e, budget, 0); }
+int bflush_errors(struct chfsd *d, struct wenc *e, size_t budget)
+{
+	return reply_errors(d, e, budget, 0, BFLUSH_ALL);
+}
 
 void bflush_file_now(struct chfsd *d, uint64_t fileid)
 {
@@ -392,6 +407,7 @@ void bflush_status(struct chfsd *d, char *buf, size_t size)
 			failed += e->err != 0;
 		}
 		pthread_mutex_unlock(&fl.lock);
+		failed += bmeta_failed(); /* changes of names and attributes (flush_meta.c) */
 	}
 	size_t n = strlen(buf);
 	if (n < size)
@@ -446,6 +462,9 @@ int bflush_init(struct chfsd *d, int nthreads, double delay_s)
 			load_one(de->d_name);
 	if (dp)
 		closedir(dp);
+	int rc = bmeta_init(d, fl.dirfd, nthreads > 0); /* names and attributes (flush_meta.c) */
+	if (rc)
+		return rc;
 	if (nthreads > 0 && !(fl.threads = calloc((size_t)nthreads, sizeof *fl.threads)))
 		return -ENOMEM;
 	for (int i = 0; i < nthreads; i++) {
@@ -468,10 +487,13 @@ void bflush_stop(struct chfsd *d)
 	for (struct dirty *e = fl.head; e; e = e->next)
 		failed += e->err != 0;
 	pthread_mutex_unlock(&fl.lock);
+	bmeta_stop();
+	bmeta_apply(d); /* names and attributes after the data (flush_meta.c) */
+	failed += bmeta_failed();
 	for (int i = 0; i < fl.nthreads; i++)
 		pthread_join(fl.threads[i], NULL);
 	if (failed)
-		log_err("shutdown: %u file(s) could not be flushed to the backend; they stay dirty in %s and "
+		log_err("shutdown: %u file(s) or change(s) could not be flushed to the backend; they stay dirty in %s and "
 		        "are flushed when the server runs again",
 		        failed, st_root(d->st));
 	else

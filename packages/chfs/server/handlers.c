@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include "backend.h"
 #include "bulk_io.h"
+#include "flush_meta.h"
 #include "chfsd.h"
 #include "find.h"
 #include "io_engine.h"
@@ -257,8 +258,11 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 			md.flags |= MD_FLUSH; /* written data go to the backend at this path */
 			snprintf(md.link, sizeof md.link, "%s", q->path);
 		}
+		bmeta_settle(d, q->path);        /* a pending unlink of path reaches the backend first */
 		backend_materialise(d, q->path); /* a backend file exists: EEXIST, then it is opened */
 		rc = st_create(d->st, q->path, &md, q->flags & WIRE_CREATE_EXCL, &old, &flag);
+		if (rc == 0 && !flag)
+			bmeta_note_create(d, q->path, &md);
 		if (rc == 0) {
 			wenc_u32(e, (uint32_t)flag);
 			wenc_md(e, &old);
@@ -272,8 +276,17 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 			wenc_md(e, &md);
 		}
 		return rc;
-	case WOP_MKDIR: return st_mkdir(d->st, q->path, &q->md);
-	case WOP_RMDIR: return st_rmdir(d->st, q->path);
+	case WOP_MKDIR:
+		bmeta_settle(d, q->path);
+		if ((rc = st_mkdir(d->st, q->path, &q->md)) == 0)
+			bmeta_note(d, BM_MKDIR, q->path, NULL);
+		return rc;
+	case WOP_RMDIR:
+		if ((rc = st_rmdir(d->st, q->path)) == -ENOENT && backend_lookup(d, q->path, &md) == 0)
+			rc = S_ISDIR(md.mode) ? 0 : -ENOTDIR; /* a directory only the backend has */
+		if (rc == 0)
+			bmeta_note(d, BM_RMDIR, q->path, NULL);
+		return rc;
 	case WOP_DIR_EMPTY:
 		rc = st_dir_has_entries(d->st, q->path);
 		if (rc >= 0)
@@ -295,23 +308,39 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return rc;
 	}
 	case WOP_UNLINK:
-		if ((rc = st_unlink(d->st, q->path, &md)) == 0)
+		backend_materialise(d, q->path); /* a backend file: an entry to remove */
+		if ((rc = st_unlink(d->st, q->path, &md)) == -ENOENT && backend_lookup(d, q->path, &md) == 0)
+			rc = S_ISDIR(md.mode) ? -EISDIR : 0; /* a symlink only the backend has */
+		if (rc == 0) {
+			bmeta_note(d, BM_UNLINK, q->path, NULL);
 			wenc_md(e, &md);
+		}
 		return rc;
 	case WOP_INSERT:
+		bmeta_settle(d, q->path);
 		rc = st_insert(d->st, q->path, &q->md, q->flags & WIRE_INSERT_NOREPLACE, &old, &flag);
 		if (rc == 0 && S_ISREG(q->md.mode))
 			moved_note(q->md.fileid, q->path); /* a rename's new name (see moved.c) */
+		if (rc == 0)
+			bmeta_note_rename(d, NULL, q->path, &q->md);
 		if (rc == 0) {
 			wenc_u32(e, (uint32_t)flag);
 			wenc_md(e, &old);
 		}
 		return rc;
-	case WOP_REMOVE_IF: return st_remove_if(d->st, q->path, q->fileid);
+	case WOP_REMOVE_IF:
+		flag = d->bk && st_lookup(d->st, q->path, &md) == 0; /* (for the backend only) */
+		if ((rc = st_remove_if(d->st, q->path, q->fileid)) == 0 && flag)
+			bmeta_note_rename(d, q->path, NULL, &md); /* the old name's half of a rename */
+		return rc;
 	case WOP_RENAME:
+		bmeta_settle(d, q->path2);
 		rc = st_rename(d->st, q->path, q->path2, &old, &flag);
-		if (rc == 0 && st_lookup(d->st, q->path2, &md) == 0 && S_ISREG(md.mode))
-			moved_note(md.fileid, q->path2);
+		if (rc == 0 && st_lookup(d->st, q->path2, &md) == 0) {
+			if (S_ISREG(md.mode))
+				moved_note(md.fileid, q->path2);
+			bmeta_note_rename(d, q->path, q->path2, &md);
+		}
 		if (rc == 0) {
 			wenc_u32(e, (uint32_t)flag);
 			wenc_md(e, &old);
@@ -327,6 +356,10 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		                                       .mtime_ns = q->mtime_ns,
 		                                       .size = q->size},
 		                &md);
+		if (rc == 0 && S_ISREG(md.mode) && (q->which & WIRE_SET_SIZE))
+			bmeta_note(d, BM_TRUNC, q->path, NULL);
+		else if (rc == 0 && (q->which & (WIRE_SET_MODE | WIRE_SET_ATIME | WIRE_SET_MTIME)))
+			bmeta_note(d, S_ISREG(md.mode) ? BM_FATTR : BM_ATTR, q->path, NULL);
 		if (rc == 0) {
 			if (q->which & WIRE_SET_SIZE)
 				st_data_truncate(d->st, md.fileid, q->size); /* local-placement home */
@@ -347,7 +380,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 			wenc_u64(e, fetched);
 		return rc;
 	}
-	case WOP_FLUSH: return bflush_wait(d, e, WIRE_HDR_LEN + WIRE_READDIR_MAX);
+	case WOP_FLUSH: return bflush_wait(d, e, WIRE_HDR_LEN + WIRE_READDIR_MAX, (int)q->flags);
 	case WOP_WRITE: return do_write(d, r, q, w, e);
 	case WOP_READ: return do_read(d, r, q, w, e);
 	case WOP_DATA_TRUNCATE:

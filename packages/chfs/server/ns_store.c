@@ -559,6 +559,26 @@ int ns_setattr(struct ns_store *ns, const char *path, uint64_t fileid, const str
 	return rc;
 }
 
+int ns_relink(struct ns_store *ns, const char *path, const char *from, const char *to)
+{
+	struct chfs_md *md = malloc(sizeof *md);
+	if (!md)
+		return -ENOMEM;
+	pthread_rwlock_wrlock(&ns->lock);
+	int rc = md_of(nsi_find(ns->idx, path), md);
+	if (rc == 0 && (!S_ISREG(md->mode) || !(md->flags & MD_PATHED) || strcmp(md->link, from)))
+		rc = -ESTALE;
+	if (rc == 0 && strlen(to) >= sizeof md->link)
+		rc = -ENAMETOOLONG;
+	if (rc == 0) {
+		strcpy(md->link, to);
+		rc = put_rec(ns, path, md);
+	}
+	pthread_rwlock_unlock(&ns->lock);
+	free(md);
+	return rc;
+}
+
 /* ---- rebalance ---- */
 
 /* The walk copies the recorded paths under the read lock, then visits them unlocked (fn may

@@ -67,6 +67,10 @@ int ns_rename(struct ns_store *ns, const char *from, const char *to, struct chfs
 int ns_setattr(struct ns_store *ns, const char *path, uint64_t fileid, const struct wire_setattr *a,
                struct chfs_md *out);
 
+/* The backend file of path's entry moved from `from` to `to` (flush_meta.c): md.link = to, if
+ * it is a file whose data go to the backend and md.link is still `from` (-ESTALE otherwise). */
+int ns_relink(struct ns_store *ns, const char *path, const char *from, const char *to);
+
 /* Rebalance. ns_walk calls fn(arg, path, md) for every entry recorded here (files, symlinks,
  * owned directories), parents before children, until fn returns non-zero (returned). Entries
  * that change during the walk may be missed or seen in either state. */

@@ -116,6 +116,11 @@ int st_setattr(struct storage *st, const char *path, uint64_t fileid, const stru
 	return ns_setattr(st->ns, path, fileid, a, out);
 }
 
+int st_relink(struct storage *st, const char *path, const char *from, const char *to)
+{
+	return ns_relink(st->ns, path, from, to);
+}
+
 /* ---- backing files (data_store.c) ---- */
 int st_data_open(struct storage *st, uint64_t fileid, int create)
 {
