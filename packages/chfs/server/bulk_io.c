@@ -13,6 +13,7 @@
 #include "io_engine.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #define PIECE_MAX ((size_t)4 << 20)
@@ -22,15 +23,19 @@ static __thread uint8_t *bufs[2];
 
 static size_t piece_size(void)
 {
-	static size_t env_piece; /* 0: not read yet; racing first readers compute the same */
+	/* 0: not read yet; racing first readers compute and store the same value (atomic: a plain
+	 * static here was a data race ThreadSanitizer reported) */
+	static _Atomic size_t env_piece;
 	if (!ioe_async())
 		return PIECE_MAX;
-	if (!env_piece) {
+	size_t p = atomic_load_explicit(&env_piece, memory_order_relaxed);
+	if (!p) {
 		const char *e = getenv("CHFS_IO_PIECE");
 		size_t v = e ? (size_t)strtoull(e, NULL, 0) : 0;
-		env_piece = v >= 4096 && v <= PIECE_MAX ? v : PIECE_ASYNC;
+		p = v >= 4096 && v <= PIECE_MAX ? v : PIECE_ASYNC;
+		atomic_store_explicit(&env_piece, p, memory_order_relaxed);
 	}
-	return env_piece;
+	return p;
 }
 
 static int buffers(void)
