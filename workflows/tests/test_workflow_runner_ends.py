@@ -83,16 +83,28 @@ def test_timeout_stops_the_workflow_and_cleans_up(tiny_tiles, tmp_path):
 
 
 def interrupt_mid_run(tiles, out, send):
-    """Starts a run, calls send(pid) once the engine runs; returns (exit status, stderr)."""
+    """Starts a run and calls send(pid) while the engine is inside one of its steps; returns
+    (exit status, stderr). The step (mBgModel) is held by a wrapper on PATH that marks a file and
+    sleeps: a fixed pause after start-up raced the tiny workflow's own end on a loaded machine
+    (the signal landed in the final clean-up, where the runner ignores it by design)."""
+    wrap = os.path.join(os.path.dirname(str(out)), "held-step")
+    os.makedirs(wrap, exist_ok=True)
+    mark = os.path.join(wrap, "inside")
+    real = shutil.which("mBgModel")
+    assert real, "Montage's mBgModel is not on PATH"
+    with open(os.path.join(wrap, "mBgModel"), "w") as f:
+        f.write(f'#!/bin/sh\ntouch "{mark}"\nsleep 120\nexec {real} "$@"\n')
+    os.chmod(os.path.join(wrap, "mBgModel"), 0o755)
+    env = dict(os.environ, PATH=f"{wrap}:{os.environ['PATH']}")
     p = subprocess.Popen([sys.executable, RUN, "--env", "local", "-j", "1", "--input",
                           str(tiles), "--out", str(out)], stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+                         start_new_session=True, env=env)
     try:
-        for line in p.stderr:
-            if line.startswith("run: env="):
-                break
-        time.sleep(0.3)         # the engine is running
-        assert p.poll() is None, "the run ended before it could be interrupted"
+        end = time.time() + 120
+        while not os.path.exists(mark):
+            assert p.poll() is None, f"the run ended before its held step: {p.stderr.read()}"
+            assert time.time() < end, "the held step never started"
+            time.sleep(0.05)
         send(p.pid)
         err = p.stderr.read()
         return p.wait(timeout=60), err

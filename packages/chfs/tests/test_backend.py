@@ -8,6 +8,8 @@ import subprocess
 
 import pytest
 
+import poolstatus
+
 from chfsutil import err_name, get, io, put, sha, stat
 
 CHUNK = 65536
@@ -38,11 +40,19 @@ def tree_shas(root):
     return out
 
 
-def pool_with_backend(tmp_path, **kw):
+def pool_with_backend(tmp_path, args=(), **kw):
+    """A pool caching tmp_path/backend (chfsd -b, plus args), settled: its servers joined one
+    by one, and a join's rebalance flushes a dirty chunk before handing it over — a test that
+    wrote while the pool still settled found its data on the backend before any sync."""
     from ci.testlib.chfs_pool import ChfsPool
     backend = tmp_path / "backend"
     backend.mkdir(exist_ok=True)
-    pool = ChfsPool(tmp=str(tmp_path / "pool"), chfsd_args=["-b", str(backend)], **kw)
+    pool = ChfsPool(tmp=str(tmp_path / "pool"), chfsd_args=["-b", str(backend), *args], **kw)
+    try:
+        poolstatus.wait_settled(pool.env, pool.n)
+    except BaseException:
+        pool.stop()
+        raise
     return pool, str(backend)
 
 

@@ -38,8 +38,7 @@ def make_pool(tmp_path):
     pools = []
 
     def make(*args, **kw):
-        pool, backend = pool_with_backend(tmp_path, **kw) if not args else \
-            pool_with_backend_args(tmp_path, list(args), **kw)
+        pool, backend = pool_with_backend(tmp_path, args, **kw)
         pool.backend = backend
         pool.env["CHFS_IO_NOSYNC"] = "1"   # chfs-io ends without chfs_term's sync
         pools.append(pool)
@@ -47,14 +46,6 @@ def make_pool(tmp_path):
     yield make
     for p in pools:
         p.stop()
-
-
-def pool_with_backend_args(tmp_path, args, **kw):
-    from ci.testlib.chfs_pool import ChfsPool
-    backend = tmp_path / "backend"
-    backend.mkdir(exist_ok=True)
-    pool = ChfsPool(tmp=str(tmp_path / "pool"), chfsd_args=["-b", str(backend)] + args, **kw)
-    return pool, str(backend)
 
 
 @pytest.mark.timeout(60)
