@@ -96,9 +96,12 @@ def interrupt_mid_run(tiles, out, send):
         f.write(f'#!/bin/sh\ntouch "{mark}"\nsleep 120\nexec {real} "$@"\n')
     os.chmod(os.path.join(wrap, "mBgModel"), 0o755)
     env = dict(os.environ, PATH=f"{wrap}:{os.environ['PATH']}")
+    # SIGINT as a terminal leaves it: a background job of a non-interactive shell (a CI run
+    # started with &) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt.
     p = subprocess.Popen([sys.executable, RUN, "--env", "local", "-j", "1", "--input",
                           str(tiles), "--out", str(out)], stderr=subprocess.PIPE, text=True,
-                         start_new_session=True, env=env)
+                         start_new_session=True, env=env,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         end = time.time() + 120
         while not os.path.exists(mark):

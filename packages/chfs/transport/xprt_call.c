@@ -10,7 +10,8 @@
  * lock, so a late reply finds nothing and is dropped; a caller whose call was already taken out
  * waits the copy out — the caller's buffer is never touched after it returned.
  *
- * Caller-progress mode (a client xprt, the default; CHFS_XPRT_CALLER_PROGRESS=0 turns it off):
+ * Caller-progress mode (a client xprt with CHFS_XPRT_CALLER_PROGRESS=1; off by default since a
+ * clean-clone CI run lost a tcp reply with it under MPI):
  * the waiting callers read the CQ themselves instead of sleeping until the progress thread
  * hands them their reply — one thread hand-off less per call, two context switches less on a
  * lone caller. One waiter at a time is the poller (blocking in fi_cq_sread, or the shm poll and
