@@ -170,6 +170,8 @@ int fd_sync_sizes(uint64_t fileid);
 int client_flush_backend(void);
 /* Apply fn to every open file with this fileid (rename, truncate). */
 void fd_foreach_fileid(uint64_t fileid, void (*fn)(struct chfs_file *, void *), void *arg);
+/* fd_foreach_fileid callback: the open file's size is now *(uint64_t *)arg (a truncate). */
+void fd_clamp_size(struct chfs_file *f, void *arg);
 
 /* ---- orphan.c: files that outlive their name (see there) ---- */
 /* The record `removed` lost its name: this process's descriptors of it keep the data (returns

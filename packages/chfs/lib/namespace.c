@@ -999,7 +999,7 @@ static int set_size(struct srvlist *s, const char *cp, const struct chfs_md *md,
 	return rc;
 }
 
-static void clamp_fd(struct chfs_file *f, void *arg)
+void fd_clamp_size(struct chfs_file *f, void *arg)
 {
 	uint64_t len = *(uint64_t *)arg;
 	pthread_mutex_lock(&f->lock);
@@ -1024,7 +1024,7 @@ int ns_truncate(struct srvlist *s, const char *cp, const struct chfs_md *md, off
 		rc = set_size(s, cp, md, (uint64_t)len);
 	if (rc == 0) {
 		uint64_t l = (uint64_t)len;
-		fd_foreach_fileid(md->fileid, clamp_fd, &l);
+		fd_foreach_fileid(md->fileid, fd_clamp_size, &l);
 	}
 	return rc;
 }

@@ -96,16 +96,6 @@ void orphan_release(struct chfs_file *f)
 		data_remove_all(s, &f->md); /* best effort, as chfs_unlink's */
 }
 
-static void clamp(struct chfs_file *f, void *arg)
-{
-	uint64_t len = *(uint64_t *)arg;
-	pthread_mutex_lock(&f->lock);
-	if (f->written_end > len)
-		f->written_end = len;
-	f->md.size = len;
-	pthread_mutex_unlock(&f->lock);
-}
-
 int orphan_truncate(struct srvlist *s, struct chfs_file *f, off_t len)
 {
 	if (len < 0)
@@ -115,7 +105,7 @@ int orphan_truncate(struct srvlist *s, struct chfs_file *f, off_t len)
 	int rc = data_truncate_all(s, &f->md, (uint64_t)len);
 	if (rc == 0) {
 		uint64_t l = (uint64_t)len;
-		fd_foreach_fileid(f->md.fileid, clamp, &l);
+		fd_foreach_fileid(f->md.fileid, fd_clamp_size, &l);
 	}
 	return rc;
 }
