@@ -1,9 +1,10 @@
-/* chfs_serve.c — the libchfs side of the seccomp method: CHFS paths under a chfs: mapping,
- * served to the tracee by the supervisor (see chfs_serve.h).
+/* chfs_serve.c — the libchfs side of the seccomp and ptrace methods: CHFS paths under a chfs:
+ * mapping, served to the tracee by the supervisor or tracer (see chfs_serve.h; chfs_route.c is
+ * the part both methods share in front of it).
  *
  * Files are staged whole. open() opens the CHFS file with the tracee's flags (chfs_open_posix:
  * O_CREAT, O_EXCL, O_TRUNC as on a local file system), copies its bytes into a memfd, and hands
- * back a fresh open of that memfd with the tracee's access mode and O_APPEND; the supervisor
+ * back a fresh open of that memfd with the tracee's access mode and O_APPEND; the method
  * injects it at a number >= CJ_CHFS_FD_MIN. From then on read, write, lseek, mmap, fstat and
  * dup run in the kernel at native speed. A file opened for writing keeps a reference here and is
  * written back to CHFS (truncate + whole rewrite) each time the tracee closes a descriptor of it
@@ -15,7 +16,7 @@
  *
  * A directory open stages its listing: the private local directory STAGE/path holding one empty
  * entry of the same type per name (files, directories, symbolic links), so getdents64 answers
- * from the kernel. The supervisor maps STAGE itself to chfs:/ in the policy, so a call relative
+ * from the kernel. chfs_route.c maps STAGE itself to chfs:/ in the policy, so a call relative
  * to such a descriptor (find's openat(dirfd, name), fstatat) is served from CHFS again and never
  * sees the empty placeholders.
  *
@@ -72,11 +73,11 @@ struct cj_chfs *cj_chfs_start(char *err, size_t len)
 {
 	const char *srv = getenv("CHFS_SERVER");
 	if (!srv || !*srv) {
-		snprintf(err, len, "seccomp: chfs: mappings need the pool: CHFS_SERVER is not set");
+		snprintf(err, len, "chfs: mappings need the pool: CHFS_SERVER is not set");
 		return NULL;
 	}
 	if (chfs_init(NULL) < 0) {
-		snprintf(err, len, "seccomp: cannot reach the CHFS pool at %s: %s", srv, strerror(errno));
+		snprintf(err, len, "cannot reach the CHFS pool at %s: %s", srv, strerror(errno));
 		return NULL;
 	}
 	struct cj_chfs *c = calloc(1, sizeof(*c));
@@ -91,8 +92,7 @@ struct cj_chfs *cj_chfs_start(char *err, size_t len)
 			free(c->buf);
 		free(c);
 		chfs_term();
-		snprintf(err, len, "seccomp: cannot make the directory of staged listings: %s",
-		         strerror(errno));
+		snprintf(err, len, "cannot make the directory of staged listings: %s", strerror(errno));
 		return NULL;
 	}
 	return c;
@@ -127,8 +127,7 @@ static void write_back(struct cj_chfs *c, struct staged *e, bool force)
 	if (cf >= 0 && chfs_close(cf) < 0 && !err)
 		err = errno;
 	if (err) {
-		fprintf(stderr, "chfs-job: seccomp: cannot write %s back to CHFS: %s\n", e->path,
-		        strerror(err));
+		fprintf(stderr, "chfs-job: cannot write %s back to CHFS: %s\n", e->path, strerror(err));
 		c->failed = true;
 		return;
 	}

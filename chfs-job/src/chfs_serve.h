@@ -1,7 +1,7 @@
-/* chfs_serve.h — chfs: mappings served by the seccomp supervisor with libchfs (chfs_serve.c):
- * whole files staged into memfds that the supervisor injects into the tracee, every other path
+/* chfs_serve.h — chfs: mappings served by the seccomp supervisor or the ptrace tracer with
+ * libchfs (chfs_serve.c): whole files staged into memfds that the method injects into the tracee, every other path
  * call answered with the matching chfs_* call. Without libchfs in the build the functions are
- * stubs that refuse (and the seccomp method refuses chfs: mappings at start-up). */
+ * stubs that refuse (and both methods refuse chfs: mappings at start-up). */
 #ifndef CHFS_JOB_CHFS_SERVE_H
 #define CHFS_JOB_CHFS_SERVE_H
 

@@ -99,11 +99,12 @@ const char *cj_method_unusable(enum cj_method m, const struct cj_policy *p, char
 #endif
 		return NULL;
 	case CJ_PTRACE:
+#ifndef CJ_HAVE_CHFS
 		if (cj_policy_has(p, CJ_CHFS))
-			return snprintf(
-			               why, len,
-			               "ptrace does not serve chfs: mappings yet (use seccomp, rewrite or fuse)"),
+			return snprintf(why, len,
+			                "ptrace serves chfs: mappings only when built with libchfs"),
 			       why;
+#endif
 		return NULL;
 	case CJ_FUSE:
 		if (!p->require_root)

@@ -17,11 +17,17 @@
  * size transferred is counted and the tracee held back by the formula's delay (other tracees keep
  * running: held ones wait in a list with their deadline; we wait with sigtimedwait on SIGCHLD).
  *
+ * chfs: mappings (chfs_route.c, chfs_serve.c, shared with the seccomp method): an open stages the
+ * file and the tracee reopens the staged descriptor through /proc/OURPID/fd/N, then moves it to a
+ * number >= CJ_CHFS_FD_MIN (two injected calls, see move_up), where close() is trapped for the
+ * write-back; other calls on CHFS paths are answered with libchfs and skipped.
+ *
  * trace_fork: false — new processes (not threads of the program) are detached at their first
  * stop and run untouched. A detached process would get ENOSYS from a RET_TRACE filter with no
  * tracer, so this mode never installs the accelerator. */
 #define _GNU_SOURCE
 #include "bpf.h"
+#include "chfs_route.h"
 #include "decide.h"
 #include "iolimit.h"
 #include "methods.h"
@@ -45,18 +51,25 @@
 #define NSLOTS 4096 /* tracees at once (open addressing on the pid) */
 
 struct tstate {
-	pid_t pid;                /* 0 = free slot */
-	bool in_call;             /* plain mode: the next syscall stop is an exit */
-	int deny_err;             /* set the return value at the exit stop */
+	pid_t pid;    /* 0 = free slot */
+	bool set_ret; /* a skipped call: set its return value ret at the exit stop */
+	long ret;
 	const struct cj_sysc *io; /* a read/write call to count at its exit */
 	bool dirent;              /* a getdents64 to filter at its exit */
 	bool seen;                /* has stopped once (first stop of an auto-attached child) */
+	int staged;               /* chfs: our descriptor + 1 the tracee is reopening (closed at exit) */
+	bool cloexec;             /* ... and whether the tracee asked for O_CLOEXEC */
+	int inject;               /* moving its new descriptor up: 1 = fcntl(F_DUPFD) runs, 2 = close */
+	int low, high;            /* the descriptor the open returned, and its number >= CJ_CHFS_FD_MIN */
+	int pending_sig;          /* a signal that arrived during the injection, sent again after */
+	struct user_regs_struct saved; /* the registers at the open's exit, restored after it */
 };
 
 struct tracer {
 	struct cj_policy *p;
 	struct cj_iolimit *lim;
 	struct cj_decision *d;
+	struct cj_chfs *chfs; /* the pool, when the policy has chfs: mappings */
 	bool plain;
 	pid_t main_pid;
 	int main_status;
@@ -116,11 +129,129 @@ static uint64_t *arg_reg(struct user_regs_struct *r, int i)
 	}
 }
 
+/* Skip the call: number -1 makes the kernel skip it, with ret as its result (set again at the
+ * exit stop: in plain mode the kernel writes -ENOSYS in between). */
+static void skip_call(pid_t pid, struct tstate *s, struct user_regs_struct *r, long ret)
+{
+	r->orig_rax = (unsigned long long)-1;
+	r->rax = (unsigned long long)ret;
+	ptrace(PTRACE_SETREGS, pid, 0, r);
+	s->set_ret = true;
+	s->ret = ret;
+}
+
+/* Copy str into the tracee's stack below *sp (which starts below the red zone: rsp - 128; the
+ * 128 bytes under rsp belong to the interrupted function on x86-64) and return its address. */
+static int push_str(pid_t pid, uint64_t *sp, const char *str)
+{
+	size_t len = strlen(str) + 1;
+	*sp = (*sp - len) & ~(uint64_t)15;
+	return cj_tracee_write(pid, *sp, str, len);
+}
+
+/* A call on CHFS paths. open: the file is staged by chfs_route.c/chfs_serve.c into a descriptor
+ * of ours, and the call becomes openat(AT_FDCWD, "/proc/OURPID/fd/N") — the tracee reopens our
+ * descriptor itself (ptrace has no ADDFD; the magic link opens the same memfd or staged
+ * directory, checked like a ptrace read access: same user). Its exit moves the new descriptor to
+ * the reserved range (move_up). Any other call is answered by libchfs and skipped. */
+static bool chfs_entry(struct tracer *tr, pid_t pid, struct tstate *s, const struct cj_sysc *sc,
+                       struct user_regs_struct *r, const uint64_t a[6])
+{
+	int nr = (int)r->orig_rax;
+	if (sc->kind != CJ_SK_OPEN) {
+		skip_call(pid, s, r, cj_chfs_route_call(tr->chfs, tr->p, tr->d, sc, pid, nr, a));
+		return true;
+	}
+	int flags;
+	int fd = cj_chfs_route_open(tr->chfs, tr->p, tr->d, pid, nr, a, &flags);
+	if (fd < 0) {
+		skip_call(pid, s, r, fd);
+		return true;
+	}
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/%d/fd/%d", (int)getpid(), fd);
+	uint64_t sp = r->rsp - 128;
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || push_str(pid, &sp, self) < 0) {
+		close(fd);
+		skip_call(pid, s, r, -EFAULT);
+		return true;
+	}
+	r->orig_rax = SYS_openat;
+	r->rdi = (unsigned long long)(long long)AT_FDCWD;
+	r->rsi = sp;
+	r->rdx = (unsigned)((fl & (O_ACCMODE | O_APPEND)) | (flags & (O_CLOEXEC | O_NONBLOCK | O_DIRECTORY)));
+	r->r10 = 0;
+	ptrace(PTRACE_SETREGS, pid, 0, r);
+	s->staged = fd + 1;
+	s->cloexec = flags & O_CLOEXEC;
+	return true;
+}
+
+/* The exit of a staged open: close our descriptor, and if the tracee's new one lies below
+ * CJ_CHFS_FD_MIN (where close() is not trapped, so no write-back would happen) make the tracee
+ * run fcntl(fd, F_DUPFD, CJ_CHFS_FD_MIN) and then close(fd): the instruction pointer goes back
+ * over the 2-byte syscall instruction with rax = the call number, as for a restarted call; the
+ * saved registers return the open's result at the end (inject_exit). */
+static void move_up(pid_t pid, struct tstate *s)
+{
+	close(s->staged - 1);
+	s->staged = 0;
+	struct user_regs_struct r;
+	if (ptrace(PTRACE_GETREGS, pid, 0, &r) < 0 || (long long)r.rax < 0 || r.rax >= CJ_CHFS_FD_MIN)
+		return;
+	s->saved = r;
+	s->low = (int)r.rax;
+	r.rip -= 2;
+	r.rax = r.orig_rax = SYS_fcntl;
+	r.rdi = (unsigned long long)s->low;
+	r.rsi = s->cloexec ? F_DUPFD_CLOEXEC : F_DUPFD;
+	r.rdx = CJ_CHFS_FD_MIN;
+	if (ptrace(PTRACE_SETREGS, pid, 0, &r) == 0)
+		s->inject = 1;
+}
+
+/* The exit of an injected call: after fcntl, close the old number (or, if fcntl failed —
+ * RLIMIT_NOFILE below the range — keep it: only the job's end writes that file back); after
+ * close, restore the open's registers with the new number as its result. A signal that stopped
+ * the tracee meanwhile was held back (its handler would have run on our registers) and is sent
+ * again now, to the thread (tkill). */
+static void inject_exit(pid_t pid, struct tstate *s)
+{
+	struct user_regs_struct r;
+	if (ptrace(PTRACE_GETREGS, pid, 0, &r) < 0)
+		return;
+	if (s->inject == 1 && (long long)r.rax >= 0) {
+		s->high = (int)r.rax;
+		r = s->saved;
+		r.rip -= 2;
+		r.rax = r.orig_rax = SYS_close;
+		r.rdi = (unsigned long long)s->low;
+		if (ptrace(PTRACE_SETREGS, pid, 0, &r) == 0) {
+			s->inject = 2;
+			return;
+		}
+	}
+	r = s->saved;
+	r.rax = (unsigned long long)(s->inject == 2 ? s->high : s->low);
+	ptrace(PTRACE_SETREGS, pid, 0, &r);
+	s->inject = 0;
+	if (s->pending_sig)
+		syscall(SYS_tkill, pid, s->pending_sig);
+	s->pending_sig = 0;
+}
+
 /* A trapped syscall entry. Returns true if the exit stop is needed. */
 static bool on_entry(struct tracer *tr, pid_t pid, struct tstate *s)
 {
 	struct user_regs_struct r;
 	if (ptrace(PTRACE_GETREGS, pid, 0, &r) < 0)
+		return false;
+	uint64_t a[6];
+	for (int i = 0; i < 6; i++)
+		a[i] = *arg_reg(&r, i);
+	/* close() of the reserved range, dup2/dup3: a staged CHFS file there goes back first */
+	if (cj_chfs_route_closing(tr->chfs, pid, (int)r.orig_rax, a))
 		return false;
 	const struct cj_sysc *sc = cj_sysc_find((int)r.orig_rax);
 	if (!sc || !cj_bpf_traps(tr->p, (int)r.orig_rax))
@@ -133,16 +264,11 @@ static bool on_entry(struct tracer *tr, pid_t pid, struct tstate *s)
 		s->dirent = true;
 		return true;
 	}
-	uint64_t a[6];
-	for (int i = 0; i < 6; i++)
-		a[i] = *arg_reg(&r, i);
 	cj_decide(tr->p, sc, pid, a, tr->d);
-	/* CJ_V_CHFS: ptrace does not serve chfs: mappings (refused at start-up): EXDEV */
-	if (tr->d->verdict == CJ_V_ERROR || tr->d->verdict == CJ_V_CHFS) {
-		r.orig_rax = (unsigned long long)-1; /* skip the call */
-		r.rax = (unsigned long long)(long long)tr->d->err;
-		ptrace(PTRACE_SETREGS, pid, 0, &r);
-		s->deny_err = tr->d->err;
+	if (tr->d->verdict == CJ_V_CHFS)
+		return chfs_entry(tr, pid, s, sc, &r, a);
+	if (tr->d->verdict == CJ_V_ERROR) {
+		skip_call(pid, s, &r, tr->d->err);
 		return true;
 	}
 	if (tr->d->verdict != CJ_V_MAP)
@@ -151,13 +277,8 @@ static bool on_entry(struct tracer *tr, pid_t pid, struct tstate *s)
 	for (int i = 0; i < 2 && sc->path[i] >= 0; i++) {
 		if (!tr->d->mapped[i])
 			continue;
-		size_t len = strlen(tr->d->path[i]) + 1;
-		sp = (sp - len) & ~(uint64_t)15;
-		if (cj_tracee_write(pid, sp, tr->d->path[i], len) < 0) {
-			r.orig_rax = (unsigned long long)-1;
-			r.rax = (unsigned long long)-EFAULT;
-			s->deny_err = -EFAULT;
-			ptrace(PTRACE_SETREGS, pid, 0, &r);
+		if (push_str(pid, &sp, tr->d->path[i]) < 0) {
+			skip_call(pid, s, &r, -EFAULT);
 			return true;
 		}
 		*arg_reg(&r, sc->path[i]) = sp;
@@ -196,10 +317,10 @@ static void filter_dirents(struct tracer *tr, pid_t pid)
 static int64_t on_exit_stop(struct tracer *tr, pid_t pid, struct tstate *s)
 {
 	int64_t delay = 0;
-	if (s->deny_err) {
+	if (s->set_ret) {
 		struct user_regs_struct r;
 		if (ptrace(PTRACE_GETREGS, pid, 0, &r) == 0) {
-			r.rax = (unsigned long long)(long long)s->deny_err;
+			r.rax = (unsigned long long)s->ret;
 			ptrace(PTRACE_SETREGS, pid, 0, &r);
 		}
 	} else if (s->dirent) {
@@ -212,7 +333,7 @@ static int64_t on_exit_stop(struct tracer *tr, pid_t pid, struct tstate *s)
 				delay = cj_iolimit_account(tr->lim, cls, (uint64_t)r.rax);
 		}
 	}
-	s->deny_err = 0;
+	s->set_ret = false;
 	s->io = NULL;
 	s->dirent = false;
 	return delay;
@@ -240,6 +361,19 @@ static void on_stop(struct tracer *tr, pid_t pid, int st)
 	int sig = WSTOPSIG(st), event = st >> 16;
 	bool first = !s->seen;
 	s->seen = true;
+	if (s->inject) { /* our injected call runs: follow it to its exit, hold signals back */
+		struct __ptrace_syscall_info info;
+		if (sig != (SIGTRAP | 0x80))
+			s->pending_sig = event ? s->pending_sig : sig;
+		else if (ptrace(PTRACE_GET_SYSCALL_INFO, pid, sizeof(info), &info) > 0 &&
+		         info.op == PTRACE_SYSCALL_INFO_EXIT)
+			inject_exit(pid, s);
+		if (s->inject)
+			ptrace(PTRACE_SYSCALL, pid, 0, 0);
+		else
+			resume(tr, pid, false, 0);
+		return;
+	}
 	if (event == PTRACE_EVENT_STOP) {
 		if (first && pid != tr->main_pid && !tr->p->trace_fork && !is_thread_of_main(tr, pid)) {
 			forget(tr, pid);
@@ -266,6 +400,14 @@ static void on_stop(struct tracer *tr, pid_t pid, int st)
 			info.op = PTRACE_SYSCALL_INFO_NONE;
 		if (info.op == PTRACE_SYSCALL_INFO_ENTRY) {
 			resume(tr, pid, on_entry(tr, pid, s), 0);
+			return;
+		}
+		if (s->staged) {
+			move_up(pid, s);
+			if (s->inject)
+				ptrace(PTRACE_SYSCALL, pid, 0, 0);
+			else
+				resume(tr, pid, false, 0);
 			return;
 		}
 		int64_t delay = on_exit_stop(tr, pid, s);
@@ -320,6 +462,9 @@ static int trace_loop(struct tracer *tr)
 		if (WIFEXITED(st) || WIFSIGNALED(st)) {
 			if (pid == tr->main_pid)
 				tr->main_status = cj_wait_status(st);
+			struct tstate *s = state(tr, pid, false);
+			if (s && s->staged)
+				close(s->staged - 1);
 			forget(tr, pid);
 			continue;
 		}
@@ -336,6 +481,12 @@ int cj_run_ptrace(struct cj_policy *p, char **argv, const struct cj_opts *o)
 	struct tracer *tr = calloc(1, sizeof(*tr));
 	if (!tr)
 		return rc;
+	/* SIGCHLD stays blocked so sigtimedwait can wait for it (the child unblocks it); blocked
+	 * before libchfs starts its threads, so they inherit the mask and do not take it */
+	sigset_t chld, old;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
 	tr->p = p;
 	tr->plain = o->ptrace_plain || !p->trace_fork;
 	tr->t = calloc(NSLOTS, sizeof(*tr->t));
@@ -348,13 +499,20 @@ int cj_run_ptrace(struct cj_policy *p, char **argv, const struct cj_opts *o)
 		rc = -EIO;
 		goto out;
 	}
-	/* SIGCHLD stays blocked so sigtimedwait can wait for it (the child unblocks it) */
-	sigset_t chld, old;
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &chld, &old);
+	if (cj_policy_has(p, CJ_CHFS) && !(tr->chfs = cj_chfs_route_start(p, "ptrace", err, sizeof(err)))) {
+		fprintf(stderr, "chfs-job: %s\n", err);
+		rc = 3; /* main's status for "could not start", without a second line */
+		goto out;
+	}
 	if (pipe2(go, O_CLOEXEC) < 0) {
 		rc = -errno;
+		goto out;
+	}
+	/* built before the fork: with libchfs's threads running, the child should not allocate */
+	struct sock_fprog prog = {0, NULL};
+	if (!tr->plain && cj_bpf_build(p, SECCOMP_RET_TRACE, &prog) < 0) {
+		close(go[0]);
+		close(go[1]);
 		goto out;
 	}
 	pid_t child = fork();
@@ -365,9 +523,7 @@ int cj_run_ptrace(struct cj_policy *p, char **argv, const struct cj_opts *o)
 		if (read(go[0], &c, 1) != 1)
 			_exit(126); /* the tracer could not attach */
 		if (!tr->plain) {
-			struct sock_fprog prog;
-			if (cj_bpf_build(p, SECCOMP_RET_TRACE, &prog) < 0 ||
-			    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+			if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 			    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0) {
 				fprintf(stderr,
 				        "chfs-job: ptrace: cannot install the seccomp accelerator: %s\n",
@@ -380,6 +536,7 @@ int cj_run_ptrace(struct cj_policy *p, char **argv, const struct cj_opts *o)
 		_exit(errno == ENOENT ? 127 : 126);
 	}
 	close(go[0]);
+	free(prog.filter);
 	if (child < 0) {
 		rc = -errno;
 		close(go[1]);
@@ -409,8 +566,10 @@ int cj_run_ptrace(struct cj_policy *p, char **argv, const struct cj_opts *o)
 		        tr->plain ? "plain" : "seccomp-accelerated");
 	cj_forward_signals(child); /* PTRACE_O_EXITKILL ends the job if we die anyway */
 	rc = trace_loop(tr);
-	sigprocmask(SIG_SETMASK, &old, NULL);
 out:
+	if (cj_chfs_stop(tr->chfs) < 0 && rc == 0)
+		rc = 1; /* a file could not be written back: said above, the job did not fully succeed */
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	cj_iolimit_close(tr->lim);
 	free(tr->t);
 	free(tr->d);

@@ -13,7 +13,7 @@
  *     -> we run them on the absolute, mapped paths;
  *   - mapped execve, chdir, chroot, symlink, xattr and utime calls -> EXDEV: they cannot be
  *     carried out on the tracee's behalf (use ptrace, which rewrites the argument);
- *   - a path under a chfs: mapping -> served with libchfs (chfs_serve.c): an open stages the
+ *   - a path under a chfs: mapping -> served with libchfs (chfs_route.c, chfs_serve.c): an open stages the
  *     file into a memfd injected at a number >= CJ_CHFS_FD_MIN (SECCOMP_ADDFD_FLAG_SETFD), and
  *     close() of that range is trapped so a written file goes back to CHFS;
  *   - anything else            -> SECCOMP_USER_NOTIF_FLAG_CONTINUE.
@@ -31,11 +31,10 @@
  * ended (POLLHUP on the listener); the exit status is the program's. */
 #define _GNU_SOURCE
 #include "bpf.h"
-#include "chfs_serve.h"
+#include "chfs_route.h"
 #include "decide.h"
 #include "iolimit.h"
 #include "methods.h"
-#include "paths.h"
 #include "tracee.h"
 
 #include <dirent.h>
@@ -103,20 +102,6 @@ static bool own_thread(struct supervisor *s, pid_t tid)
 	return access(task, F_OK) == 0;
 }
 
-static mode_t tracee_umask(pid_t pid)
-{
-	char path[64], line[128];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "r");
-	unsigned m = 022;
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "Umask: %o", &m) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return (mode_t)m;
-}
-
 /* Size requested by a read/write-family call (its iovec or msghdr read from the tracee). */
 static uint64_t io_size(pid_t pid, const struct cj_sysc *sc, const uint64_t *args)
 {
@@ -176,27 +161,6 @@ static int release_held(struct supervisor *s)
 	return next < 0 ? -1 : (int)((next + 999999) / 1000000);
 }
 
-/* The flags and mode of an open-family call. */
-static int open_args(struct supervisor *s, const uint64_t *a, int *flagsp, int *modep)
-{
-	const struct seccomp_data *sd = &s->req->data;
-	int flags, mode;
-	if (sd->nr == SYS_open) {
-		flags = (int)a[1], mode = (int)a[2];
-	} else if (sd->nr == SYS_creat) {
-		flags = O_CREAT | O_WRONLY | O_TRUNC, mode = (int)a[1];
-	} else if (sd->nr == SYS_openat) {
-		flags = (int)a[2], mode = (int)a[3];
-	} else {
-		uint64_t how[3]; /* struct open_how: flags, mode, resolve */
-		if (cj_tracee_read(s->req->pid, a[2], how, sizeof(how)) < 0)
-			return -EFAULT;
-		flags = (int)how[0], mode = (int)how[1];
-	}
-	*flagsp = flags, *modep = mode;
-	return 0;
-}
-
 /* The lowest descriptor number >= CJ_CHFS_FD_MIN that process pid does not use. */
 static int free_high_fd(pid_t pid)
 {
@@ -222,11 +186,8 @@ static int free_high_fd(pid_t pid)
  * of the job writes it back). */
 static int open_chfs(struct supervisor *s, const uint64_t *a)
 {
-	int flags, mode;
-	int rc = open_args(s, a, &flags, &mode);
-	if (rc < 0)
-		return rc;
-	int fd = cj_chfs_open(s->chfs, s->d->path[0], flags, (mode_t)mode & ~tracee_umask(s->req->pid));
+	int flags;
+	int fd = cj_chfs_route_open(s->chfs, s->p, s->d, s->req->pid, s->req->data.nr, a, &flags);
 	if (fd < 0)
 		return fd;
 	int high = free_high_fd(s->req->pid);
@@ -237,7 +198,7 @@ static int open_chfs(struct supervisor *s, const uint64_t *a)
 	        .newfd = high > 0 ? (uint32_t)high : 0,
 	        .newfd_flags = (uint32_t)(flags & O_CLOEXEC),
 	};
-	rc = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+	int rc = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
 	if (rc < 0 && errno == EBADF && high > 0) { /* above the tracee's RLIMIT_NOFILE */
 		add.flags = SECCOMP_ADDFD_FLAG_SEND, add.newfd = 0;
 		rc = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
@@ -250,13 +211,13 @@ static int open_chfs(struct supervisor *s, const uint64_t *a)
 static int open_mapped(struct supervisor *s, const struct cj_sysc *sc, const uint64_t *a)
 {
 	int flags, mode;
-	int rc = open_args(s, a, &flags, &mode);
+	int rc = cj_chfs_route_open_args(s->req->pid, s->req->data.nr, a, &flags, &mode);
 	if (rc < 0)
 		return rc;
 	mode_t old = 0;
 	bool creates = flags & (O_CREAT | __O_TMPFILE);
 	if (creates)
-		old = umask(tracee_umask(s->req->pid));
+		old = umask(cj_tracee_umask(s->req->pid));
 	int fd = open(s->d->path[0], flags | O_CLOEXEC, mode);
 	int e = errno;
 	if (creates)
@@ -304,7 +265,7 @@ static long replay(struct supervisor *s, const struct cj_sysc *sc, uint64_t *a)
 	}
 	bool creates = s->req->data.nr == SYS_mkdir || s->req->data.nr == SYS_mkdirat ||
 	               s->req->data.nr == SYS_mknod || s->req->data.nr == SYS_mknodat;
-	mode_t old = creates ? umask(tracee_umask(pid)) : 0;
+	mode_t old = creates ? umask(cj_tracee_umask(pid)) : 0;
 	long r = syscall(s->req->data.nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 	int e = errno;
 	if (creates)
@@ -328,23 +289,10 @@ static long replay(struct supervisor *s, const struct cj_sysc *sc, uint64_t *a)
 /* getdents64 on the tracee's behalf: a duplicate of its descriptor (pidfd_getfd) shares the
  * open file description, so the directory offset advances for the tracee as for us. A chunk
  * whose names are all denied is skipped (an empty answer would read as the end). */
-static int tracee_getfd(pid_t pid, int tfd)
-{
-	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd < 0)
-		pidfd = (int)syscall(SYS_pidfd_open, pid, O_EXCL); /* PIDFD_THREAD: pid is a thread */
-	if (pidfd < 0)
-		return -ESRCH;
-	int fd = (int)syscall(SYS_pidfd_getfd, pidfd, tfd, 0);
-	int e = errno;
-	close(pidfd);
-	return fd < 0 ? -e : fd;
-}
-
 static long list_dir(struct supervisor *s, const uint64_t *a)
 {
 	pid_t pid = s->req->pid;
-	int fd = tracee_getfd(pid, (int)a[0]);
+	int fd = cj_tracee_getfd(pid, (int)a[0]);
 	if (fd < 0)
 		return fd;
 	char dir[PATH_MAX];
@@ -367,37 +315,16 @@ static long list_dir(struct supervisor *s, const uint64_t *a)
 	return n;
 }
 
-/* Is CHFS path under the target of one of the policy's own chfs: mappings? (A path reached
- * through the staging directory, mapped to chfs:/, must not lead outside them.) */
-static bool chfs_visible(struct supervisor *s, const char *path)
-{
-	const char *stage = cj_chfs_stage_root(s->chfs);
-	for (int i = 0; i < s->p->nrules; i++) {
-		const struct cj_rule *r = &s->p->rules[i];
-		if (r->action == CJ_CHFS && strcmp(r->from, stage) != 0 &&
-		    cj_path_under(path, r->to, strlen(r->to)))
-			return true;
-	}
-	return false;
-}
-
 static int handle(struct supervisor *s)
 {
 	struct seccomp_notif *req = s->req;
 	memset(req, 0, sizeof(*req));
 	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_RECV, req) < 0)
 		return errno == EINTR || errno == ENOENT ? 0 : -errno;
-	bool dup = req->data.nr == SYS_dup2 || req->data.nr == SYS_dup3;
-	if (s->chfs && (dup || (req->data.nr == SYS_close && (int)req->data.args[0] >= CJ_CHFS_FD_MIN))) {
-		/* close() of the reserved range, or dup2/dup3 onto any descriptor: a staged CHFS file
-		 * there goes back before it is closed */
-		int fd = tracee_getfd(req->pid, (int)req->data.args[dup ? 1 : 0]);
-		if (fd >= 0) {
-			cj_chfs_closed(s->chfs, fd);
-			close(fd);
-		}
+	/* close() of the reserved range, or dup2/dup3 onto any descriptor: a staged CHFS file
+	 * there goes back before it is closed */
+	if (cj_chfs_route_closing(s->chfs, req->pid, req->data.nr, (const uint64_t *)req->data.args))
 		return respond(s, req->id, 0, 0, true);
-	}
 	const struct cj_sysc *sc = cj_sysc_find(req->data.nr);
 	if (!sc || (!s->p->trace_fork && !own_thread(s, req->pid)))
 		return respond(s, req->id, 0, 0, true);
@@ -425,14 +352,11 @@ static int handle(struct supervisor *s)
 	case CJ_V_ERROR: return respond(s, req->id, 0, s->d->err, false);
 	case CJ_V_MAP: break;
 	case CJ_V_CHFS:
-		if (!chfs_visible(s, s->d->path[0]) || (s->d->chfs[1] && !chfs_visible(s, s->d->path[1])))
-			return respond(s, req->id, 0, -ENOENT, false);
 		if (sc->kind == CJ_SK_OPEN) {
 			long r = open_chfs(s, a);
 			return r > 0 ? 0 : respond(s, req->id, 0, (int)r, false);
 		} else {
-			long r = cj_chfs_call(s->chfs, sc, (int)req->data.nr, a, s->d->path[0], s->d->path[1],
-			                      req->pid, tracee_umask(req->pid));
+			long r = cj_chfs_route_call(s->chfs, s->p, s->d, sc, req->pid, (int)req->data.nr, a);
 			return r < 0 ? respond(s, req->id, 0, (int)r, false)
 			             : respond(s, req->id, r, 0, false);
 		}
@@ -545,23 +469,6 @@ static int take_listener(pid_t child, int known_fd, int *status)
 	return fd;
 }
 
-/* Staged directory listings live under root: calls relative to them go to chfs:/ again. */
-static int add_stage_rule(struct cj_policy *p, const char *root)
-{
-	struct cj_rule *r = realloc(p->rules, (size_t)(p->nrules + 1) * sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	p->rules = r;
-	char *from = strdup(root), *to = strdup("/");
-	if (!from || !to) {
-		free(from);
-		free(to);
-		return -ENOMEM;
-	}
-	p->rules[p->nrules++] = (struct cj_rule){from, strlen(from), CJ_CHFS, to};
-	return 0;
-}
-
 int cj_run_seccomp(struct cj_policy *p, char **argv, const struct cj_opts *o)
 {
 	char err[512];
@@ -586,13 +493,11 @@ int cj_run_seccomp(struct cj_policy *p, char **argv, const struct cj_opts *o)
 		rc = -EIO;
 		goto out;
 	}
-	if (cj_policy_has(p, CJ_CHFS) && !(s->chfs = cj_chfs_start(err, sizeof(err)))) {
+	if (cj_policy_has(p, CJ_CHFS) && !(s->chfs = cj_chfs_route_start(p, "seccomp", err, sizeof(err)))) {
 		fprintf(stderr, "chfs-job: %s\n", err);
 		rc = 3; /* main's status for "could not start", without a second line */
 		goto out;
 	}
-	if (s->chfs && (rc = add_stage_rule(p, cj_chfs_stage_root(s->chfs))) < 0)
-		goto out;
 	/* a descriptor number free in the child: one we hold open across the fork */
 	int known_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (known_fd < 0) {

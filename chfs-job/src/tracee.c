@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -80,4 +81,31 @@ int cj_tracee_fd_class(pid_t pid, int fd)
 	if (S_ISSOCK(st.st_mode))
 		return CJ_NET;
 	return -1;
+}
+
+mode_t cj_tracee_umask(pid_t pid)
+{
+	char path[64], line[128];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	unsigned m = 022;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Umask: %o", &m) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return (mode_t)m;
+}
+
+int cj_tracee_getfd(pid_t pid, int tfd)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0)
+		pidfd = (int)syscall(SYS_pidfd_open, pid, O_EXCL); /* PIDFD_THREAD: pid is a thread */
+	if (pidfd < 0)
+		return -ESRCH;
+	int fd = (int)syscall(SYS_pidfd_getfd, pidfd, tfd, 0);
+	int e = errno;
+	close(pidfd);
+	return fd < 0 ? -e : fd;
 }

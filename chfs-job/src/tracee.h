@@ -17,5 +17,10 @@ int cj_tracee_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
 int cj_tracee_dir(pid_t pid, int dirfd, char *out, size_t outlen);
 /* Is fd of pid a regular file (CJ_DISK), a socket (CJ_NET), or neither (-1)? */
 int cj_tracee_fd_class(pid_t pid, int fd);
+/* pid's umask (from /proc/PID/status; 022 if unreadable). */
+mode_t cj_tracee_umask(pid_t pid);
+/* A duplicate of pid's descriptor tfd in our table (pidfd_getfd: same open file description,
+ * same offset), or -errno. pid may be a thread. */
+int cj_tracee_getfd(pid_t pid, int tfd);
 
 #endif

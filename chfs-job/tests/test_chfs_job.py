@@ -168,8 +168,11 @@ def test_methods_refuse_what_they_cannot_do(tree):
     assert r.returncode == 3 and "rewrite applies only chfs: mappings" in r.stderr
     chfs = tree / "chfs.yaml"
     chfs.write_text("paths:\n  /chfs: chfs:/\n")
-    r = job(["-m", "ptrace", "-p", str(chfs), "--", "true"])
-    assert r.returncode == 3 and "ptrace does not serve chfs: mappings" in r.stderr
+    # seccomp and ptrace serve chfs: mappings, but only with a pool to serve them from
+    for m in ("seccomp", "ptrace"):
+        r = job(["-m", m, "-p", str(chfs), "--", "true"], env={"CHFS_SERVER": ""})
+        assert r.returncode == 3 and r.stderr.strip().endswith(
+            f"{m}: chfs: mappings need the pool: CHFS_SERVER is not set"), r.stderr
     r = job(["-m", "rewrite", "-p", str(chfs), "--", PROBE_STATIC, "stat", "/"])
     assert r.returncode == 3 and "static" in r.stderr
     r = job(["-m", "fuse", "-p", str(chfs), "--", "true"])
@@ -348,7 +351,7 @@ def test_auto_follows_the_guideline(tmp_path):
     chfs.write_text("paths:\n  /chfs: chfs:/\nrequire: {root: true}\n")
     # MPI program: communication-heavy -> the binary rewriter (1.01)
     assert explain(chfs, guide, [MPI_PROG]) == "rewrite"
-    # static binary: rewrite cannot run it, ptrace does not serve chfs:, seccomp (3.0) -> fuse (2.0)
+    # static binary: rewrite cannot run it; ptrace (15) and seccomp (3.0) cost more -> fuse (2.0)
     assert explain(chfs, guide, [PROBE_STATIC]) == "fuse"
     # shell pipeline: many processes -> rewrite (1.30) beats fuse (2.0) ...
     assert explain(chfs, guide, ["sh", "-c", "ls | wc -l"]) == "rewrite"

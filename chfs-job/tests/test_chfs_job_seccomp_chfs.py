@@ -1,8 +1,9 @@
-"""chfs: mappings served by chfs-job's seccomp supervisor with libchfs (src/chfs_serve.c).
+"""chfs: mappings served by chfs-job's seccomp supervisor and ptrace tracer with libchfs
+(src/chfs_route.c, src/chfs_serve.c).
 
-A static binary and coreutils write and read CHFS files through a mapped directory; the bytes
-are checked with the native API (chfs-io), never through chfs-job itself. A denial holds in the
-same policy; an unreachable pool gives one clear line; ptrace still refuses chfs: mappings.
+A static binary and coreutils write and read CHFS files through a mapped directory under each
+method; the bytes are checked with the native API (chfs-io), never through chfs-job itself. A
+denial holds in the same policy; an unreachable pool gives one clear line under either method.
 """
 import os
 import subprocess
@@ -26,8 +27,20 @@ def chfs_put(pool, path, data):
                    timeout=30)
 
 
+METHODS = ["seccomp", "ptrace", "ptrace-plain"]
+
+
+def method_args(method):
+    return ["-m", "ptrace", "--ptrace-plain"] if method == "ptrace-plain" else ["-m", method]
+
+
+@pytest.fixture(params=METHODS)
+def method(request):
+    return request.param
+
+
 @pytest.fixture
-def setup(chfs_pool, tmp_path):
+def setup(chfs_pool, tmp_path, method):
     (tmp_path / "secret").mkdir()
     (tmp_path / "secret" / "key").write_text("SECRET\n")
     mnt = tmp_path / "chfs"
@@ -35,7 +48,7 @@ def setup(chfs_pool, tmp_path):
     pol.write_text(f"paths:\n  {mnt}: chfs:/\n  {tmp_path}/secret: deny\n")
 
     def run(argv, check=True):
-        r = subprocess.run([JOB, "-m", "seccomp", "-p", str(pol), "--"] + argv, env=chfs_pool.env,
+        r = subprocess.run([JOB] + method_args(method) + ["-p", str(pol), "--"] + argv, env=chfs_pool.env,
                            capture_output=True, timeout=60, cwd=tmp_path)
         if check:
             assert r.returncode == 0, (argv, r.returncode, r.stderr)
@@ -100,25 +113,23 @@ def test_coreutils_on_chfs_with_a_denial_in_force(setup, tmp_path):
     assert r.returncode != 0 and b"exists" in r.stderr
 
 
-def test_unreachable_pool_gives_one_line(tmp_path):
+@pytest.mark.parametrize("name", ["seccomp", "ptrace"])
+def test_unreachable_pool_gives_one_line(tmp_path, name):
     pol = tmp_path / "p.yaml"
     pol.write_text(f"paths:\n  {tmp_path}/chfs: chfs:/\n")
     env = {**os.environ, "CHFS_SERVER": "ofi+tcp://127.0.0.1:9", "CHFS_RPC_TIMEOUT_MSEC": "1000"}
-    r = subprocess.run([JOB, "-m", "seccomp", "-p", str(pol), "--", "true"], env=env,
+    r = subprocess.run([JOB, "-m", name, "-p", str(pol), "--", "true"], env=env,
                        capture_output=True, text=True, timeout=60)
     # libchfs says why on its own line ("chfs: err: no CHFS server answers: ..."); chfs-job adds
     # exactly one line naming the pool, and the program never runs
     assert r.returncode == 3
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("chfs-job")]
-    assert lines == ["chfs-job: seccomp: cannot reach the CHFS pool at ofi+tcp://127.0.0.1:9: "
+    assert lines == [f"chfs-job: {name}: cannot reach the CHFS pool at ofi+tcp://127.0.0.1:9: "
                      "Transport endpoint is not connected"], r.stderr
-    r = subprocess.run([JOB, "-m", "ptrace", "-p", str(pol), "--", "true"], env=env,
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 3 and "ptrace does not serve chfs: mappings" in r.stderr
 
 
 @pytest.mark.parametrize("chfs_pool", [{"servers": 1}], indirect=True)
-def test_staged_listing_does_not_lead_outside_the_mapping(chfs_pool, tmp_path):
+def test_staged_listing_does_not_lead_outside_the_mapping(chfs_pool, tmp_path, method):
     chfs_put(chfs_pool, "/proj/in.txt", b"IN\n")
     chfs_put(chfs_pool, "/other.txt", b"OUTSIDE\n")
     mnt = tmp_path / "chfs"
@@ -132,7 +143,27 @@ def test_staged_listing_does_not_lead_outside_the_mapping(chfs_pool, tmp_path):
               "print(open(os.path.join(stage, 'in.txt')).read(), end='')\n"
               "try:\n    open(os.path.join(stage, '..', 'other.txt')).read(); print('LEAK')\n"
               "except OSError as e:\n    print(e.strerror)\n")
-    r = subprocess.run([JOB, "-m", "seccomp", "-p", str(pol), "--", "python3", "-c", script],
+    r = subprocess.run([JOB] + method_args(method) + ["-p", str(pol), "--", "python3", "-c", script],
                        env=chfs_pool.env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "['in.txt']\nIN\nNo such file or directory\n", r.stdout
+
+
+@pytest.mark.parametrize("chfs_pool", [{"servers": 1}], indirect=True)
+def test_close_writes_back_before_the_job_ends(setup):
+    """A file written through the mapping reaches CHFS at its close(), seen by a native reader
+    started by the same job; its descriptor was moved to the reserved range (>= 900), where the
+    close is trapped, and a second open gets the next free number there."""
+    pool, mnt, run = setup
+    script = (f"import os, subprocess\n"
+              f"fd = os.open('{mnt}/w.txt', os.O_WRONLY | os.O_CREAT, 0o644)\n"
+              f"fd2 = os.open('{mnt}/w.txt', os.O_RDONLY)\n"
+              "print(fd, fd2)\n"
+              "os.write(fd, b'closed-bytes'); os.close(fd)\n"
+              "print(os.read(fd2, 100).decode())\n"
+              "print(subprocess.run(['chfs-io', 'get', '/w.txt'], capture_output=True).stdout.decode())\n")
+    out = run(["python3", "-c", script]).stdout.decode().split("\n")
+    assert out[0] == "900 901", out
+    # fd2 was staged before the write: it keeps the bytes of its own open (close-to-open)
+    assert out[1:3] == ["", "closed-bytes"], out
+    assert chfs_get(pool, "/w.txt") == b"closed-bytes"
