@@ -100,8 +100,8 @@ int cj_chfs_route_open_args(pid_t pid, int nr, const uint64_t a[6], int *flagsp,
 	return 0;
 }
 
-int cj_chfs_route_open(struct cj_chfs *c, const struct cj_policy *p, const struct cj_decision *d,
-                       pid_t pid, int nr, const uint64_t a[6], int *flags)
+int cj_chfs_route_open(struct cj_chfs *c, const struct cj_policy *p, const struct cj_decision *d, pid_t pid,
+                       int nr, const uint64_t a[6], int *flags)
 {
 	if (!all_visible(c, p, d))
 		return -ENOENT;

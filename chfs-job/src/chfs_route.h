@@ -28,8 +28,8 @@ int cj_chfs_route_open_args(pid_t pid, int nr, const uint64_t a[6], int *flags, 
 /* Open-family call nr of pid, decided CJ_V_CHFS in d: a local descriptor of the staged file or
  * directory for the caller to hand to the tracee (and then close), or -errno; *flags gets the
  * tracee's open flags. */
-int cj_chfs_route_open(struct cj_chfs *c, const struct cj_policy *p, const struct cj_decision *d,
-                       pid_t pid, int nr, const uint64_t a[6], int *flags);
+int cj_chfs_route_open(struct cj_chfs *c, const struct cj_policy *p, const struct cj_decision *d, pid_t pid,
+                       int nr, const uint64_t a[6], int *flags);
 /* Any other call decided CJ_V_CHFS: its result (>= 0, results in memory written into the
  * tracee) or -errno. */
 long cj_chfs_route_call(struct cj_chfs *c, const struct cj_policy *p, const struct cj_decision *d,

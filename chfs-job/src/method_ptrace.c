@@ -51,9 +51,9 @@
 #define NSLOTS 4096 /* tracees at once (open addressing on the pid) */
 
 struct tstate {
-	pid_t pid;    /* 0 = free slot */
-	bool set_ret; /* a skipped call: set its return value ret at the exit stop */
-	long ret;
+	pid_t pid;                /* 0 = free slot */
+	bool set_ret;             /* a skipped call: set its return value ret at the exit stop */
+	long ret;                 /* ... that value */
 	const struct cj_sysc *io; /* a read/write call to count at its exit */
 	bool dirent;              /* a getdents64 to filter at its exit */
 	bool seen;                /* has stopped once (first stop of an auto-attached child) */
@@ -141,7 +141,8 @@ static void skip_call(pid_t pid, struct tstate *s, struct user_regs_struct *r, l
 }
 
 /* Copy str into the tracee's stack below *sp (which starts below the red zone: rsp - 128; the
- * 128 bytes under rsp belong to the interrupted function on x86-64) and return its address. */
+ * 128 bytes under rsp belong to the interrupted function on x86-64); *sp becomes its address.
+ * 0 or -errno. */
 static int push_str(pid_t pid, uint64_t *sp, const char *str)
 {
 	size_t len = strlen(str) + 1;
