@@ -167,3 +167,15 @@ def test_close_writes_back_before_the_job_ends(setup):
     # fd2 was staged before the write: it keeps the bytes of its own open (close-to-open)
     assert out[1:3] == ["", "closed-bytes"], out
     assert chfs_get(pool, "/w.txt") == b"closed-bytes"
+
+
+@pytest.mark.parametrize("chfs_pool", [{"servers": 1}], indirect=True)
+def test_low_descriptor_limit_still_reads_and_writes_chfs(setup):
+    """With RLIMIT_NOFILE below the reserved range the staged descriptor stays at a low number
+    (seccomp: ADDFD without SETFD; ptrace: the injected fcntl(F_DUPFD, 900) fails and the open's
+    own number is kept): reads work, and the bytes written reach CHFS by the job's end."""
+    pool, mnt, run = setup
+    chfs_put(pool, "/r.txt", b"READ-ME\n")
+    r = run(["sh", "-c", f"ulimit -n 64; cat {mnt}/r.txt; echo low > {mnt}/low.txt"])
+    assert r.stdout == b"READ-ME\n", r.stderr
+    assert chfs_get(pool, "/low.txt") == b"low\n"
