@@ -19,7 +19,7 @@
  *
  * chfs: mappings (chfs_route.c, chfs_serve.c, shared with the seccomp method): an open stages the
  * file and the tracee reopens the staged descriptor through /proc/OURPID/fd/N, then moves it to a
- * number >= CJ_CHFS_FD_MIN (two injected calls, see move_up), where close() is trapped for the
+ * number >= CJ_CHFS_FD_MIN (two injected calls: ptrace_chfs.c), where close() is trapped for the
  * write-back; other calls on CHFS paths are answered with libchfs and skipped.
  *
  * trace_fork: false — new processes (not threads of the program) are detached at their first
@@ -27,10 +27,10 @@
  * tracer, so this mode never installs the accelerator. */
 #define _GNU_SOURCE
 #include "bpf.h"
-#include "chfs_route.h"
 #include "decide.h"
 #include "iolimit.h"
 #include "methods.h"
+#include "ptrace_internal.h"
 #include "tracee.h"
 
 #include <errno.h>
@@ -50,21 +50,6 @@
 
 #define NSLOTS 4096 /* tracees at once (open addressing on the pid) */
 
-struct tstate {
-	pid_t pid;                /* 0 = free slot */
-	bool set_ret;             /* a skipped call: set its return value ret at the exit stop */
-	long ret;                 /* ... that value */
-	const struct cj_sysc *io; /* a read/write call to count at its exit */
-	bool dirent;              /* a getdents64 to filter at its exit */
-	bool seen;                /* has stopped once (first stop of an auto-attached child) */
-	int staged;               /* chfs: our descriptor + 1 the tracee is reopening (closed at exit) */
-	bool cloexec;             /* ... and whether the tracee asked for O_CLOEXEC */
-	int inject;               /* moving its new descriptor up: 1 = fcntl(F_DUPFD) runs, 2 = close */
-	int low, high;            /* the descriptor the open returned, and its number >= CJ_CHFS_FD_MIN */
-	int pending_sig;          /* a signal that arrived during the injection, sent again after */
-	struct user_regs_struct saved; /* the registers at the open's exit, restored after it */
-};
-
 struct tracer {
 	struct cj_policy *p;
 	struct cj_iolimit *lim;
@@ -73,7 +58,7 @@ struct tracer {
 	bool plain;
 	pid_t main_pid;
 	int main_status;
-	struct tstate *t; /* NSLOTS */
+	struct cj_pt_tracee *t; /* NSLOTS */
 	struct {
 		pid_t pid;
 		int64_t deadline;
@@ -81,11 +66,11 @@ struct tracer {
 	int nheld;
 };
 
-static struct tstate *state(struct tracer *tr, pid_t pid, bool create)
+static struct cj_pt_tracee *state(struct tracer *tr, pid_t pid, bool create)
 {
 	unsigned h = (unsigned)pid % NSLOTS;
 	for (unsigned i = 0; i < NSLOTS; i++) {
-		struct tstate *s = &tr->t[(h + i) % NSLOTS];
+		struct cj_pt_tracee *s = &tr->t[(h + i) % NSLOTS];
 		if (s->pid == pid)
 			return s;
 		if (s->pid == 0) {
@@ -129,9 +114,7 @@ static uint64_t *arg_reg(struct user_regs_struct *r, int i)
 	}
 }
 
-/* Skip the call: number -1 makes the kernel skip it, with ret as its result (set again at the
- * exit stop: in plain mode the kernel writes -ENOSYS in between). */
-static void skip_call(pid_t pid, struct tstate *s, struct user_regs_struct *r, long ret)
+void cj_pt_skip_call(pid_t pid, struct cj_pt_tracee *s, struct user_regs_struct *r, long ret)
 {
 	r->orig_rax = (unsigned long long)-1;
 	r->rax = (unsigned long long)ret;
@@ -140,110 +123,15 @@ static void skip_call(pid_t pid, struct tstate *s, struct user_regs_struct *r, l
 	s->ret = ret;
 }
 
-/* Copy str into the tracee's stack below *sp (which starts below the red zone: rsp - 128; the
- * 128 bytes under rsp belong to the interrupted function on x86-64); *sp becomes its address.
- * 0 or -errno. */
-static int push_str(pid_t pid, uint64_t *sp, const char *str)
+int cj_pt_push_str(pid_t pid, uint64_t *sp, const char *str)
 {
 	size_t len = strlen(str) + 1;
 	*sp = (*sp - len) & ~(uint64_t)15;
 	return cj_tracee_write(pid, *sp, str, len);
 }
 
-/* A call on CHFS paths. open: the file is staged by chfs_route.c/chfs_serve.c into a descriptor
- * of ours, and the call becomes openat(AT_FDCWD, "/proc/OURPID/fd/N") — the tracee reopens our
- * descriptor itself (ptrace has no ADDFD; the magic link opens the same memfd or staged
- * directory, checked like a ptrace read access: same user). Its exit moves the new descriptor to
- * the reserved range (move_up). Any other call is answered by libchfs and skipped. */
-static bool chfs_entry(struct tracer *tr, pid_t pid, struct tstate *s, const struct cj_sysc *sc,
-                       struct user_regs_struct *r, const uint64_t a[6])
-{
-	int nr = (int)r->orig_rax;
-	if (sc->kind != CJ_SK_OPEN) {
-		skip_call(pid, s, r, cj_chfs_route_call(tr->chfs, tr->p, tr->d, sc, pid, nr, a));
-		return true;
-	}
-	int flags;
-	int fd = cj_chfs_route_open(tr->chfs, tr->p, tr->d, pid, nr, a, &flags);
-	if (fd < 0) {
-		skip_call(pid, s, r, fd);
-		return true;
-	}
-	char self[64];
-	snprintf(self, sizeof(self), "/proc/%d/fd/%d", (int)getpid(), fd);
-	uint64_t sp = r->rsp - 128;
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || push_str(pid, &sp, self) < 0) {
-		close(fd);
-		skip_call(pid, s, r, -EFAULT);
-		return true;
-	}
-	r->orig_rax = SYS_openat;
-	r->rdi = (unsigned long long)(long long)AT_FDCWD;
-	r->rsi = sp;
-	r->rdx = (unsigned)((fl & (O_ACCMODE | O_APPEND)) | (flags & (O_CLOEXEC | O_NONBLOCK | O_DIRECTORY)));
-	r->r10 = 0;
-	ptrace(PTRACE_SETREGS, pid, 0, r);
-	s->staged = fd + 1;
-	s->cloexec = flags & O_CLOEXEC;
-	return true;
-}
-
-/* The exit of a staged open: close our descriptor, and if the tracee's new one lies below
- * CJ_CHFS_FD_MIN (where close() is not trapped, so no write-back would happen) make the tracee
- * run fcntl(fd, F_DUPFD, CJ_CHFS_FD_MIN) and then close(fd): the instruction pointer goes back
- * over the 2-byte syscall instruction with rax = the call number, as for a restarted call; the
- * saved registers return the open's result at the end (inject_exit). */
-static void move_up(pid_t pid, struct tstate *s)
-{
-	close(s->staged - 1);
-	s->staged = 0;
-	struct user_regs_struct r;
-	if (ptrace(PTRACE_GETREGS, pid, 0, &r) < 0 || (long long)r.rax < 0 || r.rax >= CJ_CHFS_FD_MIN)
-		return;
-	s->saved = r;
-	s->low = (int)r.rax;
-	r.rip -= 2;
-	r.rax = r.orig_rax = SYS_fcntl;
-	r.rdi = (unsigned long long)s->low;
-	r.rsi = s->cloexec ? F_DUPFD_CLOEXEC : F_DUPFD;
-	r.rdx = CJ_CHFS_FD_MIN;
-	if (ptrace(PTRACE_SETREGS, pid, 0, &r) == 0)
-		s->inject = 1;
-}
-
-/* The exit of an injected call: after fcntl, close the old number (or, if fcntl failed —
- * RLIMIT_NOFILE below the range — keep it: only the job's end writes that file back); after
- * close, restore the open's registers with the new number as its result. A signal that stopped
- * the tracee meanwhile was held back (its handler would have run on our registers) and is sent
- * again now, to the thread (tkill). */
-static void inject_exit(pid_t pid, struct tstate *s)
-{
-	struct user_regs_struct r;
-	if (ptrace(PTRACE_GETREGS, pid, 0, &r) < 0)
-		return;
-	if (s->inject == 1 && (long long)r.rax >= 0) {
-		s->high = (int)r.rax;
-		r = s->saved;
-		r.rip -= 2;
-		r.rax = r.orig_rax = SYS_close;
-		r.rdi = (unsigned long long)s->low;
-		if (ptrace(PTRACE_SETREGS, pid, 0, &r) == 0) {
-			s->inject = 2;
-			return;
-		}
-	}
-	r = s->saved;
-	r.rax = (unsigned long long)(s->inject == 2 ? s->high : s->low);
-	ptrace(PTRACE_SETREGS, pid, 0, &r);
-	s->inject = 0;
-	if (s->pending_sig)
-		syscall(SYS_tkill, pid, s->pending_sig);
-	s->pending_sig = 0;
-}
-
 /* A trapped syscall entry. Returns true if the exit stop is needed. */
-static bool on_entry(struct tracer *tr, pid_t pid, struct tstate *s)
+static bool on_entry(struct tracer *tr, pid_t pid, struct cj_pt_tracee *s)
 {
 	struct user_regs_struct r;
 	if (ptrace(PTRACE_GETREGS, pid, 0, &r) < 0)
@@ -267,9 +155,9 @@ static bool on_entry(struct tracer *tr, pid_t pid, struct tstate *s)
 	}
 	cj_decide(tr->p, sc, pid, a, tr->d);
 	if (tr->d->verdict == CJ_V_CHFS)
-		return chfs_entry(tr, pid, s, sc, &r, a);
+		return cj_pt_chfs_entry(tr->chfs, tr->p, tr->d, pid, s, sc, &r, a);
 	if (tr->d->verdict == CJ_V_ERROR) {
-		skip_call(pid, s, &r, tr->d->err);
+		cj_pt_skip_call(pid, s, &r, tr->d->err);
 		return true;
 	}
 	if (tr->d->verdict != CJ_V_MAP)
@@ -278,8 +166,8 @@ static bool on_entry(struct tracer *tr, pid_t pid, struct tstate *s)
 	for (int i = 0; i < 2 && sc->path[i] >= 0; i++) {
 		if (!tr->d->mapped[i])
 			continue;
-		if (push_str(pid, &sp, tr->d->path[i]) < 0) {
-			skip_call(pid, s, &r, -EFAULT);
+		if (cj_pt_push_str(pid, &sp, tr->d->path[i]) < 0) {
+			cj_pt_skip_call(pid, s, &r, -EFAULT);
 			return true;
 		}
 		*arg_reg(&r, sc->path[i]) = sp;
@@ -315,7 +203,7 @@ static void filter_dirents(struct tracer *tr, pid_t pid)
 }
 
 /* A syscall exit. Returns a delay (ns) to hold the tracee back, 0 to resume at once. */
-static int64_t on_exit_stop(struct tracer *tr, pid_t pid, struct tstate *s)
+static int64_t on_exit_stop(struct tracer *tr, pid_t pid, struct cj_pt_tracee *s)
 {
 	int64_t delay = 0;
 	if (s->set_ret) {
@@ -354,7 +242,7 @@ static bool is_thread_of_main(struct tracer *tr, pid_t tid)
 
 static void on_stop(struct tracer *tr, pid_t pid, int st)
 {
-	struct tstate *s = state(tr, pid, true);
+	struct cj_pt_tracee *s = state(tr, pid, true);
 	if (!s) {
 		ptrace(PTRACE_DETACH, pid, 0, 0); /* table full: cannot happen below NSLOTS tracees */
 		return;
@@ -363,12 +251,8 @@ static void on_stop(struct tracer *tr, pid_t pid, int st)
 	bool first = !s->seen;
 	s->seen = true;
 	if (s->inject) { /* our injected call runs: follow it to its exit, hold signals back */
-		struct __ptrace_syscall_info info;
-		if (sig != (SIGTRAP | 0x80))
-			s->pending_sig = event ? s->pending_sig : sig;
-		else if (ptrace(PTRACE_GET_SYSCALL_INFO, pid, sizeof(info), &info) > 0 &&
-		         info.op == PTRACE_SYSCALL_INFO_EXIT)
-			inject_exit(pid, s);
+		if (!event)
+			cj_pt_chfs_injected_stop(pid, s, sig);
 		if (s->inject)
 			ptrace(PTRACE_SYSCALL, pid, 0, 0);
 		else
@@ -404,7 +288,7 @@ static void on_stop(struct tracer *tr, pid_t pid, int st)
 			return;
 		}
 		if (s->staged) {
-			move_up(pid, s);
+			cj_pt_chfs_opened(pid, s);
 			if (s->inject)
 				ptrace(PTRACE_SYSCALL, pid, 0, 0);
 			else
@@ -463,7 +347,7 @@ static int trace_loop(struct tracer *tr)
 		if (WIFEXITED(st) || WIFSIGNALED(st)) {
 			if (pid == tr->main_pid)
 				tr->main_status = cj_wait_status(st);
-			struct tstate *s = state(tr, pid, false);
+			struct cj_pt_tracee *s = state(tr, pid, false);
 			if (s && s->staged)
 				close(s->staged - 1);
 			forget(tr, pid);
