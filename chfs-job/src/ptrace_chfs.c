@@ -25,9 +25,9 @@
  * descriptor itself (ptrace has no ADDFD; the magic link opens the same memfd or staged
  * directory, checked like a ptrace read access: same user). Its exit moves the new descriptor to
  * the reserved range (cj_pt_chfs_opened). Any other call is answered by libchfs and skipped. */
-bool cj_pt_chfs_entry(struct cj_chfs *c, const struct cj_policy *p, const struct cj_decision *d,
-                      pid_t pid, struct cj_pt_tracee *s, const struct cj_sysc *sc,
-                      struct user_regs_struct *r, const uint64_t a[6])
+bool cj_pt_chfs_entry(struct cj_chfs *c, const struct cj_policy *p, const struct cj_decision *d, pid_t pid,
+                      struct cj_pt_tracee *s, const struct cj_sysc *sc, struct user_regs_struct *r,
+                      const uint64_t a[6])
 {
 	int nr = (int)r->orig_rax;
 	if (sc->kind != CJ_SK_OPEN) {

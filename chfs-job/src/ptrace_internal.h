@@ -35,9 +35,9 @@ int cj_pt_push_str(pid_t pid, uint64_t *sp, const char *str);
 
 /* ptrace_chfs.c. A trapped entry decided CJ_V_CHFS (d): carry it out; true if the exit stop is
  * needed (always). */
-bool cj_pt_chfs_entry(struct cj_chfs *c, const struct cj_policy *p, const struct cj_decision *d,
-                      pid_t pid, struct cj_pt_tracee *s, const struct cj_sysc *sc,
-                      struct user_regs_struct *r, const uint64_t a[6]);
+bool cj_pt_chfs_entry(struct cj_chfs *c, const struct cj_policy *p, const struct cj_decision *d, pid_t pid,
+                      struct cj_pt_tracee *s, const struct cj_sysc *sc, struct user_regs_struct *r,
+                      const uint64_t a[6]);
 /* The exit of a staged open (s->staged): starts moving the descriptor up (s->inject set). */
 void cj_pt_chfs_opened(pid_t pid, struct cj_pt_tracee *s);
 /* A stop of a tracee whose injected calls run (s->inject): signal stops are held back, the exit
