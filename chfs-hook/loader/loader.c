@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/single_threaded.h>
 #include <unistd.h>
 
 static char loader_path[PATH_MAX];
@@ -58,8 +59,34 @@ static int load_hook_library(void)
 	return rc;
 }
 
+/* The application's libc believes the process single-threaded until *it* starts a thread, and
+ * until then takes its shortcuts: malloc without arena locks, and mutexes (the dynamic loader's
+ * recursive locks among them) locked and unlocked with plain stores and no futex wake. The CHFS
+ * client's threads are started by the hook namespace's libc, which the application's never
+ * hears of, yet they enter the shared dynamic loader (TLS of the dlmopen'ed libraries, lazy
+ * binding) and so the application's libc: a single-threaded hooked program lost wake-ups on
+ * the loader's TLS lock (its progress thread slept, the reply it should have read was never
+ * read: "no reply within 5000 ms") and could corrupt the loader's heap. One thread started and
+ * joined through the application's libc ends its single-thread mode for good (fork keeps it). */
+static void *no_op(void *arg) { return arg; }
+
+static int end_single_thread_mode(void)
+{
+	if (!__libc_single_threaded)
+		return 0;
+	pthread_t t;
+	int rc = pthread_create(&t, NULL, no_op, NULL);
+	if (rc == 0)
+		rc = pthread_join(t, NULL);
+	if (rc != 0)
+		fprintf(stderr, "chfs-hook: cannot start a thread: %s\n", strerror(rc));
+	return rc == 0 ? 0 : -1;
+}
+
 static int load_hook_library_once(void)
 {
+	if (end_single_thread_mode() < 0)
+		return -1;
 	char path[PATH_MAX];
 	if (hook_library_path(path, sizeof path) < 0) {
 		fputs("chfs-hook: CHFS_HOOK_LIB is too long\n", stderr);
