@@ -19,6 +19,7 @@
 #include "flush_meta.h"
 #include "chfsd.h"
 #include "find.h"
+#include "inode.h"
 #include "io_engine.h"
 #include "moved.h"
 
@@ -319,9 +320,9 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	case WOP_INSERT:
 		bmeta_settle(d, q->path);
 		rc = st_insert(d->st, q->path, &q->md, q->flags & WIRE_INSERT_NOREPLACE, &old, &flag);
-		if (rc == 0 && S_ISREG(q->md.mode))
+		if (rc == 0 && S_ISREG(q->md.mode) && !(q->flags & WIRE_INSERT_LINK))
 			moved_note(q->md.fileid, q->path); /* a rename's new name (see moved.c) */
-		if (rc == 0)
+		if (rc == 0 && !(q->flags & WIRE_INSERT_LINK))
 			bmeta_note_rename(d, NULL, q->path, &q->md);
 		if (rc == 0) {
 			wenc_u32(e, (uint32_t)flag);
@@ -368,6 +369,10 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		}
 		return rc;
 	case WOP_FIND: return find_handle(d->st, q, e);
+	case WOP_INODE_GET:
+	case WOP_INODE_PUT:
+	case WOP_INODE_ADJUST:
+	case WOP_INODE_SETATTR: return inode_handle(d, q, e);
 	case WOP_STAGE_ENTRY:
 		if ((rc = backend_stage_entry(d, q->path, q->flags, &md)) == 0)
 			wenc_md(e, &md);
@@ -479,6 +484,11 @@ static int take_keys(struct chfsd *d, const struct wire_req *q)
 		int rc = rebalance_take_entry(d, q->path);
 		return rc ? rc : rebalance_take_entry(d, q->path2);
 	}
+	}
+	if (inode_op(q->h.op)) {
+		char key[WIRE_INODE_KEY_LEN + 1];
+		inode_req_key(q, key);
+		return rebalance_take_entry(d, key);
 	}
 	return 0; /* READ and WRITE take their chunks in do_read/do_write */
 }

@@ -16,10 +16,11 @@
  * before a request reaches us, so libchfs only records owners (CHFS_ACT_CHECKED).
  *
  * A file unlinked or renamed over while open stays usable until its last release
- * (chfuse_hidden.c). FIFOs and sockets are CHFS entries the kernel runs (op_mknod). What CHFS
- * does not keep is refused with a clear errno, never faked: hard links (EPERM, what the kernel
- * makes of a missing link operation), device nodes (EPERM),
- * RENAME_EXCHANGE (EINVAL). statfs has no chfs.h call: it reports the file system holding this
+ * (chfuse_hidden.c). FIFOs and sockets are CHFS entries the kernel runs (op_mknod). Hard links
+ * are chfs_link (every name of a linked file reports the file's nlink; libfuse's high-level API
+ * gives each name its own kernel inode, kept coherent by the short attribute timeout and by
+ * opens that drop the page cache). What CHFS does not keep is refused with a clear errno,
+ * never faked: device nodes (EPERM), RENAME_EXCHANGE (EINVAL). statfs has no chfs.h call: it reports the file system holding this
  * node's backing files, scaled by the number of servers (an estimate for df, documented).
  */
 #include "chfuse.h"
@@ -125,6 +126,12 @@ static int op_mknod(const char *path, mode_t mode, dev_t rdev)
 {
 	act_for_caller();
 	return chfs_mknod(path, mode, rdev) < 0 ? neg_errno() : 0;
+}
+
+static int op_link(const char *from, const char *to)
+{
+	act_for_caller();
+	return chfs_link(from, to) < 0 ? neg_errno() : 0;
 }
 
 static int op_rmdir(const char *path)
@@ -382,6 +389,7 @@ const struct fuse_operations chfuse_ops = {
         .mknod = op_mknod,
         .rmdir = op_rmdir,
         .symlink = op_symlink,
+        .link = op_link,
         .rename = op_rename,
         .chmod = op_chmod,
         .chown = op_chown,
