@@ -87,7 +87,11 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 {
 	int hfd = fi || !path ? -1 : chfuse_hidden_fd(path);
 	int rc = fi ? chfs_fstat(file_of(fi)->fd, st) : hfd >= 0 ? chfs_fstat(hfd, st) : chfs_lstat(path, st);
-	return rc < 0 ? neg_errno() : 0;
+	if (rc < 0)
+		return neg_errno();
+	if (hfd < 0)
+		chfuse_links_seen(path, st); /* (fi: libfuse passes the path too, nullpath_ok off) */
+	return 0;
 }
 
 static int op_access(const char *path, int mask)
@@ -118,7 +122,10 @@ static int op_unlink(const char *path)
 	if (chfuse_unhide(path))
 		return 0; /* the last release of a file unlinked while open */
 	act_for_caller();
-	return chfs_unlink(path) < 0 ? neg_errno() : 0;
+	if (chfs_unlink(path) < 0)
+		return neg_errno();
+	chfuse_links_changed(path, 1); /* the other names' nlink */
+	return 0;
 }
 
 /* FIFOs and sockets: the kernel runs them on the inode (chfs.h chfs_mknod). */
@@ -131,7 +138,15 @@ static int op_mknod(const char *path, mode_t mode, dev_t rdev)
 static int op_link(const char *from, const char *to)
 {
 	act_for_caller();
-	return chfs_link(from, to) < 0 ? neg_errno() : 0;
+	if (chfs_link(from, to) < 0)
+		return neg_errno();
+	struct stat st; /* every name's nlink and ctime changed: the old ones' caches go */
+	if (chfs_lstat(from, &st) == 0) {
+		chfuse_links_seen(from, &st);
+		chfuse_links_seen(to, &st);
+		chfuse_links_changed(to, 0);
+	}
+	return 0;
 }
 
 static int op_rmdir(const char *path)
@@ -158,19 +173,29 @@ static int op_rename(const char *from, const char *to, unsigned int flags)
 		if (chfs_lstat(to, &st) == 0)
 			return -EEXIST;
 	}
-	return chfs_rename(from, to) < 0 ? neg_errno() : 0;
+	if (chfs_rename(from, to) < 0)
+		return neg_errno();
+	chfuse_links_changed(to, 1); /* a linked file replaced: its other names' nlink */
+	chfuse_links_changed(from, 1);
+	return 0;
 }
 
 static int op_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
 	act_for_caller();
-	return chfs_chmod(path, mode) < 0 ? neg_errno() : 0;
+	if (chfs_chmod(path, mode) < 0)
+		return neg_errno();
+	chfuse_links_changed(path, 0);
+	return 0;
 }
 
 static int op_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)
 {
 	act_for_caller();
-	return chfs_lchown(path, uid, gid) < 0 ? neg_errno() : 0;
+	if (chfs_lchown(path, uid, gid) < 0)
+		return neg_errno();
+	chfuse_links_changed(path, 0);
+	return 0;
 }
 
 /* Runs fn on the node-local backing file of `path` (fi's, if open with passthrough), if it
@@ -209,6 +234,7 @@ static int op_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	int rc = fi ? chfs_ftruncate(file_of(fi)->fd, size) : chfs_truncate(path, size);
 	if (rc < 0)
 		return neg_errno();
+	chfuse_links_changed(path, 0);
 	/* libchfs records an extending truncate in the metadata only (holes read as zeros through
 	 * the pool), but the kernel reads, writes and mmaps a passthrough file's backing file
 	 * itself: its length must be the file's, or reads stop short and mmap faults (SIGBUS). */
@@ -221,6 +247,7 @@ static int op_utimens(const char *path, const struct timespec tv[2], struct fuse
 	/* The kernel resolved every symlink already: a symlink's node here is the link itself. */
 	if (chfs_lutimens(path, tv) < 0)
 		return neg_errno();
+	chfuse_links_changed(path, 0);
 	/* The server derives a node-local file's times from its backing file: set them there. */
 	return on_backing(path, fi, utimens_fd, tv);
 }
@@ -337,7 +364,10 @@ static int op_flush(const char *path, struct fuse_file_info *fi)
 	struct chfuse_file *f = file_of(fi);
 	if (!atomic_exchange(&f->written, false))
 		return 0;
-	return chfs_fsync(f->fd) < 0 ? neg_errno() : 0;
+	if (chfs_fsync(f->fd) < 0)
+		return neg_errno();
+	chfuse_links_changed(path, 0); /* the size the other names report */
+	return 0;
 }
 
 static int op_release(const char *path, struct fuse_file_info *fi)
