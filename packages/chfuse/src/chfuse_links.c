@@ -76,7 +76,8 @@ void chfuse_links_changed(const char *path, int forget)
 	if (i >= 0) {
 		ino_t ino = table[i].ino;
 		for (int j = 0; j < TABLE_MAX && n < BATCH; j++)
-			if (j != i && table[j].path && table[j].ino == ino && (others[n] = strdup(table[j].path)))
+			if (j != i && table[j].path && table[j].ino == ino &&
+			    (others[n] = strdup(table[j].path)))
 				n++;
 		if (forget)
 			forget_locked(i);

@@ -63,7 +63,7 @@ static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
 	cfg->hard_remove = 0; /* an open file's unlink: libfuse hides it (chfuse_hidden.c) */
 	cfg->nullpath_ok = 0;
-	cfg->use_ino = 0;
+	cfg->use_ino = 1; /* st_ino is the CHFS file id: hard links show as one file (ls -i, du, find) */
 	cfg->attr_timeout = 1.0; /* other nodes change files: keep kernel caches short */
 	cfg->entry_timeout = 1.0;
 	cfg->negative_timeout = 0.0;
@@ -89,7 +89,9 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	int rc = fi ? chfs_fstat(file_of(fi)->fd, st) : hfd >= 0 ? chfs_fstat(hfd, st) : chfs_lstat(path, st);
 	if (rc < 0)
 		return neg_errno();
-	if (hfd < 0)
+	if (path && chfuse_is_hidden_name(path) && st->st_nlink > 0)
+		st->st_nlink++; /* libfuse takes one off for its hidden name: other hard links remain */
+	else if (hfd < 0)
 		chfuse_links_seen(path, st); /* (fi: libfuse passes the path too, nullpath_ok off) */
 	return 0;
 }
