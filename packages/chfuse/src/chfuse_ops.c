@@ -399,6 +399,11 @@ struct dir_fill {
 static int dir_fill_one(void *arg, const char *name, const struct stat *st, off_t off)
 {
 	struct dir_fill *d = arg;
+	if (st && st->st_ino == 0) { /* a listing has no file ids: d_ino "unknown", libfuse's own */
+		struct stat cp = *st;  /* value without use_ino (d_ino 0 would hide the entry) */
+		cp.st_ino = 0xffffffff;
+		return d->filler(d->buf, name, &cp, 0, 0);
+	}
 	return d->filler(d->buf, name, st, 0, 0);
 }
 
