@@ -10,8 +10,9 @@
  * POSIX's rules for the process's credentials). mknod makes FIFO and socket entries (a FIFO
  * opens as a node-local shadow, fifo.c; a socket's open is ENXIO as Linux's). link/linkat
  * are chfs_link (a final symlink is not followed: linking one, or with AT_SYMLINK_FOLLOW to
- * one, is EPERM). CHFS has no device nodes or xattrs: device mknod is EPERM, xattr calls
- * ENOTSUP.
+ * one, is EPERM). Device mknod makes a device entry for root (EPERM for others, as without
+ * CAP_MKNOD; opening one is ENXIO: the hook does not open devices). CHFS has no xattrs: xattr
+ * calls ENOTSUP.
  */
 #define _GNU_SOURCE
 #include "hook.h"
@@ -210,7 +211,7 @@ static long chfs_name_op(enum name_op op, const char *p, const long *x)
 			return chfs_err();
 		return -ENOTSUP;
 	}
-	case OP_MKNOD: /* FIFOs and sockets as entries (libchfs special.c); devices EPERM */
+	case OP_MKNOD: /* FIFOs, sockets and device nodes as entries (libchfs special.c) */
 		r = chfs_mknod(p,
 		               (mode_t)(x[0] & S_IFMT) | ((mode_t)x[0] & ~atomic_load(&hook_umask) & 07777),
 		               (dev_t)x[1]);

@@ -630,11 +630,11 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 			r->flags = wdec_u32(&d);
 		if (!d.err && !md_ok(&r->md))
 			bad = -EINVAL;
-		/* The entry type must fit the op: files, symlinks, FIFOs and sockets are created,
-		 * directories made. */
+		/* The entry type must fit the op: files, symlinks, FIFOs, sockets and device nodes
+		 * are created, directories made. */
 		if (!d.err && !bad) {
 			uint32_t t = r->md.mode & S_IFMT;
-			int special = t == S_IFIFO || t == S_IFSOCK;
+			int special = t == S_IFIFO || t == S_IFSOCK || t == S_IFCHR || t == S_IFBLK;
 			int ok = r->h.op == WOP_MKDIR ? t == S_IFDIR
 			         : r->h.op == WOP_CREATE
 			                 ? (t == S_IFREG || t == S_IFLNK || special)

@@ -170,6 +170,7 @@ struct chfs_md {
 	union {
 		uint32_t pkey;    /* a file: placement key of its chunks (striped files) */
 		uint32_t subdirs; /* a directory: how many subdirectories it has (st_nlink - 2) */
+		uint32_t rdev;    /* a device node: its number (Linux's new_encode_dev) */
 	};
 	uint64_t size, fileid;
 	int64_t atime_ns, mtime_ns, ctime_ns;

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 static int64_t now_ns(void)
@@ -121,6 +122,9 @@ void md_to_stat(const struct chfs_md *md, const char *cpath, struct stat *st)
 	st->st_nlink = S_ISDIR(md->mode)         ? 2 + (nlink_t)md->subdirs
 	               : (md->flags & MD_LINKED) ? (nlink_t)md->nlink
 	                                         : 1;
+	if (S_ISCHR(md->mode) || S_ISBLK(md->mode)) /* Linux's new_decode_dev */
+		st->st_rdev =
+		        makedev((md->rdev & 0xfff00) >> 8, (md->rdev & 0xff) | ((md->rdev >> 12) & 0xfff00));
 	st->st_uid = md->uid;
 	st->st_gid = md->gid;
 	st->st_size = (off_t)md->size;
@@ -585,7 +589,7 @@ static int open_existing(struct ns_call *c, int32_t flags, int posix)
 	if (rc)
 		return rc;
 	int acc = flags & O_ACCMODE;
-	if (S_ISFIFO(md->mode) || S_ISSOCK(md->mode))
+	if (S_ISFIFO(md->mode) || S_ISSOCK(md->mode) || S_ISCHR(md->mode) || S_ISBLK(md->mode))
 		return -ENXIO; /* node-local objects: the kernel runs them on a mount (special.c) */
 	if (S_ISDIR(md->mode) && acc != O_RDONLY)
 		return -EISDIR;

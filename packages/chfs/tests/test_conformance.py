@@ -30,8 +30,7 @@ KNOWN.update({
                                     "(CHFS_PATH_MAX): deeper entries are ENAMETOOLONG even when "
                                     "every argument is short"
     for p in ("chfuse", "hook")})
-# Not done yet (issue 16): device nodes (item 3; mknod of a device gives EPERM on CHFS).
-PENDING = {(p, "mknod-char"): "issue 16 item 3: device nodes" for p in ("chfuse", "hook")}
+PENDING = {}
 
 README = os.path.join(conformance.ROOT, "README.md")
 

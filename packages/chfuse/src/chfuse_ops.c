@@ -20,7 +20,7 @@
  * are chfs_link (every name of a linked file reports the file's nlink; libfuse's high-level API
  * gives each name its own kernel inode, kept coherent by the short attribute timeout and by
  * opens that drop the page cache). What CHFS does not keep is refused with a clear errno,
- * never faked: device nodes (EPERM), RENAME_EXCHANGE (EINVAL). statfs has no chfs.h call: it reports the file system holding this
+ * never faked: RENAME_EXCHANGE (EINVAL). Device nodes are CHFS entries the kernel opens. statfs has no chfs.h call: it reports the file system holding this
  * node's backing files, scaled by the number of servers (an estimate for df, documented).
  */
 #include "chfuse.h"
@@ -399,8 +399,8 @@ struct dir_fill {
 static int dir_fill_one(void *arg, const char *name, const struct stat *st, off_t off)
 {
 	struct dir_fill *d = arg;
-	if (st && st->st_ino == 0) { /* a listing has no file ids: d_ino "unknown", libfuse's own */
-		struct stat cp = *st;  /* value without use_ino (d_ino 0 would hide the entry) */
+	if (st && st->st_ino == 0) {  /* a listing has no file ids: d_ino "unknown", libfuse's own */
+		struct stat cp = *st; /* value without use_ino (d_ino 0 would hide the entry) */
 		cp.st_ino = 0xffffffff;
 		return d->filler(d->buf, name, &cp, 0, 0);
 	}
