@@ -54,6 +54,8 @@ def test_links_across_directories_and_servers_share_data_count_and_size(chfs_poo
     # the inode record is no name: not listed in the root
     root = io(pool, "ls", "/").stdout.decode().split()
     assert sorted(root) == [f"d{i}" for i in range(8)], root
+    found = pool.run(["chfind", "/"]).stdout.split("\n")
+    assert sorted(p for p in found if p) == sorted(["/"] + [f"/d{i}" for i in range(8)] + names), found
     # unlink either name, in any order: the count goes down, the data stay until the last
     order = [names[0]] + names[2:] + [names[1]]
     for k, n in enumerate(order):

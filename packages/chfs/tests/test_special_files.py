@@ -7,6 +7,8 @@ entry script runs on tmpfs, chfuse and the hook; the FIFO I/O script on all thre
 CHFS FIFO opens as a node-local shadow FIFO, chfs-hook/hook/fifo.c), the socket script on tmpfs
 and chfuse (the hook does not redirect bind/connect of CHFS names yet).
 """
+import pytest
+
 from tri_path import on_chfuse, on_tmpfs, under_hook
 
 ENTRIES = r"""
@@ -125,6 +127,7 @@ print("\n".join(out))
 """
 
 
+@pytest.mark.hook
 def test_device_nodes_under_the_hook_and_on_chfuse_as_on_tmpfs(chfs_pool, tmp_path):
     want = on_tmpfs(DEVICES)
     assert "big type=True rdev=4095:1048575" in want, want
