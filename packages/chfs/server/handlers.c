@@ -567,7 +567,7 @@ void handle_request(xprt_req_t *r, void *arg)
 }
 
 /* ---- small requests answered on the transport's progress thread (xprt_serve_inline) ----
- * A STAT, the commonest metadata request (one hash lookup in the in-memory namespace), is
+ * A STAT (and a linked file's INODE_GET, the same look-up by its inode key), the commonest metadata request (one hash lookup in the in-memory namespace), is
  * answered where it arrived, without the hand-off to a worker and back, when nothing in it can
  * block: no backend to read through on a miss, the sender's ring epoch current, the ring gate
  * free without waiting (a member change holds it for writing while it calls other servers), and
@@ -586,7 +586,7 @@ int handle_inline(xprt_req_t *r, void *arg)
 	size_t len;
 	const void *msg = xprt_req_data(r, &len);
 	struct wire_hdr h;
-	if (d->bk || wire_hdr_get(msg, len, &h) != 0 || h.op != WOP_STAT)
+	if (d->bk || wire_hdr_get(msg, len, &h) != 0 || (h.op != WOP_STAT && h.op != WOP_INODE_GET))
 		return 0;
 	if (!t && !(t = malloc(sizeof *t)))
 		return 0;
@@ -603,9 +603,14 @@ int handle_inline(xprt_req_t *r, void *arg)
 	struct wenc e;
 	wenc_init(&e, t->rep, sizeof t->rep);
 	wenc_reserve(&e, WIRE_HDR_LEN);
+	if (q->h.op == WOP_INODE_GET) /* a linked file's stat: its second request (inode.c) */
+		inode_req_key(q, q->path);
 	int rc = st_lookup(d->st, q->path, &t->md);
+	if (rc == 0 && q->h.op == WOP_INODE_GET && t->md.fileid != q->fileid)
+		rc = -ESTALE;
 	if (rc == 0) {
-		merge_local(d, &t->md);
+		if (q->h.op == WOP_STAT)
+			merge_local(d, &t->md);
 		wenc_md(&e, &t->md);
 		rc = e.err;
 	}
