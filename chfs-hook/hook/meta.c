@@ -8,8 +8,11 @@
  * EXDEV for rename and link, as between two file systems, so mv falls back to copying.
  * Owners are CHFS's (chown/lchown/fchown/fchownat go to chfs_chown/chfs_lchown, which apply
  * POSIX's rules for the process's credentials). mknod makes FIFO and socket entries (a FIFO
- * opens as a node-local shadow, fifo.c; a socket's open is ENXIO as Linux's). CHFS has no hard links, device nodes or
- * xattrs: link and device mknod are EPERM, xattr calls ENOTSUP.
+ * opens as a node-local shadow, fifo.c; a socket's open is ENXIO as Linux's). link/linkat
+ * are chfs_link (a final symlink is not followed: linking one, or with AT_SYMLINK_FOLLOW to
+ * one, is EPERM). Device mknod makes a device entry for root (EPERM for others, as without
+ * CAP_MKNOD; opening one is ENXIO: the hook does not open devices). CHFS has no xattrs: xattr
+ * calls ENOTSUP.
  */
 #define _GNU_SOURCE
 #include "hook.h"
@@ -208,7 +211,7 @@ static long chfs_name_op(enum name_op op, const char *p, const long *x)
 			return chfs_err();
 		return -ENOTSUP;
 	}
-	case OP_MKNOD: /* FIFOs and sockets as entries (libchfs special.c); devices EPERM */
+	case OP_MKNOD: /* FIFOs, sockets and device nodes as entries (libchfs special.c) */
 		r = chfs_mknod(p,
 		               (mode_t)(x[0] & S_IFMT) | ((mode_t)x[0] & ~atomic_load(&hook_umask) & 07777),
 		               (dev_t)x[1]);
@@ -329,13 +332,13 @@ static long two_names(const struct chfs_sysargs *s, int d1, const char *p1, int 
 	if (rc < 0)
 		return rc;
 	struct stat st;
-	if (is_link)
-		return chfs_lstat(t1->path, &st) == 0 ? -EPERM : chfs_err();
-	if (flags & RENAME_EXCHANGE)
+	if (is_link && (flags & ~(unsigned)(AT_SYMLINK_FOLLOW | AT_EMPTY_PATH)))
 		return -EINVAL;
-	if ((flags & RENAME_NOREPLACE) && chfs_lstat(t2->path, &st) == 0)
+	if (!is_link && (flags & RENAME_EXCHANGE))
+		return -EINVAL;
+	if (!is_link && (flags & RENAME_NOREPLACE) && chfs_lstat(t2->path, &st) == 0)
 		return -EEXIST;
-	if (chfs_rename(t1->path, t2->path) == 0)
+	if ((is_link ? chfs_link(t1->path, t2->path) : chfs_rename(t1->path, t2->path)) == 0)
 		return 0;
 	rc = hook_path_err(t1->path);
 	return rc == -ENOENT && chfs_lstat(t1->path, &st) == 0 ? hook_path_err(t2->path) : rc;
@@ -471,7 +474,9 @@ long hook_do_meta(const struct chfs_sysargs *s)
 		return two_names(s, (int)a[0], (const char *)a[1], (int)a[2], (const char *)a[3],
 		                 (unsigned)a[4]);
 	case SYS_link: return two_names(s, AT_FDCWD, (const char *)a[0], AT_FDCWD, (const char *)a[1], 0);
-	case SYS_linkat: return two_names(s, (int)a[0], (const char *)a[1], (int)a[2], (const char *)a[3], 0);
+	case SYS_linkat:
+		return two_names(s, (int)a[0], (const char *)a[1], (int)a[2], (const char *)a[3],
+		                 (unsigned)a[4]);
 	case SYS_symlink: return symlink_op(s, (const char *)a[0], AT_FDCWD, (const char *)a[1]);
 	case SYS_symlinkat: return symlink_op(s, (const char *)a[0], (int)a[1], (const char *)a[2]);
 	case SYS_openat2: {

@@ -44,7 +44,9 @@ int path_canonical(const char *in, char *out)
 		o += n;
 	}
 	out[o] = '\0';
-	return 0;
+	/* A top-level name starting with \x01 is reserved: the servers keep hard-linked files'
+	 * inode records under such keys (wire_inode_key), never listed nor reachable by a path. */
+	return out[0] == '\x01' ? -EINVAL : 0;
 }
 
 int path_check_canonical(const char *p, size_t len, int allow_root)

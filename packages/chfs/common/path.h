@@ -18,7 +18,8 @@
 #define CHFS_NAME_MAX 255
 
 /* Canonicalise `in` into out (capacity CHFS_PATH_MAX). Returns 0, -ENOENT for "", -EINVAL for a
- * path climbing above the root, -ENAMETOOLONG for an over-long component or path. */
+ * path climbing above the root or whose first name starts with byte 1 (reserved for inode
+ * records), -ENAMETOOLONG for an over-long component or path. */
 int path_canonical(const char *in, char *out);
 /* 0 if `p` (length len, not necessarily NUL-terminated) is canonical; root ("") allowed only if
  * allow_root. -EINVAL (NUL byte, empty/./.. component, leading or trailing '/') or

@@ -48,6 +48,10 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_STAGE_DATA] = "stage_data",
         [WOP_FLUSH] = "flush",
         [WOP_FLUSH_ERRORS] = "flush-errors",
+        [WOP_INODE_GET] = "inode-get",
+        [WOP_INODE_PUT] = "inode-put",
+        [WOP_INODE_ADJUST] = "inode-adjust",
+        [WOP_INODE_SETATTR] = "inode-setattr",
 };
 
 const char *wire_op_name(unsigned op)
@@ -140,6 +144,16 @@ void wenc_md(struct wenc *e, const struct chfs_md *m)
 	wenc_i64(e, m->ctime_ns);
 	wenc_str(e, m->link);
 	wenc_str(e, m->home);
+	wenc_u32(e, m->nlink);
+}
+
+void wire_inode_key(uint64_t fileid, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	out[0] = '\x01';
+	for (int i = 0; i < 16; i++)
+		out[1 + i] = hex[(fileid >> (60 - 4 * i)) & 15];
+	out[WIRE_INODE_KEY_LEN] = '\0';
 }
 
 /* ---- decoder ---- */
@@ -217,6 +231,7 @@ void wdec_md(struct wdec *d, struct chfs_md *m)
 	m->ctime_ns = wdec_i64(d);
 	wdec_str(d, m->link, sizeof m->link);
 	wdec_str(d, m->home, sizeof m->home);
+	m->nlink = wdec_u32(d);
 }
 
 int wdec_finish(struct wdec *d)
@@ -454,9 +469,25 @@ static int md_ok(const struct chfs_md *m)
 		return 0;
 	if (m->flags & ~(uint32_t)MD_FLAGS_ALL)
 		return 0;
+	if (m->nlink > WIRE_NLINK_MAX || (m->nlink && !(m->flags & MD_LINKED)))
+		return 0;
 	if ((m->flags & MD_LOCAL) && !wire_addr_ok(m->home, strlen(m->home)))
 		return 0;
 	return 1;
+}
+
+/* SETATTR's fields after the file id (SETATTR, INODE_SETATTR). */
+static void dec_setattr(struct wdec *d, struct wire_req *r, int *bad)
+{
+	r->which = wdec_u32(d);
+	r->mode = wdec_u32(d);
+	r->atime_ns = wdec_i64(d);
+	r->mtime_ns = wdec_i64(d);
+	r->size = wdec_u64(d);
+	r->uid = wdec_u32(d);
+	r->gid = wdec_u32(d);
+	if (!d->err && (r->which == 0 || (r->which & ~(uint32_t)WIRE_SET_ALL) || r->size > WIRE_MAX_OFFSET))
+		*bad = -EINVAL;
 }
 
 static void dec_segs(struct wdec *d, struct wire_req *r, int *bad)
@@ -599,11 +630,11 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 			r->flags = wdec_u32(&d);
 		if (!d.err && !md_ok(&r->md))
 			bad = -EINVAL;
-		/* The entry type must fit the op: files, symlinks, FIFOs and sockets are created,
-		 * directories made. */
+		/* The entry type must fit the op: files, symlinks, FIFOs, sockets and device nodes
+		 * are created, directories made. */
 		if (!d.err && !bad) {
 			uint32_t t = r->md.mode & S_IFMT;
-			int special = t == S_IFIFO || t == S_IFSOCK;
+			int special = t == S_IFIFO || t == S_IFSOCK || t == S_IFCHR || t == S_IFBLK;
 			int ok = r->h.op == WOP_MKDIR ? t == S_IFDIR
 			         : r->h.op == WOP_CREATE
 			                 ? (t == S_IFREG || t == S_IFLNK || special)
@@ -633,16 +664,7 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 	case WOP_SETATTR:
 		dec_path(&d, r->path, 1, &bad);
 		r->fileid = wdec_u64(&d);
-		r->which = wdec_u32(&d);
-		r->mode = wdec_u32(&d);
-		r->atime_ns = wdec_i64(&d);
-		r->mtime_ns = wdec_i64(&d);
-		r->size = wdec_u64(&d);
-		r->uid = wdec_u32(&d);
-		r->gid = wdec_u32(&d);
-		if (!d.err &&
-		    (r->which == 0 || (r->which & ~(uint32_t)WIRE_SET_ALL) || r->size > WIRE_MAX_OFFSET))
-			bad = -EINVAL;
+		dec_setattr(&d, r, &bad);
 		break;
 	case WOP_WRITE:
 	case WOP_READ:
@@ -701,6 +723,26 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 			bad = -EINVAL;
 		break;
 	case WOP_FLUSH_ERRORS: break;
+	case WOP_INODE_GET: r->fileid = wdec_u64(&d); break;
+	case WOP_INODE_PUT:
+		r->fileid = wdec_u64(&d);
+		wdec_md(&d, &r->md);
+		if (!d.err && (!md_ok(&r->md) || !S_ISREG(r->md.mode) || r->md.fileid != r->fileid))
+			bad = -EINVAL;
+		break;
+	case WOP_INODE_ADJUST:
+		r->fileid = wdec_u64(&d);
+		r->flags = wdec_u32(&d);
+		if (!d.err && r->flags > 1)
+			bad = -EINVAL;
+		break;
+	case WOP_INODE_SETATTR:
+		r->fileid = wdec_u64(&d);
+		dec_setattr(&d, r, &bad);
+		if (!d.err && (r->which & (WIRE_SET_LINKED | WIRE_SET_TOUCH | WIRE_SET_SUBDIR_ADD |
+		                           WIRE_SET_SUBDIR_DEL)))
+			bad = -EINVAL;
+		break;
 	case WOP_STAGE_ENTRY:
 		dec_path(&d, r->path, 0, &bad);
 		r->flags = wdec_u32(&d);

@@ -1,6 +1,6 @@
 /*
- * wire.h — the CHFS RPC wire format (version 4: owner and group in SETATTR; version 3 brought the
- * membership epoch in every header, the placement tag in data requests and the rebalance ops),
+ * wire.h — the CHFS RPC wire format (version 5: nlink in the metadata and the hard-link ops;
+ * version 4: owner and group in SETATTR; version 3 brought the membership epoch in every header, the placement tag in data requests and the rebalance ops),
  * shared by libchfs and chfsd.
  *
  * Every message = a fixed 64-byte header + a body. Header (little endian):
@@ -32,7 +32,7 @@
 #include "secret.h"
 
 #define WIRE_MAGIC 0x53464843u /* "CHFS" */
-#define WIRE_VERSION 4
+#define WIRE_VERSION 5
 #define WIRE_HDR_LEN 64
 #define WIRE_REPLY 0x8000
 #define WIRE_ADDR_MAX 256
@@ -94,6 +94,15 @@ enum wire_op {
 	                   * and changes that failed stay in CHFS) */
 	WOP_FLUSH_ERRORS, /* -> u32 n, n x str "path: error" (the files whose last flush to the
 	                   * backend failed, as WOP_FLUSH lists them, without flushing: status) */
+	/* Hard links (server/inode.c, lib/link.c): a linked file's attributes live in its inode
+	 * record, kept by the owner of the reserved key wire_inode_key(fileid); its names are
+	 * records with MD_LINKED. */
+	WOP_INODE_GET,     /* u64 fileid -> md (nlink = its names) */
+	WOP_INODE_PUT,     /* u64 fileid, md: the inode record of a file being linked, nlink 1
+	                    * (kept as it is if it exists: a link cut short, or a concurrent one) */
+	WOP_INODE_ADJUST,  /* u64 fileid, u32 add (1: a name added, 0: one removed) -> md after
+	                    * (nlink 0: the record is gone; EMLINK above WIRE_NLINK_MAX) */
+	WOP_INODE_SETATTR, /* u64 fileid, then SETATTR's fields after its file id -> md */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);
@@ -107,6 +116,7 @@ enum { WIRE_MIG_ENTRY = 1, WIRE_MIG_CHUNK = 2 };
 
 #define WIRE_CREATE_EXCL 1
 #define WIRE_INSERT_NOREPLACE 1
+#define WIRE_INSERT_LINK 2 /* a new name of a linked file (chfs_link), not a rename's half */
 
 /* SETATTR "which" bits. */
 #define WIRE_SET_MODE 1
@@ -122,7 +132,19 @@ enum { WIRE_MIG_ENTRY = 1, WIRE_MIG_CHUNK = 2 };
 #define WIRE_SET_TOUCH 128
 #define WIRE_SET_SUBDIR_ADD 256
 #define WIRE_SET_SUBDIR_DEL 512
-#define WIRE_SET_ALL 1023
+/* Make a plain file record a name record of a linked file (MD_LINKED; its attributes move to
+ * the inode record, which the client wrote first). Any SETATTR of a name record already linked
+ * answers WIRE_ELINKED: the client sends it to the inode record instead. */
+#define WIRE_SET_LINKED 1024
+#define WIRE_SET_ALL 2047
+/* Reply status (outside the errno range): the name is a name record of a linked file; its
+ * attributes are in the inode record (WOP_INODE_SETATTR). */
+#define WIRE_ELINKED (-10002)
+#define WIRE_NLINK_MAX 65535 /* (the record keeps nlink in 16 bits) */
+/* The inode record's key: "\x01" + 16 hex digits of the file id, a top-level name no client
+ * path may use (path_canonical refuses it). out: at least WIRE_INODE_KEY_LEN + 1 bytes. */
+#define WIRE_INODE_KEY_LEN 17
+void wire_inode_key(uint64_t fileid, char *out);
 
 /* What a SETATTR changes: the WIRE_SET_* bits in `which` and their values. */
 struct wire_setattr {
@@ -136,7 +158,10 @@ struct wire_setattr {
 #define MD_BACKEND 2 /* read through from the backend (chfsd -b): md.link = its backend path */
 #define MD_FLUSH 4   /* written data are flushed to the backend at md.link (chfsd -b) */
 #define MD_PATHED (MD_BACKEND | MD_FLUSH) /* data requests carry md.link */
-#define MD_FLAGS_ALL (MD_LOCAL | MD_BACKEND | MD_FLUSH)
+#define MD_LINKED \
+	8 /* a hard-linked file: a name record (attributes in the inode record, see
+                     * WOP_INODE_GET) or, at the inode key, the inode record itself */
+#define MD_FLAGS_ALL (MD_LOCAL | MD_BACKEND | MD_FLUSH | MD_LINKED)
 
 /* A namespace entry: the metadata of a file, directory or symlink. */
 struct chfs_md {
@@ -145,9 +170,11 @@ struct chfs_md {
 	union {
 		uint32_t pkey;    /* a file: placement key of its chunks (striped files) */
 		uint32_t subdirs; /* a directory: how many subdirectories it has (st_nlink - 2) */
+		uint32_t rdev;    /* a device node: its number (Linux's new_encode_dev) */
 	};
 	uint64_t size, fileid;
 	int64_t atime_ns, mtime_ns, ctime_ns;
+	uint32_t nlink;           /* an inode record's names (MD_LINKED); 0 otherwise */
 	char link[CHFS_PATH_MAX]; /* symlink target */
 	char home[WIRE_ADDR_MAX]; /* MD_LOCAL: address of the server holding every chunk */
 };

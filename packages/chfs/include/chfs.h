@@ -104,6 +104,9 @@ int chfs_readdir(const char *path, void *buf,
 int chfs_readdir_index(const char *path, int index, void *buf,
                        int (*filler)(void *, const char *, const struct stat *, off_t));
 int chfs_symlink(const char *target, const char *path);
+/* A second name for a regular file (link(2)): any number of directories and servers apart;
+ * EPERM for a directory (and, for now, a symlink, FIFO or socket), EEXIST, ENOENT. */
+int chfs_link(const char *oldpath, const char *newpath);
 /* Extension: a FIFO (S_IFIFO) or socket (S_IFSOCK) entry, or an empty regular file; device
  * nodes are EPERM. FIFOs and sockets are node-local: the kernel runs them on a chfuse mount;
  * chfs_open of one is ENXIO. */

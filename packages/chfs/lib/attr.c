@@ -61,6 +61,8 @@ static int setattr_path(const char *path, struct attr_change *a)
 		rc = fd_sync_sizes(md->fileid);
 	if (rc)
 		return rc;
+	if (md->flags & MD_LINKED)
+		return link_setattr(c->s, md->fileid, &a->set, NULL);
 	RPC_DECL(r);
 	rpc_begin(&r, WOP_SETATTR);
 	wenc_str(&r.e, name);
@@ -72,7 +74,10 @@ static int setattr_path(const char *path, struct attr_change *a)
 	wenc_u64(&r.e, 0);
 	wenc_u32(&r.e, a->set.uid);
 	wenc_u32(&r.e, a->set.gid);
-	return rpc_call_path(c->s, name, &r);
+	rc = rpc_call_path(c->s, name, &r);
+	if (rc == WIRE_ELINKED) /* linked since we looked */
+		rc = link_setattr(c->s, md->fileid, &a->set, NULL);
+	return rc;
 }
 
 int chfs_chmod(const char *path, mode_t mode)

@@ -185,6 +185,16 @@ int orphan_truncate(struct srvlist *s, struct chfs_file *f, off_t len);
 /* Process exit (chfs_term): remove the data of every orphan still open. */
 void orphan_term(void);
 
+/* ---- link.c: hard links (see there) ---- */
+/* The inode record of linked file `fileid` (its attributes, nlink). */
+int link_inode_get(struct srvlist *s, uint64_t fileid, struct chfs_md *md);
+/* A SETATTR of a linked file: at its inode record. */
+int link_setattr(struct srvlist *s, uint64_t fileid, const struct wire_setattr *a, struct chfs_md *out);
+/* The name of record md was removed (unlink, rename over it): 1 if that was the file's last
+ * name (a linked file's md becomes its inode record's, whose data then go), 0 if other names
+ * keep it. */
+int link_last_name(struct srvlist *s, struct chfs_md *md);
+
 /* ---- dirtimes.c ---- */
 /* A name at cp was added (delta 0: an entry, 1: a subdirectory) or removed (0, -1) by server
  * done_at: update the directory's times and count at its owner if that is another server. */

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 static int64_t now_ns(void)
@@ -49,6 +50,11 @@ int ns_lookup(struct srvlist *s, const char *cpath, struct chfs_md *md)
 		wdec_md(&r.d, md);
 		if (wdec_finish(&r.d))
 			rc = -EIO;
+	}
+	if (rc == 0 && (md->flags & MD_LINKED)) { /* a linked file's name: its inode record */
+		rc = link_inode_get(s, md->fileid, md);
+		if (rc == -ESTALE)
+			rc = -ENOENT;
 	}
 	if (rc == 0)
 		ns_merge_home(s, md);
@@ -113,7 +119,12 @@ void md_to_stat(const struct chfs_md *md, const char *cpath, struct stat *st)
 	st->st_dev = 0xc4f5;
 	st->st_ino = md->fileid ? (ino_t)md->fileid : (ino_t)chfs_hash_str(cpath);
 	st->st_mode = md->mode;
-	st->st_nlink = S_ISDIR(md->mode) ? 2 + (nlink_t)md->subdirs : 1;
+	st->st_nlink = S_ISDIR(md->mode)         ? 2 + (nlink_t)md->subdirs
+	               : (md->flags & MD_LINKED) ? (nlink_t)md->nlink
+	                                         : 1;
+	if (S_ISCHR(md->mode) || S_ISBLK(md->mode)) /* Linux's new_decode_dev */
+		st->st_rdev =
+		        makedev((md->rdev & 0xfff00) >> 8, (md->rdev & 0xff) | ((md->rdev >> 12) & 0xfff00));
 	st->st_uid = md->uid;
 	st->st_gid = md->gid;
 	st->st_size = (off_t)md->size;
@@ -144,7 +155,14 @@ static int setattr_size(struct srvlist *s, const char *path, uint64_t fileid, ui
 	wenc_u64(&r.e, size);
 	wenc_u32(&r.e, 0); /* uid, gid: unchanged */
 	wenc_u32(&r.e, 0);
-	return rpc_call_path(s, path, &r);
+	int rc = rpc_call_path(s, path, &r);
+	if ((rc == WIRE_ELINKED || rc == -ENOENT || rc == -ESTALE) && fileid) {
+		/* a linked file (its name record, or a name since removed): at its inode record */
+		struct wire_setattr a = {.which = which, .size = size};
+		int lrc = link_setattr(s, fileid, &a, NULL);
+		rc = lrc == -ENOENT && rc != WIRE_ELINKED ? rc : lrc;
+	}
+	return rc;
 }
 
 /* File `fileid` has no entry under the name we knew: another process renamed (or removed) it.
@@ -241,6 +259,13 @@ static int lookup_at(struct srvlist *s, const char *path, void *arg)
 
 int ns_lookup_fileid(struct srvlist *s, uint64_t fileid, struct chfs_md *md, char *found)
 {
+	int rc = link_inode_get(s, fileid, md); /* a linked file whose name went: its inode */
+	if (rc == 0) {
+		md->flags |= MD_LINKED;
+		ns_merge_home(s, md);
+	}
+	if (rc != -ENOENT)
+		return rc;
 	struct lookup_id l = {fileid, md};
 	return try_moved(s, fileid, lookup_at, &l, found);
 }
@@ -564,7 +589,7 @@ static int open_existing(struct ns_call *c, int32_t flags, int posix)
 	if (rc)
 		return rc;
 	int acc = flags & O_ACCMODE;
-	if (S_ISFIFO(md->mode) || S_ISSOCK(md->mode))
+	if (S_ISFIFO(md->mode) || S_ISSOCK(md->mode) || S_ISCHR(md->mode) || S_ISBLK(md->mode))
 		return -ENXIO; /* node-local objects: the kernel runs them on a mount (special.c) */
 	if (S_ISDIR(md->mode) && acc != O_RDONLY)
 		return -EISDIR;
@@ -793,7 +818,7 @@ int chfs_unlink(const char *path)
 	}
 	if (rc == 0)
 		dir_touch(s, cp, placement_owner(s->ring, cp), 0);
-	if (rc == 0 && S_ISREG(md.mode) && !orphan_hold(&md))
+	if (rc == 0 && S_ISREG(md.mode) && link_last_name(s, &md) && !orphan_hold(&md))
 		data_remove_all(s, &md); /* best effort: the name is gone either way */
 	return set_err(rc);
 }
@@ -878,6 +903,14 @@ int chfs_rename(const char *from, const char *to)
 		return set_err(-EINVAL);
 	if ((rc = may_rename(s, cf, md, ct)) < 0)
 		return set_err(rc);
+	if (md->flags & MD_LINKED) { /* two names of one file: rename(2) does nothing */
+		struct chfs_md *t = malloc(sizeof *t);
+		rc = t ? ns_lookup(s, ct, t) : -ENOMEM;
+		int same = rc == 0 && t->fileid == md->fileid && (t->flags & MD_LINKED);
+		free(t);
+		if (same)
+			return 0;
+	}
 	if (S_ISDIR(md->mode)) {
 		rc = dir_nonempty(s, cf);
 		if (rc)
@@ -927,7 +960,8 @@ int chfs_rename(const char *from, const char *to)
 		}
 		break;
 	}
-	if (rc == 0 && replaced && S_ISREG(old->mode) && old->fileid != md->fileid && !orphan_hold(old))
+	if (rc == 0 && replaced && S_ISREG(old->mode) && old->fileid != md->fileid &&
+	    link_last_name(s, old) && !orphan_hold(old))
 		data_remove_all(s, old);
 	free(old);
 	if (rc == 0 && md->fileid)

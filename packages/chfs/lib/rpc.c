@@ -94,6 +94,8 @@ int rpc_status(struct srvlist *s, unsigned idx, int xrc, const uint8_t *rep, siz
 	}
 	if (h.status == WIRE_ERETRY)
 		return -ERESTART;
+	if (h.status == WIRE_ELINKED)
+		return WIRE_ELINKED; /* a SETATTR of a linked file's name: its caller asks the inode */
 	if (h.epoch > s->epoch)
 		client_list_stale(); /* the pool changed: fetch the list on the next call */
 	if (h.status == -EACCES)

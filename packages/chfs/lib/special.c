@@ -7,8 +7,11 @@
  * kernel opens a FIFO and binds a socket on the inode itself (chfuse never sees those opens),
  * so processes of one node talk through it; the hook opens a FIFO as a node-local shadow
  * FIFO (chfs-hook/hook/fifo.c). libchfs itself cannot open one (ENXIO, the errno of opening a
- * socket). Device nodes are refused (EPERM): CHFS keeps no
- * device numbers. mknod of a regular file creates an empty file, as mknod(2) does.
+ * socket). Device nodes (character and block) are records with their device number
+ * (md.rdev, Linux's 32-bit encoding: majors below 4096, minors below 2^20, else EINVAL), made
+ * only by a caller that may (uid 0, or a FUSE daemon acting for a request the kernel checked;
+ * EPERM otherwise, as without CAP_MKNOD); on a chfuse mount the kernel opens them, libchfs and
+ * the hook do not (ENXIO). mknod of a regular file creates an empty file, as mknod(2) does.
  */
 #define _GNU_SOURCE
 #include "client.h"
@@ -17,20 +20,23 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
 int chfs_mknod(const char *path, mode_t mode, dev_t dev)
 {
-	(void)dev;
 	mode_t type = mode & S_IFMT;
 	if (type == 0 || type == S_IFREG) {
 		int fd = chfs_open_posix(path, O_CREAT | O_EXCL | O_WRONLY, mode & 07777, 0);
 		return fd < 0 ? -1 : chfs_close(fd);
 	}
-	if (type == S_IFCHR || type == S_IFBLK)
+	int device = type == S_IFCHR || type == S_IFBLK;
+	if (device && !perm_exempt())
 		return set_err(-EPERM);
-	if (type != S_IFIFO && type != S_IFSOCK)
+	if (device && (major(dev) >= 4096 || minor(dev) >= (1u << 20)))
+		return set_err(-EINVAL);
+	if (type != S_IFIFO && type != S_IFSOCK && !device)
 		return set_err(-EINVAL);
 	NS_CALL_DECL(c);
 	int rc = ns_begin(path, NS_PARENT, c);
@@ -40,6 +46,8 @@ int chfs_mknod(const char *path, mode_t mode, dev_t dev)
 	memset(md, 0, sizeof *md);
 	md->mode = type | (mode & 07777);
 	perm_new_owner(md, &c->parent);
+	if (device) /* Linux's new_encode_dev */
+		md->rdev = (minor(dev) & 0xff) | (major(dev) << 8) | ((minor(dev) & ~0xffu) << 12);
 	md->chunk_size = chfs_client.cfg.chunk_size;
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);

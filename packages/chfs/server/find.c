@@ -66,6 +66,8 @@ static int visit(void *arg, const char *path, const struct chfs_md *md)
 {
 	struct collect *c = arg;
 	const char *rel = path;
+	if (path[0] == '\x01')
+		return 0; /* an inode record (wire_inode_key): no name of the namespace */
 	if (c->startlen) {
 		if (strncmp(path, c->start, c->startlen) != 0 || path[c->startlen] != '/')
 			return 0;

@@ -19,6 +19,7 @@
 #include "flush_meta.h"
 #include "chfsd.h"
 #include "find.h"
+#include "inode.h"
 #include "io_engine.h"
 #include "moved.h"
 
@@ -319,9 +320,9 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	case WOP_INSERT:
 		bmeta_settle(d, q->path);
 		rc = st_insert(d->st, q->path, &q->md, q->flags & WIRE_INSERT_NOREPLACE, &old, &flag);
-		if (rc == 0 && S_ISREG(q->md.mode))
+		if (rc == 0 && S_ISREG(q->md.mode) && !(q->flags & WIRE_INSERT_LINK))
 			moved_note(q->md.fileid, q->path); /* a rename's new name (see moved.c) */
-		if (rc == 0)
+		if (rc == 0 && !(q->flags & WIRE_INSERT_LINK))
 			bmeta_note_rename(d, NULL, q->path, &q->md);
 		if (rc == 0) {
 			wenc_u32(e, (uint32_t)flag);
@@ -368,6 +369,10 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		}
 		return rc;
 	case WOP_FIND: return find_handle(d->st, q, e);
+	case WOP_INODE_GET:
+	case WOP_INODE_PUT:
+	case WOP_INODE_ADJUST:
+	case WOP_INODE_SETATTR: return inode_handle(d, q, e);
 	case WOP_STAGE_ENTRY:
 		if ((rc = backend_stage_entry(d, q->path, q->flags, &md)) == 0)
 			wenc_md(e, &md);
@@ -480,6 +485,11 @@ static int take_keys(struct chfsd *d, const struct wire_req *q)
 		return rc ? rc : rebalance_take_entry(d, q->path2);
 	}
 	}
+	if (inode_op(q->h.op)) {
+		char key[WIRE_INODE_KEY_LEN + 1];
+		inode_req_key(q, key);
+		return rebalance_take_entry(d, key);
+	}
 	return 0; /* READ and WRITE take their chunks in do_read/do_write */
 }
 
@@ -557,7 +567,7 @@ void handle_request(xprt_req_t *r, void *arg)
 }
 
 /* ---- small requests answered on the transport's progress thread (xprt_serve_inline) ----
- * A STAT, the commonest metadata request (one hash lookup in the in-memory namespace), is
+ * A STAT (and a linked file's INODE_GET, the same look-up by its inode key), the commonest metadata request (one hash lookup in the in-memory namespace), is
  * answered where it arrived, without the hand-off to a worker and back, when nothing in it can
  * block: no backend to read through on a miss, the sender's ring epoch current, the ring gate
  * free without waiting (a member change holds it for writing while it calls other servers), and
@@ -576,7 +586,7 @@ int handle_inline(xprt_req_t *r, void *arg)
 	size_t len;
 	const void *msg = xprt_req_data(r, &len);
 	struct wire_hdr h;
-	if (d->bk || wire_hdr_get(msg, len, &h) != 0 || h.op != WOP_STAT)
+	if (d->bk || wire_hdr_get(msg, len, &h) != 0 || (h.op != WOP_STAT && h.op != WOP_INODE_GET))
 		return 0;
 	if (!t && !(t = malloc(sizeof *t)))
 		return 0;
@@ -593,9 +603,14 @@ int handle_inline(xprt_req_t *r, void *arg)
 	struct wenc e;
 	wenc_init(&e, t->rep, sizeof t->rep);
 	wenc_reserve(&e, WIRE_HDR_LEN);
+	if (q->h.op == WOP_INODE_GET) /* a linked file's stat: its second request (inode.c) */
+		inode_req_key(q, q->path);
 	int rc = st_lookup(d->st, q->path, &t->md);
+	if (rc == 0 && q->h.op == WOP_INODE_GET && t->md.fileid != q->fileid)
+		rc = -ESTALE;
 	if (rc == 0) {
-		merge_local(d, &t->md);
+		if (q->h.op == WOP_STAT)
+			merge_local(d, &t->md);
 		wenc_md(&e, &t->md);
 		rc = e.err;
 	}

@@ -369,8 +369,8 @@ int ns_readdir(struct ns_store *ns, const char *path, const char *cursor, ns_rea
 	struct ns_ent *d = nsi_find(ns->idx, path);
 	if (d && S_ISDIR(nsi_mode(d))) {
 		for (struct ns_ent *c = nsi_next_child(d, cursor); c; c = nsi_next_child(d, nsi_name(c))) {
-			if (md_of(c, md) < 0)
-				continue; /* implicit directory */
+			if (md_of(c, md) < 0 || nsi_name(c)[0] == '\x01')
+				continue; /* implicit directory, or an inode record (never listed) */
 			if (fn(arg, nsi_name(c), md)) {
 				*eof = 0;
 				break;
@@ -543,10 +543,22 @@ int ns_setattr(struct ns_store *ns, const char *path, uint64_t fileid, const str
 		return -EPERM;
 	pthread_rwlock_wrlock(&ns->lock);
 	int rc = md_of(nsi_find(ns->idx, path), out);
+	const uint32_t dir_bits = WIRE_SET_TOUCH | WIRE_SET_SUBDIR_ADD | WIRE_SET_SUBDIR_DEL;
 	if (rc == 0) {
 		if (fileid && out->fileid != fileid)
 			rc = -ESTALE;
-		else if ((which & (WIRE_SET_SIZE | WIRE_SET_SIZE_MAX)) && !S_ISREG(out->mode))
+		else if ((out->flags & MD_LINKED) && path[0] != '\x01' && (which & ~dir_bits))
+			rc = WIRE_ELINKED; /* a name record: the attributes are in the inode record */
+		else if (which & WIRE_SET_LINKED) {
+			if (!S_ISREG(out->mode))
+				rc = -EPERM;
+			else {
+				out->flags |= MD_LINKED; /* the client put the inode record first */
+				rc = put_rec(ns, path, out);
+			}
+			pthread_rwlock_unlock(&ns->lock);
+			return rc;
+		} else if ((which & (WIRE_SET_SIZE | WIRE_SET_SIZE_MAX)) && !S_ISREG(out->mode))
 			rc = S_ISDIR(out->mode) ? -EISDIR : -EINVAL;
 		else if ((which & (WIRE_SET_SUBDIR_ADD | WIRE_SET_SUBDIR_DEL)) && !S_ISDIR(out->mode))
 			rc = -ENOTDIR;
@@ -554,6 +566,23 @@ int ns_setattr(struct ns_store *ns, const char *path, uint64_t fileid, const str
 	if (rc == 0) {
 		apply_setattr(out, a, now_ns());
 		rc = put_rec(ns, path, out);
+	}
+	pthread_rwlock_unlock(&ns->lock);
+	return rc;
+}
+
+int ns_adjust_links(struct ns_store *ns, const char *key, uint64_t fileid, int add, struct chfs_md *out)
+{
+	pthread_rwlock_wrlock(&ns->lock);
+	int rc = md_of(nsi_find(ns->idx, key), out);
+	if (rc == 0 && (out->fileid != fileid || !(out->flags & MD_LINKED)))
+		rc = -ESTALE;
+	if (rc == 0 && add && out->nlink >= WIRE_NLINK_MAX)
+		rc = -EMLINK;
+	if (rc == 0) {
+		out->nlink = add ? out->nlink + 1 : out->nlink ? out->nlink - 1 : 0;
+		out->ctime_ns = now_ns();
+		rc = out->nlink ? put_rec(ns, key, out) : change_touch(ns, key, NULL, 0);
 	}
 	pthread_rwlock_unlock(&ns->lock);
 	return rc;

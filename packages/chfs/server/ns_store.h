@@ -67,6 +67,14 @@ int ns_rename(struct ns_store *ns, const char *from, const char *to, struct chfs
 int ns_setattr(struct ns_store *ns, const char *path, uint64_t fileid, const struct wire_setattr *a,
                struct chfs_md *out);
 
+/* Hard links: the inode record at key (wire_inode_key) gains (add) or loses a name; ctime is
+ * now; at nlink 0 the record goes. *out: the record after (nlink 0: as it was, minus the
+ * name). -ENOENT, -ESTALE (another file id), -EMLINK (WIRE_NLINK_MAX names). A SETATTR of a
+ * name record (MD_LINKED, not at an inode key) changing more than its directory bits is
+ * WIRE_ELINKED; WIRE_SET_LINKED makes a plain file's record a name record (-EPERM if not a
+ * regular file). */
+int ns_adjust_links(struct ns_store *ns, const char *key, uint64_t fileid, int add, struct chfs_md *out);
+
 /* The backend file of path's entry moved from `from` to `to` (flush_meta.c): md.link = to, if
  * it is a file whose data go to the backend and md.link is still `from` (-ESTALE otherwise). */
 int ns_relink(struct ns_store *ns, const char *path, const char *from, const char *to);

@@ -7,7 +7,8 @@
  *    off  size  field
  *      0     4  magic        0x52534643, the bytes "CFSR"
  *      4     2  version      RECORD_VERSION (1); any other value is rejected
- *      6     2  reserved     0 (rejected otherwise, so a later version may use it)
+ *      6     2  nlink        an inode record's count of names (flags has MD_LINKED); 0 for
+ *                           every other record (was "reserved, 0": old records read as 0)
  *      8     4  mode         S_IFMT type bits and permission bits
  *     12     4  uid
  *     16     4  gid
@@ -58,7 +59,9 @@ int record_encode(const struct chfs_md *md, uint8_t *buf, size_t cap, size_t *le
 		return -EMSGSIZE;
 	put_le(buf + 0, RECORD_MAGIC, 4);
 	put_le(buf + 4, RECORD_VERSION, 2);
-	put_le(buf + 6, 0, 2);
+	if (md->nlink > 0xffff || (md->nlink && !(md->flags & MD_LINKED)))
+		return -EINVAL;
+	put_le(buf + 6, md->nlink, 2);
 	put_le(buf + 8, md->mode, 4);
 	put_le(buf + 12, md->uid, 4);
 	put_le(buf + 16, md->gid, 4);
@@ -80,8 +83,10 @@ int record_encode(const struct chfs_md *md, uint8_t *buf, size_t cap, size_t *le
 
 int record_decode(const uint8_t *buf, size_t n, struct chfs_md *md)
 {
-	if (n < RECORD_FIXED_LEN || get_le(buf, 4) != RECORD_MAGIC || get_le(buf + 4, 2) != RECORD_VERSION ||
-	    get_le(buf + 6, 2) != 0)
+	if (n < RECORD_FIXED_LEN || get_le(buf, 4) != RECORD_MAGIC || get_le(buf + 4, 2) != RECORD_VERSION)
+		return -EBADMSG;
+	uint32_t nlink = (uint32_t)get_le(buf + 6, 2);
+	if (nlink && !(get_le(buf + 20, 4) & MD_LINKED))
 		return -EBADMSG;
 	size_t ll = (size_t)get_le(buf + 72, 2), hl = (size_t)get_le(buf + 74, 2);
 	if (ll >= sizeof md->link || hl >= sizeof md->home || n != RECORD_FIXED_LEN + ll + hl)
@@ -93,6 +98,7 @@ int record_decode(const uint8_t *buf, size_t n, struct chfs_md *md)
 	md->uid = (uint32_t)get_le(buf + 12, 4);
 	md->gid = (uint32_t)get_le(buf + 16, 4);
 	md->flags = (uint32_t)get_le(buf + 20, 4);
+	md->nlink = nlink;
 	md->chunk_size = (uint32_t)get_le(buf + 24, 4);
 	md->pkey = (uint32_t)get_le(buf + 28, 4);
 	md->size = get_le(buf + 32, 8);

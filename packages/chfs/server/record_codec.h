@@ -22,11 +22,12 @@
 #define RECORD_MAX_LEN (RECORD_FIXED_LEN + (CHFS_PATH_MAX - 1) + (WIRE_ADDR_MAX - 1))
 
 /* Encode md into buf (capacity cap); *len gets the record's length. 0, or -EMSGSIZE if buf is
- * too small, -ENAMETOOLONG if a string exceeds its limit (not NUL-terminated within it). */
+ * too small, -ENAMETOOLONG if a string exceeds its limit (not NUL-terminated within it), -EINVAL
+ * for an nlink above 65535 or without MD_LINKED. */
 int record_encode(const struct chfs_md *md, uint8_t *buf, size_t cap, size_t *len);
 
 /* Decode exactly n bytes into md. 0, or -EBADMSG for a truncated record, a bad magic, another
- * version, a reserved field not zero, an oversized or NUL-holding string, or trailing bytes. */
+ * version, an nlink on a record without MD_LINKED, an oversized or NUL-holding string, or trailing bytes. */
 int record_decode(const uint8_t *buf, size_t n, struct chfs_md *md);
 
 /* The mode field of an encoded record (at least RECORD_FIXED_LEN bytes, already decoded once). */

@@ -116,6 +116,11 @@ int st_setattr(struct storage *st, const char *path, uint64_t fileid, const stru
 	return ns_setattr(st->ns, path, fileid, a, out);
 }
 
+int st_adjust_links(struct storage *st, const char *key, uint64_t fileid, int add, struct chfs_md *out)
+{
+	return ns_adjust_links(st->ns, key, fileid, add, out);
+}
+
 int st_relink(struct storage *st, const char *path, const char *from, const char *to)
 {
 	return ns_relink(st->ns, path, from, to);

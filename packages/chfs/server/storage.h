@@ -47,6 +47,7 @@ int st_insert(struct storage *st, const char *path, const struct chfs_md *md, in
               struct chfs_md *old, int *replaced);
 int st_remove_if(struct storage *st, const char *path, uint64_t fileid);
 int st_rename(struct storage *st, const char *from, const char *to, struct chfs_md *old, int *replaced);
+int st_adjust_links(struct storage *st, const char *key, uint64_t fileid, int add, struct chfs_md *out);
 int st_relink(struct storage *st, const char *path, const char *from, const char *to);
 int st_setattr(struct storage *st, const char *path, uint64_t fileid, const struct wire_setattr *a,
                struct chfs_md *out);

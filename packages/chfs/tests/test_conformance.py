@@ -30,15 +30,7 @@ KNOWN.update({
                                     "(CHFS_PATH_MAX): deeper entries are ENAMETOOLONG even when "
                                     "every argument is short"
     for p in ("chfuse", "hook")})
-# Not done yet (issue 16): hard links (item 2; the design is in packages/chfs/doc/design.md) and
-# device nodes (item 3; mknod of a device gives EPERM on CHFS).
-PENDING = {
-    (p, c): "issue 16 item 2: hard links"
-    for p in ("chfuse", "hook")
-    for c in ("link-basic", "link-across-dirs", "rename-over-link", "parent-times-link", "ctime-link")
-}
-PENDING[("hook", "link-errors")] = "issue 16 item 2 (the kernel answers these on chfuse)"
-PENDING.update({(p, "mknod-char"): "issue 16 item 3: device nodes" for p in ("chfuse", "hook")})
+PENDING = {}
 
 README = os.path.join(conformance.ROOT, "README.md")
 

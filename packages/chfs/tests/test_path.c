@@ -41,6 +41,17 @@ int main(void)
 	CHECK_EQ(canon_err(".."), -EINVAL);
 	CHECK_EQ(canon_err("/../etc/passwd"), -EINVAL);
 	CHECK_EQ(canon_err("/a/../../b"), -EINVAL);
+	/* Top-level names starting with byte 1 are the servers' inode keys (wire_inode_key). */
+	CHECK_EQ(canon_err("/\x01"
+	                   "0123456789abcdef"),
+	         -EINVAL);
+	CHECK_EQ(canon_err("/x/../\x01"
+	                   "a"),
+	         -EINVAL);
+	canon_is("/a/\x01"
+	         "b",
+	         "a/\x01"
+	         "b");
 
 	char longname[300];
 	memset(longname, 'n', sizeof longname - 1);

@@ -10,6 +10,7 @@
 #include "record_codec.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -21,7 +22,8 @@ static int md_equal(const struct chfs_md *a, const struct chfs_md *b)
 	return a->mode == b->mode && a->uid == b->uid && a->gid == b->gid && a->flags == b->flags &&
 	       a->chunk_size == b->chunk_size && a->pkey == b->pkey && a->size == b->size &&
 	       a->fileid == b->fileid && a->atime_ns == b->atime_ns && a->mtime_ns == b->mtime_ns &&
-	       a->ctime_ns == b->ctime_ns && strcmp(a->link, b->link) == 0 && strcmp(a->home, b->home) == 0;
+	       a->ctime_ns == b->ctime_ns && a->nlink == b->nlink && strcmp(a->link, b->link) == 0 &&
+	       strcmp(a->home, b->home) == 0;
 }
 
 /* Every field distinct and using its high bits, so a swapped or narrowed field shows. */
@@ -125,10 +127,29 @@ static void test_rejects(void)
 	}
 	buf[4] = RECORD_VERSION;
 	buf[5] = 0;
-	/* Reserved field not zero. */
+	/* An nlink (the old reserved field) on a record that is not a linked file's. */
 	buf[6] = 1;
 	CHECK_EQ(record_decode(buf, len, &out), -EBADMSG);
 	buf[6] = 0;
+	/* A linked file's inode record keeps its nlink (16 bits); more, or none of MD_LINKED, is
+	 * refused at encode. */
+	struct chfs_md *lm = calloc(1, sizeof *lm);
+	CHECK(lm != NULL);
+	lm->mode = S_IFREG | 0644;
+	lm->flags = MD_LINKED;
+	lm->nlink = 65535;
+	size_t lmlen;
+	CHECK_EQ(record_encode(lm, buf, sizeof buf, &lmlen), 0);
+	CHECK(buf[6] == 0xff && buf[7] == 0xff);
+	CHECK_EQ(record_decode(buf, lmlen, &out), 0);
+	CHECK(out.nlink == 65535 && out.flags == MD_LINKED);
+	lm->nlink = 65536;
+	CHECK_EQ(record_encode(lm, buf, sizeof buf, &lmlen), -EINVAL);
+	lm->nlink = 2;
+	lm->flags = 0;
+	CHECK_EQ(record_encode(lm, buf, sizeof buf, &lmlen), -EINVAL);
+	free(lm);
+	CHECK_EQ(record_encode(&in, buf, sizeof buf, &len), 0);
 	/* The wire encoding of the same metadata (old "CMD1" records) is not a record. */
 	memcpy(buf, "CMD1", 4);
 	CHECK_EQ(record_decode(buf, len, &out), -EBADMSG);

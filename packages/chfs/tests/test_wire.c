@@ -113,6 +113,50 @@ int main(void)
 	CHECK_EQ(req.flags, (uint32_t)WIRE_CREATE_EXCL);
 	CHECK(req.h.reqid == 7 && req.h.secret[0] == 0xab);
 
+	{ /* Hard links: nlink travels in the md, only with MD_LINKED; the inode ops' fields. */
+		uint8_t lb[16384];
+		size_t ln;
+		char key[WIRE_INODE_KEY_LEN + 1];
+		wire_inode_key(0x0123456789abcdefull, key);
+		CHECK(strcmp(key, "\x01"
+		                  "0123456789abcdef") == 0);
+		struct chfs_md lmd = md;
+		lmd.flags = MD_LINKED;
+		lmd.nlink = 3;
+		lmd.mode = 0100644;
+		for (int bad = 0; bad < 3; bad++) {
+			begin(&e, lb, sizeof lb);
+			wenc_u64(&e, bad == 2 ? 98 : 99); /* the md must be the file id's */
+			lmd.flags = bad == 1 ? 0 : MD_LINKED;
+			wenc_md(&e, &lmd);
+			ln = finish(&e, WOP_INODE_PUT);
+			CHECK_EQ(wire_decode_req(lb, ln, &req), bad ? -EINVAL : 0);
+			if (!bad)
+				CHECK(req.md.nlink == 3 && req.fileid == 99);
+		}
+		for (uint32_t add = 0; add < 3; add++) {
+			begin(&e, lb, sizeof lb);
+			wenc_u64(&e, 99);
+			wenc_u32(&e, add);
+			ln = finish(&e, WOP_INODE_ADJUST);
+			CHECK_EQ(wire_decode_req(lb, ln, &req), add > 1 ? -EINVAL : 0);
+		}
+		uint32_t inode_which[] = {WIRE_SET_SIZE_MAX, WIRE_SET_LINKED, WIRE_SET_TOUCH};
+		for (int i = 0; i < 3; i++) {
+			begin(&e, lb, sizeof lb);
+			wenc_u64(&e, 99);
+			wenc_u32(&e, inode_which[i]);
+			wenc_u32(&e, 0);
+			wenc_i64(&e, 0);
+			wenc_i64(&e, 0);
+			wenc_u64(&e, 5);
+			wenc_u32(&e, 0);
+			wenc_u32(&e, 0);
+			ln = finish(&e, WOP_INODE_SETATTR);
+			CHECK_EQ(wire_decode_req(lb, ln, &req), i ? -EINVAL : 0);
+		}
+	}
+
 	/* The entry type must fit the op (a client cannot create a "file" that claims to be a
 	 * directory). */
 	{

@@ -26,7 +26,7 @@ static void usage(FILE *f)
 	        "  put PATH OFFSET [create]      pwrite stdin at OFFSET\n"
 	        "  get PATH [OFFSET [LEN]]       pread to stdout (whole file by default)\n"
 	        "  stat|lstat PATH               print mode(octal) size nlink mtime\n"
-	        "  truncate PATH LEN | unlink PATH | rename FROM TO | mkdir PATH | rmdir PATH\n"
+	        "  truncate PATH LEN | unlink PATH | rename FROM TO | link OLD NEW | mkdir PATH | rmdir PATH\n"
 	        "  utime PATH SECONDS             set atime and mtime (seconds since the epoch)\n"
 	        "  symlink TARGET PATH | readlink PATH | chmod PATH MODE | access PATH MODE\n"
 	        "  ls PATH                       entry names, one per line\n"
@@ -137,6 +137,9 @@ int main(int argc, char **argv)
 			rc = fail();
 	} else if (!strcmp(op, "rename") && argc >= 4) {
 		if (chfs_rename(argv[2], argv[3]) < 0)
+			rc = fail();
+	} else if (!strcmp(op, "link") && argc >= 4) {
+		if (chfs_link(argv[2], argv[3]) < 0)
 			rc = fail();
 	} else if (!strcmp(op, "mkdir") && argc >= 3) {
 		if (chfs_mkdir(argv[2], 0755) < 0)

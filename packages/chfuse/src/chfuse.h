@@ -7,6 +7,7 @@
  *   chfuse_backing.c  passthrough: one kernel backing id per node-local backing file
  *   chfuse_stats.c    request counters, written to the -o stats=FILE file
  *   chfuse_hidden.c   files unlinked while open (libfuse's hidden names)
+ *   chfuse_links.c    the kernel's caches of a hard-linked file's other names
  * It uses the high-level (path based) libfuse API because CHFS itself is path based; the only
  * low-level piece passthrough needs is the /dev/fuse descriptor for FUSE_DEV_IOC_BACKING_OPEN,
  * which fuse_session_fd() gives. Everything CHFS-related goes through chfs.h only.
@@ -64,6 +65,13 @@ int chfuse_hide(const char *from, const char *hidden);
 int chfuse_hidden_fd(const char *path);
 /* libfuse unlinks a hidden name after the last release: close its descriptor. 1 if it was one. */
 int chfuse_unhide(const char *path);
+
+/* ---- chfuse_links.c ---- */
+/* getattr of path said st: remember it if it is a name of a linked file (nlink > 1). */
+void chfuse_links_seen(const char *path, const struct stat *st);
+/* The file at path changed (data, attributes, its names): drop the kernel's cache of its other
+ * names chfuse saw; forget: path itself is no longer a name of it. */
+void chfuse_links_changed(const char *path, int forget);
 
 /* ---- chfuse_stats.c ---- */
 enum chfuse_counter {

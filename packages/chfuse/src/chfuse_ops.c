@@ -16,10 +16,11 @@
  * before a request reaches us, so libchfs only records owners (CHFS_ACT_CHECKED).
  *
  * A file unlinked or renamed over while open stays usable until its last release
- * (chfuse_hidden.c). FIFOs and sockets are CHFS entries the kernel runs (op_mknod). What CHFS
- * does not keep is refused with a clear errno, never faked: hard links (EPERM, what the kernel
- * makes of a missing link operation), device nodes (EPERM),
- * RENAME_EXCHANGE (EINVAL). statfs has no chfs.h call: it reports the file system holding this
+ * (chfuse_hidden.c). FIFOs and sockets are CHFS entries the kernel runs (op_mknod). Hard links
+ * are chfs_link (every name of a linked file reports the file's nlink; libfuse's high-level API
+ * gives each name its own kernel inode, kept coherent by the short attribute timeout and by
+ * opens that drop the page cache). What CHFS does not keep is refused with a clear errno,
+ * never faked: RENAME_EXCHANGE (EINVAL). Device nodes are CHFS entries the kernel opens. statfs has no chfs.h call: it reports the file system holding this
  * node's backing files, scaled by the number of servers (an estimate for df, documented).
  */
 #include "chfuse.h"
@@ -62,7 +63,7 @@ static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
 	cfg->hard_remove = 0; /* an open file's unlink: libfuse hides it (chfuse_hidden.c) */
 	cfg->nullpath_ok = 0;
-	cfg->use_ino = 0;
+	cfg->use_ino = 1; /* st_ino is the CHFS file id: hard links show as one file (ls -i, du, find) */
 	cfg->attr_timeout = 1.0; /* other nodes change files: keep kernel caches short */
 	cfg->entry_timeout = 1.0;
 	cfg->negative_timeout = 0.0;
@@ -86,7 +87,13 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 {
 	int hfd = fi || !path ? -1 : chfuse_hidden_fd(path);
 	int rc = fi ? chfs_fstat(file_of(fi)->fd, st) : hfd >= 0 ? chfs_fstat(hfd, st) : chfs_lstat(path, st);
-	return rc < 0 ? neg_errno() : 0;
+	if (rc < 0)
+		return neg_errno();
+	if (path && chfuse_is_hidden_name(path) && st->st_nlink > 0)
+		st->st_nlink++; /* libfuse takes one off for its hidden name: other hard links remain */
+	else if (hfd < 0)
+		chfuse_links_seen(path, st); /* (fi: libfuse passes the path too, nullpath_ok off) */
+	return 0;
 }
 
 static int op_access(const char *path, int mask)
@@ -117,7 +124,10 @@ static int op_unlink(const char *path)
 	if (chfuse_unhide(path))
 		return 0; /* the last release of a file unlinked while open */
 	act_for_caller();
-	return chfs_unlink(path) < 0 ? neg_errno() : 0;
+	if (chfs_unlink(path) < 0)
+		return neg_errno();
+	chfuse_links_changed(path, 1); /* the other names' nlink */
+	return 0;
 }
 
 /* FIFOs and sockets: the kernel runs them on the inode (chfs.h chfs_mknod). */
@@ -125,6 +135,20 @@ static int op_mknod(const char *path, mode_t mode, dev_t rdev)
 {
 	act_for_caller();
 	return chfs_mknod(path, mode, rdev) < 0 ? neg_errno() : 0;
+}
+
+static int op_link(const char *from, const char *to)
+{
+	act_for_caller();
+	if (chfs_link(from, to) < 0)
+		return neg_errno();
+	struct stat st; /* every name's nlink and ctime changed: the old ones' caches go */
+	if (chfs_lstat(from, &st) == 0) {
+		chfuse_links_seen(from, &st);
+		chfuse_links_seen(to, &st);
+		chfuse_links_changed(to, 0);
+	}
+	return 0;
 }
 
 static int op_rmdir(const char *path)
@@ -151,19 +175,29 @@ static int op_rename(const char *from, const char *to, unsigned int flags)
 		if (chfs_lstat(to, &st) == 0)
 			return -EEXIST;
 	}
-	return chfs_rename(from, to) < 0 ? neg_errno() : 0;
+	if (chfs_rename(from, to) < 0)
+		return neg_errno();
+	chfuse_links_changed(to, 1); /* a linked file replaced: its other names' nlink */
+	chfuse_links_changed(from, 1);
+	return 0;
 }
 
 static int op_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
 	act_for_caller();
-	return chfs_chmod(path, mode) < 0 ? neg_errno() : 0;
+	if (chfs_chmod(path, mode) < 0)
+		return neg_errno();
+	chfuse_links_changed(path, 0);
+	return 0;
 }
 
 static int op_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)
 {
 	act_for_caller();
-	return chfs_lchown(path, uid, gid) < 0 ? neg_errno() : 0;
+	if (chfs_lchown(path, uid, gid) < 0)
+		return neg_errno();
+	chfuse_links_changed(path, 0);
+	return 0;
 }
 
 /* Runs fn on the node-local backing file of `path` (fi's, if open with passthrough), if it
@@ -202,6 +236,7 @@ static int op_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	int rc = fi ? chfs_ftruncate(file_of(fi)->fd, size) : chfs_truncate(path, size);
 	if (rc < 0)
 		return neg_errno();
+	chfuse_links_changed(path, 0);
 	/* libchfs records an extending truncate in the metadata only (holes read as zeros through
 	 * the pool), but the kernel reads, writes and mmaps a passthrough file's backing file
 	 * itself: its length must be the file's, or reads stop short and mmap faults (SIGBUS). */
@@ -214,6 +249,7 @@ static int op_utimens(const char *path, const struct timespec tv[2], struct fuse
 	/* The kernel resolved every symlink already: a symlink's node here is the link itself. */
 	if (chfs_lutimens(path, tv) < 0)
 		return neg_errno();
+	chfuse_links_changed(path, 0);
 	/* The server derives a node-local file's times from its backing file: set them there. */
 	return on_backing(path, fi, utimens_fd, tv);
 }
@@ -330,7 +366,10 @@ static int op_flush(const char *path, struct fuse_file_info *fi)
 	struct chfuse_file *f = file_of(fi);
 	if (!atomic_exchange(&f->written, false))
 		return 0;
-	return chfs_fsync(f->fd) < 0 ? neg_errno() : 0;
+	if (chfs_fsync(f->fd) < 0)
+		return neg_errno();
+	chfuse_links_changed(path, 0); /* the size the other names report */
+	return 0;
 }
 
 static int op_release(const char *path, struct fuse_file_info *fi)
@@ -360,6 +399,11 @@ struct dir_fill {
 static int dir_fill_one(void *arg, const char *name, const struct stat *st, off_t off)
 {
 	struct dir_fill *d = arg;
+	if (st && st->st_ino == 0) {  /* a listing has no file ids: d_ino "unknown", libfuse's own */
+		struct stat cp = *st; /* value without use_ino (d_ino 0 would hide the entry) */
+		cp.st_ino = 0xffffffff;
+		return d->filler(d->buf, name, &cp, 0, 0);
+	}
 	return d->filler(d->buf, name, st, 0, 0);
 }
 
@@ -382,6 +426,7 @@ const struct fuse_operations chfuse_ops = {
         .mknod = op_mknod,
         .rmdir = op_rmdir,
         .symlink = op_symlink,
+        .link = op_link,
         .rename = op_rename,
         .chmod = op_chmod,
         .chown = op_chown,
