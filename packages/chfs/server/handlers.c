@@ -254,7 +254,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	case WOP_CREATE:
 		md = q->md;
 		md.flags &= ~(uint32_t)MD_PATHED; /* the server's to set: */
-		if (d->bk && S_ISREG(md.mode) && !(md.flags & MD_LOCAL)) {
+		if (d->bk && S_ISREG(md.mode)) {
 			md.flags |= MD_FLUSH; /* written data go to the backend at this path */
 			snprintf(md.link, sizeof md.link, "%s", q->path);
 		}
@@ -358,7 +358,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		                &md);
 		if (rc == 0 && S_ISREG(md.mode) && (q->which & WIRE_SET_SIZE))
 			bmeta_note(d, BM_TRUNC, q->path, NULL);
-		else if (rc == 0 && (q->which & (WIRE_SET_MODE | WIRE_SET_ATIME | WIRE_SET_MTIME)))
+		else if (rc == 0 && (q->which & (WIRE_SET_MODE | WIRE_SET_ATIME | WIRE_SET_MTIME |
+		                                 WIRE_SET_UID | WIRE_SET_GID)))
 			bmeta_note(d, S_ISREG(md.mode) ? BM_FATTR : BM_ATTR, q->path, NULL);
 		if (rc == 0) {
 			if (q->which & WIRE_SET_SIZE)
@@ -405,9 +406,14 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return 0;
 	case WOP_LOCAL_PATH: {
 		char p[4200];
-		if (q->tag.flags & MD_PATHED)
-			return -EOPNOTSUPP; /* chunks not fetched yet: reads and writes go through chfsd */
+		/* A backend file's chunks may not be fetched yet, and a striped file's direct writes
+		 * would not mark its chunks dirty: both go through chfsd. A local file's changes are
+		 * found by its backing file's size and mtime (flush_local.c). */
+		if ((q->tag.flags & MD_BACKEND) || ((q->tag.flags & MD_FLUSH) && !(q->tag.flags & MD_LOCAL)))
+			return -EOPNOTSUPP;
 		if ((rc = st_data_path(d->st, q->fileid, &q->tag, p, sizeof p)) == 0)
+			rc = bflush_note_local(d, q->fileid, &q->tag, q->path);
+		if (rc == 0)
 			wenc_str(e, p);
 		return rc;
 	}
