@@ -48,6 +48,7 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_STAGE_DATA] = "stage_data",
         [WOP_FLUSH] = "flush",
         [WOP_FLUSH_ERRORS] = "flush-errors",
+        [WOP_RELINK] = "relink",
 };
 
 const char *wire_op_name(unsigned op)
@@ -701,6 +702,10 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 			bad = -EINVAL;
 		break;
 	case WOP_FLUSH_ERRORS: break;
+	case WOP_RELINK:
+		r->fileid = wdec_u64(&d);
+		dec_path(&d, r->path, 0, &bad);
+		break;
 	case WOP_STAGE_ENTRY:
 		dec_path(&d, r->path, 0, &bad);
 		r->flags = wdec_u32(&d);

@@ -94,6 +94,8 @@ enum wire_op {
 	                   * and changes that failed stay in CHFS) */
 	WOP_FLUSH_ERRORS, /* -> u32 n, n x str "path: error" (the files whose last flush to the
 	                   * backend failed, as WOP_FLUSH lists them, without flushing: status) */
+	WOP_RELINK,       /* u64 fileid, str path (server to server: a rename of the file reached the
+	                   * backend, its data go to and come from path now; server/relink.c) */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);

@@ -112,6 +112,8 @@ enum { BFLUSH_ALL = 0, BFLUSH_DATA = 1, BFLUSH_META = 2 };
 int bflush_wait(struct chfsd *d, struct wenc *e, size_t budget, int phase);
 /* Flush fileid now if it is dirty here (before a rebalance hands its chunks over). */
 void bflush_file_now(struct chfsd *d, uint64_t fileid);
+/* A rename of fileid reached the backend: its dirty chunks go to path now (relink.c). */
+void bflush_relink(struct chfsd *d, uint64_t fileid, const char *path);
 /* The file was removed from CHFS: forget its dirty chunks. */
 void bflush_forget(struct chfsd *d, uint64_t fileid);
 /* " dirty_files=N dirty_bytes=N flush_failed=N" appended to buf. */

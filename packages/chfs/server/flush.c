@@ -28,6 +28,7 @@
 #include "chfsd.h"
 #include "flush_meta.h"
 #include "io_copy.h"
+#include "relink.h"
 
 #include "log.h"
 
@@ -439,6 +440,32 @@ void bflush_file_now(struct chfsd *d, uint64_t fileid)
 	pthread_mutex_unlock(&fl.lock);
 }
 
+void bflush_relink(struct chfsd *d, uint64_t fileid, const char *path)
+{
+	size_t n = strlen(path);
+	char *p = d->bk && n < MAP_OFF - 24 ? strdup(path) : NULL;
+	uint8_t *hdr = p ? calloc(1, 8 + n) : NULL; /* the header from its path length on */
+	if (hdr) {
+		put32(hdr, (uint32_t)n);
+		memcpy(hdr + 8, path, n);
+	}
+	pthread_mutex_lock(&fl.lock);
+	struct dirty *e;
+	while ((e = find(fileid)) && e->busy)
+		pthread_cond_wait(&fl.done, &fl.lock);
+	if (e && hdr && strcmp(e->path, p) != 0) {
+		if (pwrite(e->fd, hdr, 8 + n, 16) != (ssize_t)(8 + n))
+			log_err("write-back map of %s: %s; after a restart it may be flushed under its old name",
+			        path, strerror(errno));
+		free(e->path);
+		e->path = p;
+		p = NULL;
+	}
+	pthread_mutex_unlock(&fl.lock);
+	free(hdr);
+	free(p);
+}
+
 void bflush_forget(struct chfsd *d, uint64_t fileid)
 {
 	if (!d->bk)
@@ -522,7 +549,9 @@ int bflush_init(struct chfsd *d, int nthreads, double delay_s)
 			load_one(de->d_name);
 	if (dp)
 		closedir(dp);
-	int rc = bmeta_init(d, fl.dirfd, nthreads > 0); /* names and attributes (flush_meta.c) */
+	int rc = brelink_init(d, fl.dirfd); /* backend names after renames (relink.c) */
+	if (rc == 0)
+		rc = bmeta_init(d, fl.dirfd, nthreads > 0); /* names and attributes (flush_meta.c) */
 	if (rc)
 		return rc;
 	if (nthreads > 0 && !(fl.threads = calloc((size_t)nthreads, sizeof *fl.threads)))

@@ -32,6 +32,7 @@
 #include "backend.h"
 #include "chfsd.h"
 #include "log.h"
+#include "relink.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -267,9 +268,51 @@ static int apply_symlink(struct chfsd *d, const char *path, int pfd, const char 
 	return rc == -ENOENT ? 0 : rc;
 }
 
+/* 1 if a record after m removes m's new name (its entry was unlinked after the rename). */
+static int unlinked_later(const struct mop *m)
+{
+	int found = 0;
+	pthread_mutex_lock(&mq.lock);
+	for (const struct mop *x = m->next; x && !found; x = x->next)
+		found = x->op == BM_UNLINK && strcmp(x->path, m->path2) == 0;
+	pthread_mutex_unlock(&mq.lock);
+	return found;
+}
+
+/* Move the backend file m->path (the file's backend name when it was renamed) to m->path2,
+ * unless the rename is superseded: the entry at path2 is no longer that file (renamed on
+ * again: the server of the later name moves m->path there; replaced) — then this server's
+ * records must not take the file. After the move the file's data go to the new name: CHFS's
+ * entry (st_relink) and every server's dirty chunks and later requests (relink.c). */
+static int apply_rename(struct chfsd *d, const struct mop *m, int pfd, const char *leaf)
+{
+	const char *leaf2;
+	struct chfs_md *md = malloc(sizeof *md);
+	if (!md)
+		return -ENOMEM;
+	int current = st_lookup(d->st, m->path2, md) == 0 && S_ISREG(md->mode) && (md->flags & MD_PATHED) &&
+	              strcmp(md->link, m->path) == 0;
+	if (!current && !unlinked_later(m)) {
+		free(md);
+		return 0;
+	}
+	int pfd2 = backend_parent(d->bk, m->path2, 1, &leaf2);
+	int rc = pfd2 < 0 ? pfd2 : renameat(pfd, leaf, pfd2, leaf2) < 0 && errno != ENOENT ? -errno : 0;
+	if (rc == 0)
+		rc = apply_attr(d, m->path2, pfd2, leaf2, 0, 0);
+	if (rc == 0 && current) { /* later opens write to (and read through from) the new name */
+		st_relink(d->st, m->path2, m->path, m->path2);
+		brelink_announce(d, md->fileid, m->path2);
+	}
+	if (pfd2 >= 0)
+		close(pfd2);
+	free(md);
+	return rc;
+}
+
 static int apply_one(struct chfsd *d, const struct mop *m)
 {
-	const char *leaf, *leaf2;
+	const char *leaf;
 	int pfd = backend_parent(d->bk, m->path, m->op != BM_UNLINK && m->op != BM_RMDIR, &leaf);
 	int rc = pfd < 0 ? pfd : 0;
 	if (m->op == BM_HIDE ||
@@ -293,17 +336,7 @@ static int apply_one(struct chfsd *d, const struct mop *m)
 	case BM_FATTR:
 	case BM_TRUNC: rc = apply_attr(d, m->path, pfd, leaf, m->op == BM_TRUNC, 0); break;
 	case BM_CHOWN: rc = apply_attr(d, m->path, pfd, leaf, 0, 1); break;
-	case BM_RENAME: {
-		int pfd2 = backend_parent(d->bk, m->path2, 1, &leaf2);
-		rc = pfd2 < 0 ? pfd2 : renameat(pfd, leaf, pfd2, leaf2) < 0 && errno != ENOENT ? -errno : 0;
-		if (rc == 0)
-			rc = apply_attr(d, m->path2, pfd2, leaf2, 0, 0);
-		if (rc == 0) /* later opens write to (and read through from) the new name */
-			st_relink(d->st, m->path2, m->path, m->path2);
-		if (pfd2 >= 0)
-			close(pfd2);
-		break;
-	}
+	case BM_RENAME: rc = apply_rename(d, m, pfd, leaf); break;
 	default: rc = -EINVAL;
 	}
 	close(pfd);
