@@ -100,7 +100,8 @@ int brelink_init(struct chfsd *d, int bdirty_fd)
 	while (off + 12 <= sb.st_size) {
 		uint64_t id = get_le(buf + off, 8);
 		uint32_t n = (uint32_t)get_le(buf + off + 8, 4);
-		if (n == 0 || n >= CHFS_PATH_MAX || off + 12 + n > sb.st_size || set(id, (char *)buf + off + 12, n))
+		if (n == 0 || n >= CHFS_PATH_MAX || off + 12 + n > sb.st_size ||
+		    set(id, (char *)buf + off + 12, n))
 			break; /* a record cut by a crash was never answered */
 		off += 12 + n;
 	}
@@ -166,9 +167,11 @@ void brelink_announce(struct chfsd *d, uint64_t fileid, const char *path)
 	uint8_t *msg = malloc(cap), rep[WIRE_HDR_LEN + 16];
 	int rc = brelink_note(d, fileid, path);
 	if (rc)
-		log_err("backend name of %s (file %016llx): %s", path, (unsigned long long)fileid, strerror(-rc));
+		log_err("backend name of %s (file %016llx): %s", path, (unsigned long long)fileid,
+		        strerror(-rc));
 	if (!list || !msg) {
-		log_err("backend rename of %s: out of memory; other servers may flush it under its old name", path);
+		log_err("backend rename of %s: out of memory; other servers may flush it under its old name",
+		        path);
 		free(list);
 		free(msg);
 		return;
