@@ -237,9 +237,10 @@ static int apply_attr(struct chfsd *d, const char *path, int pfd, const char *le
 			close(fd);
 	}
 	int orc = rc == 0 ? apply_owner(md, pfd, leaf) : 0; /* before the mode: it clears set-ID bits */
-	if (chown_only || (orc && orc != -EPERM))
+	int refused = orc == -EPERM || orc == -EINVAL;      /* not root; an id not mapped in its namespace */
+	if (chown_only || (orc && !refused))
 		rc = orc;
-	if (rc == 0 && orc == -EPERM && !chown_queued(path))
+	if (rc == 0 && refused && !chown_queued(path))
 		bmeta_note(d, BM_CHOWN, path, NULL);
 	if (rc == 0 && !chown_only && !S_ISLNK(md->mode) &&
 	    fchmodat(pfd, leaf, md->mode & 07777, AT_SYMLINK_NOFOLLOW) < 0)

@@ -105,3 +105,35 @@ def test_chown_and_chgrp_reach_the_backend(make_pool, placement):
     st = os.stat(os.path.join(pool.backend, "dir"))
     assert (st.st_uid, st.st_gid) == (4321, 8765)
     assert backend_bytes(pool.backend, "o") == b"owned"
+
+
+@pytest.mark.timeout(60)
+def test_a_chown_the_backend_refuses_is_counted_and_holds_back_nothing(make_pool, tmp_path):
+    """A chfsd that may not give files away (not root: here root without CAP_CHOWN) gets EPERM:
+    the mode still reaches the backend, chfs_sync names the path and chlist -S counts it, and
+    a later rename of the file is not held back behind the refused owner."""
+    import shutil
+    from ci.testlib.chfs_pool import stack_env
+    path = stack_env()["PATH"]
+    wrap = tmp_path / "wrap"
+    wrap.mkdir()
+    (wrap / "chfsd").write_text("#!/bin/sh\nexec setpriv --inh-caps=-chown --bounding-set=-chown "
+                                f"{shutil.which('chfsd', path=path)} \"$@\"\n")
+    (wrap / "chfsd").chmod(0o755)
+    pool = make_pool("-F", "0", extra_env={"PATH": f"{wrap}:{path}"})
+    io(pool, "put", "/o", "0", "create", input=b"owned")
+    io(pool, "chown", "/o", "1234", "5678")
+    io(pool, "chmod", "/o", "640")
+    r = io(pool, "sync", check=False)
+    assert r.returncode != 0 and "o (chown)" in r.stderr.decode(), r.stderr
+    st = os.stat(os.path.join(pool.backend, "o"))
+    assert (st.st_uid, st.st_mode & 0o7777) == (0, 0o640)
+    assert backend_bytes(pool.backend, "o") == b"owned"
+    status = subprocess.run(["chlist", "-S"], env=pool.env, capture_output=True, text=True,
+                            timeout=30, check=True).stdout
+    assert sum(int(n) for n in re.findall(r"flush_failed=(\d+)", status)) >= 1, status
+    io(pool, "rename", "/o", "/p")
+    r = io(pool, "sync", check=False)
+    assert "p (chown)" in r.stderr.decode(), r.stderr
+    assert backend_bytes(pool.backend, "p") == b"owned"
+    assert not os.path.lexists(os.path.join(pool.backend, "o"))
