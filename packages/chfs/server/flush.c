@@ -20,6 +20,11 @@
  * last write (negative: at once), so a file being written is flushed when the writer pauses.
  * bflush_wait and shutdown ignore the delay.
  *
+ * A local-placement file has no chunk bytes: its clients write its backing file directly, so
+ * its entry stays for as long as the file exists and is dirty while the backing file's size or
+ * mtime differ from its last flush, which copies the whole file (flush_local.c). A rename that
+ * reached the backend moves an entry to the file's new name (relink.c).
+ *
  * Changes of names and attributes (flush_meta.c) are applied after the data: by bflush_wait's
  * meta phase (chfs_sync asks every server for the data phase first) and at shutdown.
  */
@@ -101,8 +106,9 @@ static int local_dirty(struct dirty *e, double *hot, uint64_t *size)
 	clock_gettime(CLOCK_REALTIME, &rt);
 	if (st_data_stat(fl.d->st, e->fileid, &sz, &mt) < 0)
 		return 1;
-	if (hot)
-		*hot = now_s() - ((double)rt.tv_sec + rt.tv_nsec / 1e9 - (double)mt / 1e9) + HOT_S;
+	double age = (double)rt.tv_sec + rt.tv_nsec / 1e9 - (double)mt / 1e9;
+	if (hot) /* (an mtime in the future, set explicitly, does not postpone the flush) */
+		*hot = now_s() - (age > 0 ? age : 0) + HOT_S;
 	if (size)
 		*size = sz;
 	return !e->clean || sz != e->fsize || mt != e->fmtime;

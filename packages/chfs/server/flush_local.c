@@ -36,7 +36,8 @@ int bflocal_copy(struct chfsd *d, uint64_t fileid, const char *path, uint64_t *s
 	int rc = st_data_stat(d->st, fileid, size, mtime_ns);
 	if (rc)
 		return rc;
-	*settled = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - *mtime_ns >= SETTLE_NS;
+	int64_t age = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - *mtime_ns;
+	*settled = age >= SETTLE_NS || age < 0; /* a future mtime (set explicitly): a write changes it */
 	int dfd = st_data_open(d->st, fileid, 0);
 	if (dfd < 0 && dfd != -ENOENT)
 		return dfd;

@@ -40,6 +40,9 @@ def test_chfs_sync_puts_a_local_placement_file_on_the_backend(make_pool, fastpat
     io(pool, "put", "/out/l", "10", input=b"changed", env=env)
     io(pool, "sync", env=env)
     assert backend_bytes(pool.backend, "out/l") == data[:10] + b"changed" + data[17:1000]
+    io(pool, "unlink", "/out/l", env=env)                 # removed, and not flushed again
+    io(pool, "sync", env=env)
+    assert backend_bytes(pool.backend, "out/l") is None
 
 
 @pytest.mark.timeout(60)
