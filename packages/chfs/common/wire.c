@@ -52,6 +52,7 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_INODE_PUT] = "inode-put",
         [WOP_INODE_ADJUST] = "inode-adjust",
         [WOP_INODE_SETATTR] = "inode-setattr",
+        [WOP_RELINK] = "relink",
 };
 
 const char *wire_op_name(unsigned op)
@@ -742,6 +743,10 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		if (!d.err && (r->which & (WIRE_SET_LINKED | WIRE_SET_TOUCH | WIRE_SET_SUBDIR_ADD |
 		                           WIRE_SET_SUBDIR_DEL)))
 			bad = -EINVAL;
+		break;
+	case WOP_RELINK:
+		r->fileid = wdec_u64(&d);
+		dec_path(&d, r->path, 0, &bad);
 		break;
 	case WOP_STAGE_ENTRY:
 		dec_path(&d, r->path, 0, &bad);

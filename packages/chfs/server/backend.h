@@ -85,6 +85,13 @@ void bcache_mark(struct chfsd *d, uint64_t fileid, uint64_t index);
 int bcache_holds(struct chfsd *d, uint64_t fileid, uint64_t off);
 void bcache_remove(struct chfsd *d, uint64_t fileid);
 
+/* ---- flush_local.c ---- */
+/* Copy the whole backing file of local-placement file fileid to backend path (size and mtime
+ * too); *size and *mtime_ns: the backing file's as copied; *settled: 1 if its mtime was old
+ * enough that a write after the copy must change it. 0 or -errno. */
+int bflocal_copy(struct chfsd *d, uint64_t fileid, const char *path, uint64_t *size, int64_t *mtime_ns,
+                 int *settled);
+
 /* ---- flush.c ---- */
 /* Load the dirty files left by a previous run and start nthreads flush threads (0: none; files
  * are then flushed only by bflush_wait and at shutdown); delay_s: flush a file this long after
@@ -95,6 +102,9 @@ void bflush_stop(struct chfsd *d);
 /* A WRITE of a file to flush (MD_FLUSH) went to these segments here. */
 int bflush_note_write(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag, const char *path,
                       const struct wire_seg *seg, uint32_t nseg);
+/* A client opened the backing file of a local-placement file to flush (MD_LOCAL | MD_FLUSH)
+ * for direct I/O: from now on the file is flushed whenever its backing file changed. */
+int bflush_note_local(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag, const char *path);
 /* Flush every dirty file now (phase BFLUSH_DATA), apply the pending changes of names and
  * attributes (BFLUSH_META), or both (BFLUSH_ALL); encode u32 n, n x str "path: error" of
  * files and changes that failed. */
@@ -102,6 +112,8 @@ enum { BFLUSH_ALL = 0, BFLUSH_DATA = 1, BFLUSH_META = 2 };
 int bflush_wait(struct chfsd *d, struct wenc *e, size_t budget, int phase);
 /* Flush fileid now if it is dirty here (before a rebalance hands its chunks over). */
 void bflush_file_now(struct chfsd *d, uint64_t fileid);
+/* A rename of fileid reached the backend: its dirty chunks go to path now (relink.c). */
+void bflush_relink(struct chfsd *d, uint64_t fileid, const char *path);
 /* The file was removed from CHFS: forget its dirty chunks. */
 void bflush_forget(struct chfsd *d, uint64_t fileid);
 /* " dirty_files=N dirty_bytes=N flush_failed=N" appended to buf. */

@@ -20,6 +20,11 @@
  * last write (negative: at once), so a file being written is flushed when the writer pauses.
  * bflush_wait and shutdown ignore the delay.
  *
+ * A local-placement file has no chunk bytes: its clients write its backing file directly, so
+ * its entry stays for as long as the file exists and is dirty while the backing file's size or
+ * mtime differ from its last flush, which copies the whole file (flush_local.c). A rename that
+ * reached the backend moves an entry to the file's new name (relink.c).
+ *
  * Changes of names and attributes (flush_meta.c) are applied after the data: by bflush_wait's
  * meta phase (chfs_sync asks every server for the data phase first) and at shutdown.
  */
@@ -28,6 +33,7 @@
 #include "chfsd.h"
 #include "flush_meta.h"
 #include "io_copy.h"
+#include "relink.h"
 
 #include "log.h"
 
@@ -45,6 +51,7 @@
 #define MAP_MAGIC 0x54524442u /* "BDRT" */
 #define RETRY_S 5.0
 #define COPY_PIECE (1u << 20)
+#define HOT_S 0.05
 
 struct dirty {
 	uint64_t fileid;
@@ -58,6 +65,10 @@ struct dirty {
 	unsigned round;       /* last bflush_wait round that flushed it */
 	uint64_t gen;         /* bumped by every write */
 	uint64_t dirty_bytes; /* written since the last successful flush (status) */
+	int local;            /* local placement: the whole backing file is copied (flush_local.c) */
+	int clean;            /* local: the backend holds the backing file as of fsize/fmtime */
+	uint64_t fsize;       /* local: the backing file's size and mtime at the last flush */
+	int64_t fmtime;
 	struct dirty *next;
 };
 
@@ -80,6 +91,27 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A local-placement file is dirty while its backing file's size or mtime differ from those of
+ * its last flush (clients write it directly: no WRITE tells us). *hot: monotonic seconds until
+ * which it counts as being written (its mtime plus HOT_S: a write within the file system's
+ * timestamp granularity of a flush leaves the same mtime, so a file flushed that close to its
+ * last write is looked at again). Lock held. */
+static int local_dirty(struct dirty *e, double *hot, uint64_t *size)
+{
+	uint64_t sz = 0;
+	int64_t mt = 0;
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	if (st_data_stat(fl.d->st, e->fileid, &sz, &mt) < 0)
+		return 1;
+	double age = (double)rt.tv_sec + rt.tv_nsec / 1e9 - (double)mt / 1e9;
+	if (hot) /* (an mtime in the future, set explicitly, does not postpone the flush) */
+		*hot = now_s() - (age > 0 ? age : 0) + HOT_S;
+	if (size)
+		*size = sz;
+	return !e->clean || sz != e->fsize || mt != e->fmtime;
 }
 
 static void map_name(uint64_t fileid, char name[17])
@@ -142,6 +174,7 @@ static struct dirty *add(uint64_t fileid, const struct wire_tag *tag, const char
 	free(hdr);
 	e->fileid = fileid;
 	e->tag = *tag;
+	e->local = (tag->flags & MD_LOCAL) != 0;
 	e->next = fl.head;
 	fl.head = e;
 	return e;
@@ -164,7 +197,9 @@ int bflush_note_write(struct chfsd *d, uint64_t fileid, const struct wire_tag *t
 	struct dirty *e = find(fileid);
 	if (!e && !(e = add(fileid, tag, path)))
 		rc = -EIO;
-	for (uint32_t s = 0; s < nseg && rc == 0; s++) {
+	for (uint32_t s = 0; s < nseg && rc == 0 && e->local; s++)
+		e->dirty_bytes += seg[s].len; /* (no map: the whole file is compared and copied) */
+	for (uint32_t s = 0; s < nseg && rc == 0 && !e->local; s++) {
 		uint64_t first = seg[s].off / tag->chunk_size,
 		         last = (seg[s].off + seg[s].len - 1) / tag->chunk_size;
 		for (uint64_t i = first; i <= last && rc == 0; i++)
@@ -175,12 +210,29 @@ int bflush_note_write(struct chfsd *d, uint64_t fileid, const struct wire_tag *t
 	if (e) {
 		e->gen++;
 		e->last_io = now_s();
+		e->clean = 0;
 	}
 	pthread_cond_broadcast(&fl.work);
 	pthread_mutex_unlock(&fl.lock);
 	if (rc)
 		log_err("write-back map of %s (file %016llx): %s; this write may not reach the backend", path,
 		        (unsigned long long)fileid, strerror(-rc));
+	return rc;
+}
+
+int bflush_note_local(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag, const char *path)
+{
+	if (!d->bk || (tag->flags & (MD_LOCAL | MD_FLUSH)) != (MD_LOCAL | MD_FLUSH) || !*path)
+		return 0;
+	int rc = 0;
+	pthread_mutex_lock(&fl.lock);
+	if (!find(fileid) && !add(fileid, tag, path))
+		rc = -EIO;
+	pthread_cond_broadcast(&fl.work);
+	pthread_mutex_unlock(&fl.lock);
+	if (rc)
+		log_err("write-back map of %s (file %016llx): %s; direct writes may not reach the backend",
+		        path, (unsigned long long)fileid, strerror(-rc));
 	return rc;
 }
 
@@ -239,10 +291,12 @@ static int flush_one(struct dirty *e)
 /* Flush e (lock held, e not busy); the lock is released meanwhile. 1 if e was forgotten. */
 static int flush_entry(struct dirty *e)
 {
-	uint64_t gen = e->gen;
+	uint64_t gen = e->gen, fsize = 0;
+	int64_t fmtime = 0;
+	int clean = 0;
 	e->busy = 1;
 	pthread_mutex_unlock(&fl.lock);
-	int rc = flush_one(e);
+	int rc = e->local ? bflocal_copy(fl.d, e->fileid, e->path, &fsize, &fmtime, &clean) : flush_one(e);
 	pthread_mutex_lock(&fl.lock);
 	e->busy = 0;
 	pthread_cond_broadcast(&fl.done);
@@ -257,6 +311,13 @@ static int flush_entry(struct dirty *e)
 	if (e->err)
 		log_notice("flush of %s to the backend succeeded after an error", e->path);
 	e->err = 0;
+	if (e->local) { /* kept: its clients may write the backing file again at any time */
+		e->fsize = fsize;
+		e->fmtime = fmtime;
+		e->clean = clean && e->gen == gen;
+		e->dirty_bytes = 0;
+		return 0;
+	}
 	if (e->gen == gen) { /* nothing written meanwhile: every chunk is on the backend */
 		drop(e);
 		return 1;
@@ -272,9 +333,10 @@ static void *flusher(void *arg)
 		double now = now_s(), next = now + 1.0;
 		struct dirty *pick = NULL;
 		for (struct dirty *e = fl.head; e && !pick; e = e->next) {
-			if (e->busy)
+			double hot = 0;
+			if (e->busy || (e->local && !local_dirty(e, &hot, NULL)))
 				continue;
-			double due = e->last_io + (fl.delay > 0 ? fl.delay : 0);
+			double due = (hot > e->last_io ? hot : e->last_io) + (fl.delay > 0 ? fl.delay : 0);
 			if (e->err && e->failed_at + RETRY_S > due)
 				due = e->failed_at + RETRY_S;
 			if (due <= now)
@@ -316,7 +378,8 @@ static void flush_all(void)
 			continue;
 		}
 		e->round = round;
-		flush_entry(e);
+		if (!e->local || local_dirty(e, NULL, NULL))
+			flush_entry(e);
 	}
 }
 
@@ -383,6 +446,32 @@ void bflush_file_now(struct chfsd *d, uint64_t fileid)
 	pthread_mutex_unlock(&fl.lock);
 }
 
+void bflush_relink(struct chfsd *d, uint64_t fileid, const char *path)
+{
+	size_t n = strlen(path);
+	char *p = d->bk && n < MAP_OFF - 24 ? strdup(path) : NULL;
+	uint8_t *hdr = p ? calloc(1, 8 + n) : NULL; /* the header from its path length on */
+	if (hdr) {
+		put32(hdr, (uint32_t)n);
+		memcpy(hdr + 8, path, n);
+	}
+	pthread_mutex_lock(&fl.lock);
+	struct dirty *e;
+	while ((e = find(fileid)) && e->busy)
+		pthread_cond_wait(&fl.done, &fl.lock);
+	if (e && hdr && strcmp(e->path, p) != 0) {
+		if (pwrite(e->fd, hdr, 8 + n, 16) != (ssize_t)(8 + n))
+			log_err("write-back map of %s: %s; after a restart it may be flushed under its old name",
+			        path, strerror(errno));
+		free(e->path);
+		e->path = p;
+		p = NULL;
+	}
+	pthread_mutex_unlock(&fl.lock);
+	free(hdr);
+	free(p);
+}
+
 void bflush_forget(struct chfsd *d, uint64_t fileid)
 {
 	if (!d->bk)
@@ -402,8 +491,11 @@ void bflush_status(struct chfsd *d, char *buf, size_t size)
 	if (d->bk) {
 		pthread_mutex_lock(&fl.lock);
 		for (struct dirty *e = fl.head; e; e = e->next) {
+			uint64_t size = 0;
+			if (e->local && !local_dirty(e, NULL, &size))
+				continue;
 			files++;
-			bytes += e->dirty_bytes;
+			bytes += e->local && size > e->dirty_bytes ? size : e->dirty_bytes;
 			failed += e->err != 0;
 		}
 		pthread_mutex_unlock(&fl.lock);
@@ -439,6 +531,7 @@ static void load_one(const char *name)
 	        .pkey = get32(hdr + 4), .chunk_size = get32(hdr + 8), .flags = get32(hdr + 12)};
 	e->path = path;
 	e->fd = fd;
+	e->local = (e->tag.flags & MD_LOCAL) != 0;
 	e->last_io = now_s() - 1e9; /* due at once */
 	e->next = fl.head;
 	fl.head = e;
@@ -462,7 +555,9 @@ int bflush_init(struct chfsd *d, int nthreads, double delay_s)
 			load_one(de->d_name);
 	if (dp)
 		closedir(dp);
-	int rc = bmeta_init(d, fl.dirfd, nthreads > 0); /* names and attributes (flush_meta.c) */
+	int rc = brelink_init(d, fl.dirfd); /* backend names after renames (relink.c) */
+	if (rc == 0)
+		rc = bmeta_init(d, fl.dirfd, nthreads > 0); /* names and attributes (flush_meta.c) */
 	if (rc)
 		return rc;
 	if (nthreads > 0 && !(fl.threads = calloc((size_t)nthreads, sizeof *fl.threads)))

@@ -32,6 +32,7 @@
 #include "backend.h"
 #include "chfsd.h"
 #include "log.h"
+#include "relink.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -81,7 +82,10 @@ static uint32_t get32(const uint8_t *p) { return p[0] | p[1] << 8 | p[2] << 16 |
 
 /* Renames (both halves: the old name stays hidden until then) and file attributes go after the
  * data: at chfs_sync's meta phase and at shutdown. */
-static int after_data(int op) { return op == BM_RENAME || op == BM_HIDE || op == BM_FATTR || op == BM_TRUNC; }
+static int after_data(int op)
+{
+	return op == BM_RENAME || op == BM_HIDE || op == BM_FATTR || op == BM_TRUNC || op == BM_CHOWN;
+}
 
 static int hides_any(const struct mop *m)
 {
@@ -144,7 +148,7 @@ void bmeta_note_create(struct chfsd *d, const char *path, const struct chfs_md *
 {
 	if (S_ISLNK(md->mode))
 		bmeta_note(d, BM_SYMLINK, path, NULL);
-	else if (S_ISREG(md->mode) && !(md->flags & MD_LOCAL))
+	else if (S_ISREG(md->mode))
 		bmeta_note(d, BM_FATTR, path, NULL); /* an empty file and its mode reach the backend too */
 }
 
@@ -166,8 +170,9 @@ void bmeta_note_rename(struct chfsd *d, const char *from, const char *to, const 
 
 const char *bmeta_op_name(int op)
 {
-	static const char *const names[] = {"?",       "unlink",     "rename", "mkdir",      "rmdir",
-	                                    "symlink", "attributes", "rename", "attributes", "truncate"};
+	static const char *const names[] = {"?",          "unlink",   "rename",     "mkdir",
+	                                    "rmdir",      "symlink",  "attributes", "rename",
+	                                    "attributes", "truncate", "chown"};
 	return op > 0 && op <= BM_MAX ? names[op] : "?";
 }
 
@@ -186,10 +191,36 @@ int bmeta_hidden(struct chfsd *d, const char *path)
 	return hidden;
 }
 
-/* The entry's mode and times onto backend path (it must exist for a directory or symlink;
- * a regular file is created if the flush never wrote it, e.g. an empty file), with cut its
- * size too. */
-static int apply_attr(struct chfsd *d, const char *path, int pfd, const char *leaf, int cut)
+/* 1 if a BM_CHOWN record of path is queued. */
+static int chown_queued(const char *path)
+{
+	int found = 0;
+	pthread_mutex_lock(&mq.lock);
+	for (struct mop *m = mq.head; m && !found; m = m->next)
+		found = m->op == BM_CHOWN && strcmp(m->path, path) == 0;
+	pthread_mutex_unlock(&mq.lock);
+	return found;
+}
+
+/* The entry's owner and group onto the backend entry, when they differ from its own (a chfsd
+ * that is not root may give a file only to itself: EPERM otherwise). */
+static int apply_owner(const struct chfs_md *md, int pfd, const char *leaf)
+{
+	struct stat sb;
+	if (fstatat(pfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (sb.st_uid == md->uid && sb.st_gid == md->gid)
+		return 0;
+	return fchownat(pfd, leaf, md->uid, md->gid, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+/* The entry's owner, mode and times onto backend path (it must exist for a directory or
+ * symlink; a regular file is created if the flush never wrote it, e.g. an empty file), with cut
+ * its size too. A local-placement file's size and mtime are its backing file's, which its data
+ * flush copies (flush_local.c). An owner the backend refuses does not hold back the rest: it
+ * becomes a BM_CHOWN record of its own (queued, counted, retried); chown_only applies just
+ * that record. */
+static int apply_attr(struct chfsd *d, const char *path, int pfd, const char *leaf, int cut, int chown_only)
 {
 	struct chfs_md *md = malloc(sizeof *md);
 	int rc = md ? st_lookup(d->st, path, md) : -ENOMEM;
@@ -197,20 +228,26 @@ static int apply_attr(struct chfsd *d, const char *path, int pfd, const char *le
 		free(md);
 		return rc == -ENOENT ? 0 : rc; /* gone from CHFS since: a later record says where */
 	}
-	if (S_ISREG(md->mode) && !(md->flags & MD_LOCAL)) {
+	int local = S_ISREG(md->mode) && (md->flags & MD_LOCAL);
+	if (S_ISREG(md->mode) && !chown_only) {
 		int fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd < 0 || (cut && ftruncate(fd, (off_t)md->size) < 0))
+		if (fd < 0 || (cut && !local && ftruncate(fd, (off_t)md->size) < 0))
 			rc = -errno;
 		if (fd >= 0)
 			close(fd);
 	}
-	if (rc == 0 && !S_ISLNK(md->mode) && !(S_ISREG(md->mode) && (md->flags & MD_LOCAL)) &&
+	int orc = rc == 0 ? apply_owner(md, pfd, leaf) : 0; /* before the mode: it clears set-ID bits */
+	int refused = orc == -EPERM || orc == -EINVAL;      /* not root; an id not mapped in its namespace */
+	if (chown_only || (orc && !refused))
+		rc = orc;
+	if (rc == 0 && refused && !chown_queued(path))
+		bmeta_note(d, BM_CHOWN, path, NULL);
+	if (rc == 0 && !chown_only && !S_ISLNK(md->mode) &&
 	    fchmodat(pfd, leaf, md->mode & 07777, AT_SYMLINK_NOFOLLOW) < 0)
 		rc = -errno;
 	struct timespec ts[2] = {{.tv_sec = md->atime_ns / 1000000000, .tv_nsec = md->atime_ns % 1000000000},
 	                         {.tv_sec = md->mtime_ns / 1000000000, .tv_nsec = md->mtime_ns % 1000000000}};
-	if (rc == 0 && !(S_ISREG(md->mode) && (md->flags & MD_LOCAL)) &&
-	    utimensat(pfd, leaf, ts, AT_SYMLINK_NOFOLLOW) < 0)
+	if (rc == 0 && !chown_only && !local && utimensat(pfd, leaf, ts, AT_SYMLINK_NOFOLLOW) < 0)
 		rc = -errno;
 	if (rc == -ENOENT && !S_ISREG(md->mode))
 		rc = 0; /* a directory never made on the backend (implicit): nothing to set */
@@ -232,9 +269,51 @@ static int apply_symlink(struct chfsd *d, const char *path, int pfd, const char 
 	return rc == -ENOENT ? 0 : rc;
 }
 
+/* 1 if a record after m removes m's new name (its entry was unlinked after the rename). */
+static int unlinked_later(const struct mop *m)
+{
+	int found = 0;
+	pthread_mutex_lock(&mq.lock);
+	for (const struct mop *x = m->next; x && !found; x = x->next)
+		found = x->op == BM_UNLINK && strcmp(x->path, m->path2) == 0;
+	pthread_mutex_unlock(&mq.lock);
+	return found;
+}
+
+/* Move the backend file m->path (the file's backend name when it was renamed) to m->path2,
+ * unless the rename is superseded: the entry at path2 is no longer that file (renamed on
+ * again: the server of the later name moves m->path there; replaced) — then this server's
+ * records must not take the file. After the move the file's data go to the new name: CHFS's
+ * entry (st_relink) and every server's dirty chunks and later requests (relink.c). */
+static int apply_rename(struct chfsd *d, const struct mop *m, int pfd, const char *leaf)
+{
+	const char *leaf2;
+	struct chfs_md *md = malloc(sizeof *md);
+	if (!md)
+		return -ENOMEM;
+	int current = st_lookup(d->st, m->path2, md) == 0 && S_ISREG(md->mode) && (md->flags & MD_PATHED) &&
+	              strcmp(md->link, m->path) == 0;
+	if (!current && !unlinked_later(m)) {
+		free(md);
+		return 0;
+	}
+	int pfd2 = backend_parent(d->bk, m->path2, 1, &leaf2);
+	int rc = pfd2 < 0 ? pfd2 : renameat(pfd, leaf, pfd2, leaf2) < 0 && errno != ENOENT ? -errno : 0;
+	if (rc == 0)
+		rc = apply_attr(d, m->path2, pfd2, leaf2, 0, 0);
+	if (rc == 0 && current) { /* later opens write to (and read through from) the new name */
+		st_relink(d->st, m->path2, m->path, m->path2);
+		brelink_announce(d, md->fileid, m->path2);
+	}
+	if (pfd2 >= 0)
+		close(pfd2);
+	free(md);
+	return rc;
+}
+
 static int apply_one(struct chfsd *d, const struct mop *m)
 {
-	const char *leaf, *leaf2;
+	const char *leaf;
 	int pfd = backend_parent(d->bk, m->path, m->op != BM_UNLINK && m->op != BM_RMDIR, &leaf);
 	int rc = pfd < 0 ? pfd : 0;
 	if (m->op == BM_HIDE ||
@@ -251,23 +330,14 @@ static int apply_one(struct chfsd *d, const struct mop *m)
 	case BM_MKDIR:
 		rc = mkdirat(pfd, leaf, 0700) < 0 && errno != EEXIST ? -errno : 0;
 		if (rc == 0)
-			rc = apply_attr(d, m->path, pfd, leaf, 0);
+			rc = apply_attr(d, m->path, pfd, leaf, 0, 0);
 		break;
 	case BM_SYMLINK: rc = apply_symlink(d, m->path, pfd, leaf); break;
 	case BM_ATTR:
 	case BM_FATTR:
-	case BM_TRUNC: rc = apply_attr(d, m->path, pfd, leaf, m->op == BM_TRUNC); break;
-	case BM_RENAME: {
-		int pfd2 = backend_parent(d->bk, m->path2, 1, &leaf2);
-		rc = pfd2 < 0 ? pfd2 : renameat(pfd, leaf, pfd2, leaf2) < 0 && errno != ENOENT ? -errno : 0;
-		if (rc == 0)
-			rc = apply_attr(d, m->path2, pfd2, leaf2, 0);
-		if (rc == 0) /* later opens write to (and read through from) the new name */
-			st_relink(d->st, m->path2, m->path, m->path2);
-		if (pfd2 >= 0)
-			close(pfd2);
-		break;
-	}
+	case BM_TRUNC: rc = apply_attr(d, m->path, pfd, leaf, m->op == BM_TRUNC, 0); break;
+	case BM_CHOWN: rc = apply_attr(d, m->path, pfd, leaf, 0, 1); break;
+	case BM_RENAME: rc = apply_rename(d, m, pfd, leaf); break;
 	default: rc = -EINVAL;
 	}
 	close(pfd);
@@ -342,6 +412,11 @@ static void apply(struct chfsd *d, const char *only, int background)
 		pthread_mutex_lock(&mq.lock);
 		if (rc < 0)
 			m->err = -rc;
+		if (rc && m->op == BM_CHOWN) { /* a refused owner holds nothing else back */
+			pthread_mutex_unlock(&mq.lock);
+			pp = &m->next;
+			continue;
+		}
 		if (rc) {
 			pthread_mutex_unlock(&mq.lock);
 			if (held.used + 2 > cap / 2)

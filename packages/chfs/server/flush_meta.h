@@ -22,7 +22,8 @@ enum {
 	BM_HIDE,       /* nothing to do but hide path (the other half of a rename) until applied */
 	BM_FATTR,      /* BM_ATTR of a regular file: after its data (a data flush sets the mtime) */
 	BM_TRUNC,      /* BM_FATTR and the file's size as CHFS has it (it was cut) */
-	BM_MAX = BM_TRUNC
+	BM_CHOWN,      /* path's owner and group, which the backend refused with the rest */
+	BM_MAX = BM_CHOWN
 };
 
 /* Open STORAGE/bdirty/meta.log (bdirty_fd: that directory) and queue what a previous run left;

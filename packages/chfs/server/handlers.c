@@ -22,6 +22,7 @@
 #include "inode.h"
 #include "io_engine.h"
 #include "moved.h"
+#include "relink.h"
 
 #include "log.h"
 #include "placement.h"
@@ -86,6 +87,7 @@ static int stage_take_owned(struct chfsd *d, const struct wire_req *q)
 
 static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
 {
+	brelink_map(d, q->fileid, q->path, sizeof q->path); /* opened before a rename reached the backend */
 	int rc = rebalance_take_chunks(d, q->fileid, &q->tag, q->seg, q->nseg);
 	for (uint32_t i = 0; i < q->nseg && rc == 0; i++) /* a backend file: its chunks first */
 		rc = bcache_ensure(d, q->fileid, &q->tag, q->path, q->seg[i].off, q->seg[i].len);
@@ -115,6 +117,7 @@ static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 
 static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
 {
+	brelink_map(d, q->fileid, q->path, sizeof q->path);
 	int fd = rebalance_take_chunks(d, q->fileid, &q->tag, q->seg, q->nseg);
 	for (uint32_t i = 0; i < q->nseg && fd == 0; i++) /* a backend file: fetch what is not here */
 		fd = bcache_ensure(d, q->fileid, &q->tag, q->path, q->seg[i].off, q->seg[i].len);
@@ -255,7 +258,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	case WOP_CREATE:
 		md = q->md;
 		md.flags &= ~(uint32_t)MD_PATHED; /* the server's to set: */
-		if (d->bk && S_ISREG(md.mode) && !(md.flags & MD_LOCAL)) {
+		if (d->bk && S_ISREG(md.mode)) {
 			md.flags |= MD_FLUSH; /* written data go to the backend at this path */
 			snprintf(md.link, sizeof md.link, "%s", q->path);
 		}
@@ -359,7 +362,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		                &md);
 		if (rc == 0 && S_ISREG(md.mode) && (q->which & WIRE_SET_SIZE))
 			bmeta_note(d, BM_TRUNC, q->path, NULL);
-		else if (rc == 0 && (q->which & (WIRE_SET_MODE | WIRE_SET_ATIME | WIRE_SET_MTIME)))
+		else if (rc == 0 && (q->which & (WIRE_SET_MODE | WIRE_SET_ATIME | WIRE_SET_MTIME |
+		                                 WIRE_SET_UID | WIRE_SET_GID)))
 			bmeta_note(d, S_ISREG(md.mode) ? BM_FATTR : BM_ATTR, q->path, NULL);
 		if (rc == 0) {
 			if (q->which & WIRE_SET_SIZE)
@@ -381,10 +385,12 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		uint64_t fetched = 0;
 		if ((rc = stage_take_owned(d, q)) < 0)
 			return rc;
+		brelink_map(d, q->fileid, q->path, sizeof q->path);
 		if ((rc = bcache_stage(d, q->fileid, &q->tag, q->path, q->size, q->piece, &fetched)) == 0)
 			wenc_u64(e, fetched);
 		return rc;
 	}
+	case WOP_RELINK: return brelink_note(d, q->fileid, q->path);
 	case WOP_FLUSH: return bflush_wait(d, e, WIRE_HDR_LEN + WIRE_READDIR_MAX, (int)q->flags);
 	case WOP_WRITE: return do_write(d, r, q, w, e);
 	case WOP_READ: return do_read(d, r, q, w, e);
@@ -394,6 +400,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		if (q->h.op == WOP_DATA_REMOVE) {
 			bcache_remove(d, q->fileid);
 			bflush_forget(d, q->fileid); /* removed from CHFS: nothing to flush */
+			brelink_forget(d, q->fileid);
 		}
 		rc = q->h.op == WOP_DATA_REMOVE ? st_data_remove(d->st, q->fileid)
 		                                : bcache_truncate(d, q->fileid, q->size);
@@ -410,9 +417,15 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return 0;
 	case WOP_LOCAL_PATH: {
 		char p[4200];
-		if (q->tag.flags & MD_PATHED)
-			return -EOPNOTSUPP; /* chunks not fetched yet: reads and writes go through chfsd */
+		/* A backend file's chunks may not be fetched yet, and a striped file's direct writes
+		 * would not mark its chunks dirty: both go through chfsd. A local file's changes are
+		 * found by its backing file's size and mtime (flush_local.c). */
+		if ((q->tag.flags & MD_BACKEND) || ((q->tag.flags & MD_FLUSH) && !(q->tag.flags & MD_LOCAL)))
+			return -EOPNOTSUPP;
+		brelink_map(d, q->fileid, q->path, sizeof q->path);
 		if ((rc = st_data_path(d->st, q->fileid, &q->tag, p, sizeof p)) == 0)
+			rc = bflush_note_local(d, q->fileid, &q->tag, q->path);
+		if (rc == 0)
 			wenc_str(e, p);
 		return rc;
 	}
@@ -457,6 +470,7 @@ static int placed(unsigned op)
 	case WOP_STATUS:
 	case WOP_SYNC:
 	case WOP_FLUSH:
+	case WOP_RELINK:
 	case WOP_FLUSH_ERRORS:
 	case WOP_MOVED:
 	case WOP_LOCAL_PATH:

@@ -28,7 +28,7 @@ static void usage(FILE *f)
 	        "  stat|lstat PATH               print mode(octal) size nlink mtime\n"
 	        "  truncate PATH LEN | unlink PATH | rename FROM TO | link OLD NEW | mkdir PATH | rmdir PATH\n"
 	        "  utime PATH SECONDS             set atime and mtime (seconds since the epoch)\n"
-	        "  symlink TARGET PATH | readlink PATH | chmod PATH MODE | access PATH MODE\n"
+	        "  symlink TARGET PATH | readlink PATH | chmod PATH MODE | chown PATH UID GID | access PATH MODE\n"
 	        "  ls PATH                       entry names, one per line\n"
 	        "  mkfiles DIR N                 create N empty files DIR/f000000...\n"
 	        "  smallwrites PATH N SIZE       N sequential writes of SIZE bytes (byte k = k %% 251)\n"
@@ -158,6 +158,9 @@ int main(int argc, char **argv)
 		printf("%.*s\n", n, buf);
 	} else if (!strcmp(op, "chmod") && argc >= 4) {
 		if (chfs_chmod(argv[2], (mode_t)strtol(argv[3], NULL, 8)) < 0)
+			rc = fail();
+	} else if (!strcmp(op, "chown") && argc >= 5) {
+		if (chfs_chown(argv[2], (uid_t)atol(argv[3]), (gid_t)atol(argv[4])) < 0)
 			rc = fail();
 	} else if (!strcmp(op, "utime") && argc >= 4) {
 		struct timespec ts[2] = {{.tv_sec = atoll(argv[3])}, {.tv_sec = atoll(argv[3])}};

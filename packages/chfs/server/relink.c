@@ -1,0 +1,196 @@
+/*
+ * relink.c — a file's backend name after its rename reached the backend.
+ *
+ * Data requests carry the backend path the client found in the file's metadata (md.link) when
+ * it opened the file, and the servers holding chunks flush them there (flush.c). When
+ * flush_meta.c moves the backend file to the new name at a sync, a descriptor opened before
+ * still sends the old name, and a server's dirty entry (a local-placement file's lives as long
+ * as the file) still holds it: their next flush would make a new file under the old name. So
+ * the server that applied the rename tells every member the file's new backend name
+ * (WOP_RELINK); each keeps fileid → name in a table, rewrites its dirty entry, and maps the
+ * path of later data requests of that file through the table.
+ *
+ * The table is appended to STORAGE/bdirty/relink.log (u64 fileid, u32 length, name; the last
+ * record of a file wins) before WOP_RELINK is answered, so a restarted server still maps old
+ * names. Entries of removed files leave memory; the log is not compacted (a record per rename
+ * that reached the backend).
+ */
+#define _GNU_SOURCE
+#include "relink.h"
+
+#include "backend.h"
+#include "chfsd.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define NBUCKET 1024
+
+struct link {
+	uint64_t fileid;
+	char *path;
+	struct link *next;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct link *b[NBUCKET];
+	int fd;
+	off_t end;
+} rl = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+
+static struct link **slot(uint64_t fileid)
+{
+	struct link **pp = &rl.b[(fileid ^ fileid >> 29) % NBUCKET];
+	while (*pp && (*pp)->fileid != fileid)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/* Set fileid's name (lock held). */
+static int set(uint64_t fileid, const char *path, size_t n)
+{
+	struct link **pp = slot(fileid);
+	char *p = strndup(path, n);
+	if (!p)
+		return -ENOMEM;
+	if (!*pp && !(*pp = calloc(1, sizeof **pp))) {
+		free(p);
+		return -ENOMEM;
+	}
+	free((*pp)->path);
+	(*pp)->fileid = fileid;
+	(*pp)->path = p;
+	return 0;
+}
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < n; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+int brelink_init(struct chfsd *d, int bdirty_fd)
+{
+	(void)d;
+	struct stat sb;
+	rl.fd = openat(bdirty_fd, "relink.log", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (rl.fd < 0 || fstat(rl.fd, &sb) < 0)
+		return -errno;
+	uint8_t *buf = sb.st_size ? malloc((size_t)sb.st_size) : NULL;
+	if (sb.st_size && (!buf || pread(rl.fd, buf, (size_t)sb.st_size, 0) != sb.st_size)) {
+		free(buf);
+		return buf ? -EIO : -ENOMEM;
+	}
+	off_t off = 0;
+	while (off + 12 <= sb.st_size) {
+		uint64_t id = get_le(buf + off, 8);
+		uint32_t n = (uint32_t)get_le(buf + off + 8, 4);
+		if (n == 0 || n >= CHFS_PATH_MAX || off + 12 + n > sb.st_size ||
+		    set(id, (char *)buf + off + 12, n))
+			break; /* a record cut by a crash was never answered */
+		off += 12 + n;
+	}
+	rl.end = off;
+	free(buf);
+	return 0;
+}
+
+int brelink_note(struct chfsd *d, uint64_t fileid, const char *path)
+{
+	if (!d->bk || rl.fd < 0)
+		return -EOPNOTSUPP;
+	size_t n = strlen(path);
+	uint8_t *rec = malloc(12 + n);
+	if (!rec)
+		return -ENOMEM;
+	put_le(rec, fileid, 8);
+	put_le(rec + 8, n, 4);
+	memcpy(rec + 12, path, n);
+	pthread_mutex_lock(&rl.lock);
+	ssize_t w = pwrite(rl.fd, rec, 12 + n, rl.end);
+	int rc = w == (ssize_t)(12 + n) ? 0 : w < 0 ? -errno : -EIO;
+	if (rc == 0) {
+		rl.end += (off_t)(12 + n);
+		rc = set(fileid, path, n);
+	}
+	pthread_mutex_unlock(&rl.lock);
+	free(rec);
+	if (rc == 0)
+		bflush_relink(d, fileid, path);
+	return rc;
+}
+
+void brelink_map(struct chfsd *d, uint64_t fileid, char *path, size_t size)
+{
+	if (!d->bk || !*path)
+		return;
+	pthread_mutex_lock(&rl.lock);
+	struct link *l = *slot(fileid);
+	if (l && strlen(l->path) < size)
+		strcpy(path, l->path);
+	pthread_mutex_unlock(&rl.lock);
+}
+
+void brelink_forget(struct chfsd *d, uint64_t fileid)
+{
+	if (!d->bk)
+		return;
+	pthread_mutex_lock(&rl.lock);
+	struct link **pp = slot(fileid), *l = *pp;
+	if (l) {
+		*pp = l->next;
+		free(l->path);
+		free(l);
+	}
+	pthread_mutex_unlock(&rl.lock);
+}
+
+void brelink_announce(struct chfsd *d, uint64_t fileid, const char *path)
+{
+	size_t cap = WIRE_HDR_LEN + 16 + strlen(path);
+	char *list = malloc(WIRE_LIST_MAX);
+	uint8_t *msg = malloc(cap), rep[WIRE_HDR_LEN + 16];
+	int rc = brelink_note(d, fileid, path);
+	if (rc)
+		log_err("backend name of %s (file %016llx): %s", path, (unsigned long long)fileid,
+		        strerror(-rc));
+	if (!list || !msg) {
+		log_err("backend rename of %s: out of memory; other servers may flush it under its old name",
+		        path);
+		free(list);
+		free(msg);
+		return;
+	}
+	unsigned vnodes;
+	members_get(&d->mem, list, WIRE_LIST_MAX, &vnodes);
+	struct wenc e;
+	wenc_init(&e, msg, cap);
+	chfsd_req_hdr(d, &e, WOP_RELINK);
+	wenc_u64(&e, fileid);
+	wenc_str(&e, path);
+	for (char *sv = NULL, *ent = strtok_r(list, ",", &sv); ent; ent = strtok_r(NULL, ",", &sv)) {
+		const char *a = ent + WIRE_ID_LEN + 1;
+		if (strcmp(a, d->self) == 0)
+			continue;
+		if ((rc = chfsd_call(d, a, &e, rep, sizeof rep, NULL, d->timeout_ms)) != 0)
+			log_err("backend rename of %s: server %s not told (%s); it may flush the file under its old name",
+			        path, a, strerror(-rc));
+	}
+	free(list);
+	free(msg);
+}
