@@ -85,6 +85,7 @@ os.rmdir(d)
 print("\n".join(out))
 """
 
+@pytest.mark.hook
 def test_fifo_and_socket_entries_under_the_hook_as_on_tmpfs(chfs_pool):
     want = on_tmpfs(ENTRIES)
     assert "fifo type=True mode=640" in want and "again=EEXIST" in want, want
