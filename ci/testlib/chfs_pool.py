@@ -14,7 +14,8 @@ CHFS_LOCAL_FASTPATH=0 (data over RPC, as on multi-node pools; override with
 extra_env={"CHFS_LOCAL_FASTPATH": "1"}), PATH and LD_LIBRARY_PATH pointing at the installed build), `.dirs` (storage directory per server),
 `.addrs` (server addresses), `.pids`, `.secret_file`, `.tmp`. Methods: `.kill(i, sig=9)`,
 `.restart(i)` (same storage dir and address; `.restart(i, host="127.0.0.1:PORT")` on another
-address), `.add()` (one more server joins; returns its index), `.run(argv, **kw)` (subprocess.run with .env,
+address), `.add()` (one more server joins; returns its index; `launcher=[...]` prefixes
+every chfsd command, e.g. ci/testlib/no_io_uring.launcher()), `.run(argv, **kw)` (subprocess.run with .env,
 text output, check=True by default, 120 s timeout), `.stop()` (always called by the fixture).
 
 The build is taken from $CHFS_STACK_PREFIX (default ~/.cache/chfs-stack/prefix), so
@@ -115,8 +116,9 @@ def stop_all(pids):
 
 class ChfsPool:
     def __init__(self, servers=4, proto="tcp", rpc_timeout_ms=5000, tmp=None, host=None,
-                 extra_env=None, chfsd_args=(), start_timeout=60):
+                 extra_env=None, chfsd_args=(), start_timeout=60, launcher=()):
         self.n = servers
+        self.launcher = list(launcher)  # argv prefix for chfsd (e.g. ci/no-io-uring)
         self.proto = proto
         self.host = host
         self.chfsd_args = list(chfsd_args)
@@ -154,7 +156,7 @@ class ChfsPool:
         boot = next((a for j, a in enumerate(self.addrs) if a and j != i), None)
         if boot:
             argv.append(boot)
-        subprocess.run(argv, env=self.env, check=True, timeout=self.start_timeout)
+        subprocess.run(self.launcher + argv, env=self.env, check=True, timeout=self.start_timeout)
         with open(f"{d}/info") as f:
             self.addrs[i] = f.read().strip()
         with open(f"{d}/chfsd.pid") as f:

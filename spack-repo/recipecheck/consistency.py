@@ -155,9 +155,13 @@ _FIND = re.compile(r"find_package\s*\(\s*(\w+)([^)]*)\)", re.S)
 def _cmake_dirs(r, root):
     with open(r.path) as f:
         src = f.read()
-    m = re.search(r'"CHFS_STACK_COMPONENTS",\s*"([^"]+)"', src)
-    if m:
-        return [os.path.join(root, c) for c in m.group(1).split(";")]
+    # The components are a literal, or a variable the recipe assigns literals to (one list per
+    # variant setting, e.g. chfs's +uring adds packages/asyncsys): every list counts.
+    lists = re.findall(r'"CHFS_STACK_COMPONENTS",\s*"([^"]+)"', src)
+    for var in re.findall(r'"CHFS_STACK_COMPONENTS",\s*([A-Za-z_]\w*)\s*\)', src):
+        lists += re.findall(rf'\b{var}\s*=\s*"([^"]+)"', src)
+    if lists:
+        return sorted({os.path.join(root, c) for lst in lists for c in lst.split(";")})
     sub = getattr(r.cls, "root_cmakelists_dir", None)
     return [os.path.join(root, sub)] if sub else [root]
 

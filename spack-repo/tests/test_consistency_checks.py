@@ -117,6 +117,26 @@ def test_optional_cmake_package_neither_declared_nor_disabled(tmp_path):
     assert not any("looks for MPI" in p for p in ps), ps
 
 
+def test_component_list_chosen_by_a_variant_is_read_in_every_setting(tmp_path):
+    # chfs's +uring builds packages/asyncsys too: the list is a variable with one literal per
+    # setting. Each listed component is checked (here the second list's "b" has the optional
+    # find_package), and only those: "c", in no list, is not (it used to be, as the whole tree).
+    body = OURS + '''sanity_check_is_file = ["bin/x"]
+variant("extra", default=True, description="d")
+def cmake_args(self):
+    components = "a;b"
+    if not self.spec.satisfies("+extra"):
+        components = "a"
+    return [self.define("CHFS_STACK_COMPONENTS", components)]
+'''
+    files = {"CMakeLists.txt": "project(x LANGUAGES C)\n", "a/CMakeLists.txt": "\n",
+             "b/CMakeLists.txt": "find_package(MPI QUIET)\n",
+             "c/CMakeLists.txt": "find_package(HDF5 QUIET)\n"}
+    ps = problems_of(tmp_path, {"comp": recipe("Comp", "CMakePackage", body, CHECKOUT)}, files)
+    assert any("b/CMakeLists.txt looks for MPI (optional)" in p for p in ps), ps
+    assert not any("HDF5" in p for p in ps), ps
+
+
 def test_method_reading_the_checkout_outside_the_hash(tmp_path):
     head = CHECKOUT + 'EXTRA = os.path.join(CHFS_STACK_CHECKOUT, "packages", "x")\n'
     body = '''

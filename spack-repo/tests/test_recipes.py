@@ -163,3 +163,49 @@ def test_chfs_mpi_benchmark_is_a_variant_with_spacks_mpi(checked):
 def test_gfarm2fs_needs_no_openssl(checked):
     recipes, _, _ = checked
     assert "openssl" not in {n for n, _, _ in _deps(recipes["gfarm2fs"])}
+
+
+def test_chfs_builds_chfsd_on_io_uring_by_a_default_variant(checked):
+    """+uring (default, ours only) depends on liburing and builds libasyncsys beside chfs, so
+    chfsd gets its io_uring storage engine; ~uring leaves libasyncsys out (sync engine)."""
+    recipes, _, _ = checked
+    r = recipes["chfs"]
+    v = r.variants()["uring"]
+    assert v.kwargs["default"] is True and v.kwargs["when"] == "implementation=chfs-stack"
+    assert [(t, w) for n, t, w in _deps(r) if n == "liburing"] == \
+        [("liburing@2.3:", ["implementation=chfs-stack", "+uring"])]
+
+    class Spec:
+        def __init__(self, on):
+            self.on = on
+
+        def satisfies(self, s):
+            return {"+uring": self.on, "+mpi-bench": False}[s]
+
+    class Builder:
+        pkg = type("Pkg", (), {"run_tests": False})()
+
+        def __init__(self, on):
+            self.spec = Spec(on)
+
+        def define(self, k, v):
+            return (k, v)
+
+    for on, want in [(True, "packages/asyncsys;packages/chfs"), (False, "packages/chfs")]:
+        args = dict(r.module.CMakeBuilder.cmake_args(Builder(on)))
+        assert args["CHFS_STACK_COMPONENTS"] == want
+        assert args["CHFS_STACK_CI_TOOLS"] is False
+
+
+def test_libfuse_carries_the_io_uring_patch_after_the_passthrough_one(checked):
+    recipes, _, _ = checked
+    r = recipes["libfuse-passthrough"]
+    patches = [(d.args[0], d.kwargs.get("when")) for d in r.directives("patch")]
+    assert patches == [("libfuse-passthrough.patch", "@3.14:3.16"),
+                       ("libfuse-io-uring.patch", "@3.14.0+io_uring")]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(REPO)))
+    for name, _ in patches:  # the files build-libfuse applies, not copies
+        assert os.path.realpath(os.path.join(REPO, "packages", "libfuse_passthrough", name)) == \
+            os.path.join(root, "packages", "chfuse", name)
+    assert r.variants()["io_uring"].kwargs["default"] is True
+    assert [(t, w) for n, t, w in _deps(r) if n == "liburing"] == [("liburing@2.3:", ["+io_uring"])]

@@ -15,21 +15,38 @@
 
 #define PAGE 4096u
 
-/* Says once per process why io_uring is not used. */
+/* 1 when a seccomp filter is installed in this process ("Seccomp: 2" in /proc/self/status). */
+static int under_seccomp_filter(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[128];
+	int mode = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Seccomp: %d", &mode) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return mode == 2;
+}
+
+/* Says once per process why io_uring is not used: the errno, and the sysctl or a seccomp filter
+ * (ci/no-io-uring, a container runtime) when either is what refused it. */
 static void log_fallback(int err)
 {
 	static atomic_flag said = ATOMIC_FLAG_INIT;
 	if (atomic_flag_test_and_set(&said))
 		return;
-	char sysctl[32] = "";
+	char cause[48] = "";
 	FILE *f = fopen("/proc/sys/kernel/io_uring_disabled", "r");
 	int v;
 	if (f && fscanf(f, "%d", &v) == 1 && v != 0)
-		snprintf(sysctl, sizeof(sysctl), ", kernel.io_uring_disabled=%d", v);
+		snprintf(cause, sizeof(cause), ", kernel.io_uring_disabled=%d", v);
+	else if (err == -EPERM && under_seccomp_filter())
+		snprintf(cause, sizeof(cause), ", seccomp filter");
 	if (f)
 		fclose(f);
 	fprintf(stderr, "asyncsys: io_uring unavailable (%s%s); system calls run on execution threads only\n",
-	        strerror(-err), sysctl);
+	        strerror(-err), cause);
 }
 
 static bool env_no_uring(void)

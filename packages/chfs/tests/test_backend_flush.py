@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import poolstatus
 from chfsutil import get, io, put
 from small_tmpfs import small_tmpfs  # noqa: F401 (fixture)
 
@@ -165,6 +166,10 @@ def test_chfsctl_b_reads_through_and_stop_flushes(tmp_path):
                          r'CHFS_BACKEND_PATH="([^"]+)"; export CHFS_BACKEND_PATH;\n', out)
         assert m and m.group(2) == str(backend), out
         env["CHFS_SERVER"] = m.group(1)
+        # The servers join one by one, and a join's rebalance flushes a dirty chunk before
+        # handing it over: /out written before the pool settled reached the backend before the
+        # stop (seen once at load 17 on 2 cores, in `ci/test --no-io-uring`'s core run).
+        poolstatus.wait_settled(env, 3)
         env["CHFS_IO_NOSYNC"] = "1"
         run = lambda *a, **kw: subprocess.run(list(a), env=env, capture_output=True, timeout=60,
                                               check=True, **kw).stdout

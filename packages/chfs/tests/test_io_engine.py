@@ -1,62 +1,49 @@
 """chfsd's storage I/O engines (server/io_engine.c, bulk_io.c): the same data must come back
 under --io=sync (pread/pwrite), --io=uring (libasyncsys on io_uring: the RMA of one piece
-overlaps the file write of the previous one) and uring with io_uring disabled
-(kernel.io_uring_disabled=2: libasyncsys's execution threads run the same requests). Each engine
-runs a data-integrity round (inline and RMA transfers, many pieces, unaligned offsets,
-overwrites, holes, reads past the end, concurrent clients), a kill -9 in the middle of a stream
-of writes followed by a restart (every acknowledged write is there, the server goes on), and
-the backend copies (flush to the backend, stage-in).
+overlaps the file write of the previous one) and uring with io_uring refused (chfsd started
+under ci/no-io-uring, a seccomp filter giving EPERM as kernel.io_uring_disabled=2 would:
+libasyncsys's execution threads run the same requests). Each engine runs a data-integrity
+round (inline and RMA transfers, many pieces, unaligned offsets, overwrites, holes, reads past
+the end, concurrent clients), a kill -9 in the middle of a stream of writes followed by a
+restart (every acknowledged write is there, the server goes on), and the backend copies (flush
+to the backend, stage-in).
 
-The sysctl is machine-wide: it is set only while chfsd starts (io_uring_setup is where the
-kernel checks it; a ring made before keeps working) and restored in a finally, so other
-processes on the machine see it for about a second."""
-import contextlib
-import os
+The machine-wide sysctl is never touched (others test on the same machine): the filter covers
+chfsd's process only. Under `ci/test --no-io-uring` the whole run has io_uring refused, and
+the plain uring engine must fall back too."""
 import signal
 import subprocess
 
 import pytest
 
 from chfsutil import get, io, put, rand, sha, stat
+from ci.testlib import no_io_uring
 from ci.testlib.chfs_pool import ChfsPool
 
 CHUNK = 8 << 20  # a chunk holds many 1 MiB pieces: one RPC moves up to 8 MiB
-SYSCTL = "/proc/sys/kernel/io_uring_disabled"
-ENGINES = ["sync", "uring", "uring-disabled"]
-LOG_LINE = {"sync": "storage I/O engine: sync", "uring": "storage I/O engine: uring\n",
-            "uring-disabled": "storage I/O engine: uring (execution threads)"}
+ENGINES = ["sync", "uring", "uring-refused"]
+FALLBACK_LINE = "storage I/O engine: uring (execution threads)"
 
 
-@contextlib.contextmanager
-def io_uring_disabled(engine):
-    """kernel.io_uring_disabled=2 inside the block for engine "uring-disabled", restored after."""
-    if engine != "uring-disabled":
-        yield
-        return
-    if os.geteuid() != 0 or not os.access(SYSCTL, os.W_OK):
-        pytest.skip("setting kernel.io_uring_disabled needs root and the sysctl")
-    with open(SYSCTL) as f:
-        old = f.read().strip()
-    try:
-        with open(SYSCTL, "w") as f:
-            f.write("2")
-        yield
-    finally:
-        with open(SYSCTL, "w") as f:
-            f.write(old)
+def log_line(engine):
+    if engine == "sync":
+        return "storage I/O engine: sync"
+    if engine == "uring-refused" or no_io_uring.expected():
+        return FALLBACK_LINE
+    return "storage I/O engine: uring\n"
 
 
 def start_pool(engine, tmp_path, extra_args=()):
     """One chfsd (tcp) with the engine under test: --io=uring, CHFS_IO_ENGINE=sync (the
-    environment variable path), or --io=uring started with io_uring disabled."""
+    environment variable path), or --io=uring started with io_uring refused."""
     args = ["-L", "info"] + (["--io=uring"] if engine != "sync" else []) + list(extra_args)
     env = {"CHFS_CHUNK_SIZE": str(CHUNK)} | ({"CHFS_IO_ENGINE": "sync"} if engine == "sync" else {})
-    with io_uring_disabled(engine):
-        pool = ChfsPool(servers=1, tmp=str(tmp_path / "pool"), rpc_timeout_ms=2000,
-                        extra_env=env, chfsd_args=args)
+    launcher = no_io_uring.launcher() if engine == "uring-refused" else []
+    pool = ChfsPool(servers=1, tmp=str(tmp_path / "pool"), rpc_timeout_ms=2000,
+                    extra_env=env, chfsd_args=args, launcher=launcher)
     pool.engine = engine
     pool.restart_with_engine = lambda: _restart(pool)
-    if LOG_LINE[engine] not in pool.log(0):
+    if log_line(engine) not in pool.log(0):
         pool.stop()
         raise AssertionError(pool.log(0))
     return pool
@@ -72,9 +59,8 @@ def engine_pool(request, tmp_path):
 
 
 def _restart(pool):
-    with io_uring_disabled(pool.engine):
-        pool.restart(0)
-    assert pool.log(0).count(LOG_LINE[pool.engine]) >= 2, pool.log(0)
+    pool.restart(0)  # under the same launcher
+    assert pool.log(0).count(log_line(pool.engine)) >= 2, pool.log(0)
 
 
 @pytest.mark.timeout(180)
@@ -180,3 +166,16 @@ def test_unknown_engine_is_refused(tmp_path, chfs_stack_env):
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
     assert "--io=aio: expected uring or sync" in r.stderr
+
+
+def test_refused_io_uring_is_said_once(tmp_path):
+    """chfsd under ci/no-io-uring: one warning naming the cause, then the fallback engine."""
+    p = start_pool("uring-refused", tmp_path)
+    try:
+        log = p.log(0)
+        assert log.count("io_uring unavailable") == 1, log
+        assert log.count(FALLBACK_LINE) == 1, log
+        put(p, "/x", b"abc")
+        assert get(p, "/x") == b"abc"
+    finally:
+        p.stop()

@@ -7,8 +7,8 @@ import shutil
 import pytest
 
 from ci.testlib.chfs_pool import stack_prefix
-from ci.testlib.fuse_mount import (Mount, force_unmount, is_mounted, read_stats,  # noqa: F401
-                                   thread_stacks)
+from ci.testlib.fuse_mount import (URING_REFUSED_LINE, Mount, force_unmount,  # noqa: F401
+                                   is_mounted, read_stats, thread_stacks)
 
 
 def tool(name):
@@ -23,7 +23,6 @@ def tool(name):
 
 
 URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
-IO_URING_DISABLED = "/proc/sys/kernel/io_uring_disabled"
 
 
 class kernel_setting:

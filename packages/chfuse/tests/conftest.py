@@ -8,13 +8,17 @@ unmounts whatever a failed test left: fusermount3 -u, then umount -l, then kills
 
 With CHFUSE_IO_URING=1 in the environment every chfuse mount takes -o io_uring, the fuse module's
 enable_uring is Y for the test (restored after it), and each clean unmount checks that requests
-really came through io_uring (ci/test runs the chfuse suite once this way).
+really came through io_uring (ci/test runs the chfuse suite once this way). Under
+`ci/test --no-io-uring` (CHFS_TEST_NO_IO_URING=1, io_uring refused to the whole run) each clean
+unmount checks instead that the daemon said once that it serves /dev/fuse, and served it.
+`start(env, *opts, launcher=[...])` prefixes the daemon's command (e.g. ci/no-io-uring).
 """
 import os
 
 import pytest
 
 from chfuse_util import Mount, fuse_uring_param, tool
+from ci.testlib import no_io_uring
 
 IO_URING = os.environ.get("CHFUSE_IO_URING") == "1"
 
@@ -23,13 +27,15 @@ IO_URING = os.environ.get("CHFUSE_IO_URING") == "1"
 def chfuse_mount(tmp_path):
     mounts = []
 
-    def start(env, *opts, name="mnt"):
+    expect = ("refused" if no_io_uring.expected() else True) if IO_URING else False
+
+    def start(env, *opts, name="mnt", launcher=()):
         path = str(tmp_path / name)
         stats = str(tmp_path / f"{name}.stats")
         argv = [tool("chfuse"), "--foreground", "-o", f"stats={stats}"]
         for o in opts + (("io_uring",) if IO_URING else ()):
             argv += ["-o", o]
-        m = Mount(argv + [path], path, stats, env, expect_uring=IO_URING)
+        m = Mount(list(launcher) + argv + [path], path, stats, env, expect_uring=expect)
         mounts.append(m)
         return m
 

@@ -19,6 +19,10 @@
 # to numbered releases: unbounded, real Spack 1.1 resolved mochi-margo to its `main` branch.
 # chfs-mpi-bench (our tree's MPI benchmark) is built only with +mpi-bench, against Spack's MPI;
 # otherwise CMake is told not to look for one (it used to pick up whatever MPI the host had).
+# +uring (default; liburing is Linux-only, as CHFS is) also builds libasyncsys (packages/asyncsys,
+# on liburing), so chfsd's default storage engine, --io=uring, issues its backing-file I/O
+# through io_uring (execution threads where the kernel refuses io_uring); ~uring builds chfsd
+# with the sync engine only (pread/pwrite), as before the variant existed.
 # The CHFS/Cache backend (a parallel file system directory the pool reads through and flushes
 # written files back to) is chosen at run time, not at build time, so it is no variant: a site
 # sets CHFS_BACKEND_PATH (absolute, the same on every node) in its environment's env_vars — every
@@ -84,6 +88,12 @@ class Chfs(cmake.CMakePackage, autotools.AutotoolsPackage):
         description="Build chfs-mpi-bench (the core MPI benchmark) against Spack's MPI",
     )
     variant(
+        "uring",
+        default=True,
+        when="implementation=chfs-stack",
+        description="chfsd's storage I/O through io_uring (libasyncsys on liburing)",
+    )
+    variant(
         "fabrics",
         default="tcp,shm",
         values=("tcp", "shm", "verbs"),
@@ -117,6 +127,7 @@ class Chfs(cmake.CMakePackage, autotools.AutotoolsPackage):
     with when("implementation=chfs-stack"):
         depends_on("cmake@3.20:", type="build")
         depends_on("mpi", when="+mpi-bench")
+        depends_on("liburing@2.3:", when="+uring")  # Debian 12 has 2.3
 
     with when("implementation=upstream"):
         depends_on("mochi-margo@0.21.0")
@@ -141,10 +152,15 @@ class Chfs(cmake.CMakePackage, autotools.AutotoolsPackage):
 
 class CMakeBuilder(cmake.CMakeBuilder):
     def cmake_args(self):
+        # Only the chfs component of the chfs-stack tree (with +uring libasyncsys too, which
+        # chfsd links); the access paths are their own packages (chfs-hook, chfuse, mpich-chfs).
+        components = "packages/asyncsys;packages/chfs"
+        if not self.spec.satisfies("+uring"):
+            components = "packages/chfs"
         return [
-            # Only the chfs component of the chfs-stack tree; the access paths are their own
-            # packages (chfs-hook, chfuse, mpich-chfs).
-            self.define("CHFS_STACK_COMPONENTS", "packages/chfs"),
+            self.define("CHFS_STACK_COMPONENTS", components),
+            # CI helpers of the tree (ci/no-io-uring) are not part of the package.
+            self.define("CHFS_STACK_CI_TOOLS", False),
             self.define("BUILD_TESTING", self.pkg.run_tests),
             # Without +mpi-bench no MPI is searched for (not even the build host's).
             self.define("CMAKE_DISABLE_FIND_PACKAGE_MPI", not self.spec.satisfies("+mpi-bench")),

@@ -7,6 +7,11 @@
 # applies to Debian's 3.14.0 outside Spack). 3.14.0 is added as a version: it is the release
 # tarball Debian 12 ships as fuse3_3.14.0.orig.tar.xz (same sha256), so Spack and the
 # Spack-free build use identical sources. Older than 3.14 the patch does not apply.
+# +io_uring (default) also applies libfuse-io-uring.patch (a symlink to
+# packages/chfuse/libfuse-io-uring.patch, which build-libfuse applies after the passthrough
+# one): FUSE over io_uring (-o io_uring, Linux 6.14+, falling back to /dev/fuse) on liburing.
+# The patch is made for 3.14.0; where the concretizer must pick another version it turns the
+# variant off. Patches apply in the order declared here, the same order as build-libfuse's.
 # A separate package name keeps the system/builtin libfuse (e.g. as a gfarm2fs dependency)
 # untouched: only what asks for libfuse-passthrough gets the patched library.
 
@@ -41,6 +46,15 @@ class LibfusePassthrough(Libfuse):
     )
     patch("libfuse-passthrough.patch", when="@3.14:3.16")
 
+    variant(
+        "io_uring",
+        default=True,
+        description="FUSE over io_uring (-o io_uring) by chfs-stack's patch; needs liburing",
+    )
+    conflicts("+io_uring", when="@3.15:", msg="the io_uring patch is made for libfuse 3.14.0")
+    depends_on("liburing@2.3:", when="+io_uring")
+    patch("libfuse-io-uring.patch", when="@3.14.0+io_uring")
+
     # chfuse needs only the library; fusermount3 comes from the system's fuse3 package.
     variant("utils", default=False, description="Build and install helper and example programs.")
 
@@ -50,8 +64,11 @@ class LibfusePassthrough(Libfuse):
     @run_after("install")
     def check_passthrough_api(self):
         with open(join_path(self.prefix.include, "fuse3", "fuse_lowlevel.h")) as f:
-            if "fuse_passthrough_open" not in f.read():
-                raise InstallError("libfuse-passthrough: headers lack the passthrough API")
+            header = f.read()
+        if "fuse_passthrough_open" not in header:
+            raise InstallError("libfuse-passthrough: headers lack the passthrough API")
+        if self.spec.satisfies("+io_uring") and "fuse_session_uring_requests" not in header:
+            raise InstallError("libfuse-passthrough: +io_uring, but the headers lack it")
 
     # Builtin Libfuse (spack-packages v2025.11.0) is a plain MesonPackage whose meson_args() is
     # a package method (no separate builder classes to derive from).
