@@ -103,7 +103,7 @@ enum wire_op {
 	WOP_INODE_ADJUST,  /* u64 fileid, u32 add (1: a name added, 0: one removed) -> md after
 	                    * (nlink 0: the record is gone; EMLINK above WIRE_NLINK_MAX) */
 	WOP_INODE_SETATTR, /* u64 fileid, then SETATTR's fields after its file id -> md */
-	WOP_RELINK,       /* u64 fileid, str path (server to server: a rename of the file reached the
+	WOP_RELINK,        /* u64 fileid, str path (server to server: a rename of the file reached the
 	                   * backend, its data go to and come from path now; server/relink.c) */
 	WOP_MAX
 };
