@@ -1,0 +1,76 @@
+"""The hook leaves the program's signal dispositions alone.
+
+Loading the hook library loads libfabric, whose PSM providers' libraries (libinfinipath,
+libpsm2) install handlers for SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGINT and SIGTERM from their
+constructors. In a hooked process those handlers replaced the program's: a program that
+aborted, crashed or was sent SIGTERM printed "... terminated with signal N", wrote a backtrace
+file "<prog>.80s-<pid>,<host>.btr" into its real working directory on the local disk and exited
+with status 1 instead of dying by the signal (no core dump; its parent saw an ordinary failure).
+Found investigating a Montage step "aborted (SIGABRT)" under the hook in CI: the .btr files
+were left in the test's working directory. The loader now restores every disposition the hook
+library's loading changed (loader/loader.c).
+"""
+import os
+import signal
+import subprocess
+
+import pytest
+
+from ci.testlib.chfs_pool import ChfsPool
+
+CAUGHT = r"""
+import os, sys
+os.listdir("/chfs")   # the hook library is loaded and joins the pool
+for line in open("/proc/self/status"):
+    if line.startswith(("SigCgt", "SigIgn")):
+        print(line.strip())
+"""
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    p = ChfsPool(servers=1, tmp=str(tmp_path_factory.mktemp("sigpool")))
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+def hooked(pool, argv, cwd, eager):
+    env = dict(pool.env, CHFS_HOOK_LOCAL="0", CHFS_HOOK_EAGER="1" if eager else "0")
+    return subprocess.run(["chfs-run", "--"] + argv, env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.mark.parametrize("eager", [False, True], ids=["lazy", "eager"])
+def test_hooked_program_keeps_its_signal_dispositions(pool, tmp_path, eager):
+    plain = subprocess.run(["python3", "-c", CAUGHT.replace('os.listdir("/chfs")', "")],
+                           capture_output=True, text=True, timeout=60, env=pool.env)
+    assert plain.returncode == 0, plain.stderr
+    r = hooked(pool, ["python3", "-c", CAUGHT], str(tmp_path), eager)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == plain.stdout
+
+
+@pytest.mark.parametrize("eager", [False, True], ids=["lazy", "eager"])
+def test_hooked_program_dies_by_its_own_signals_and_writes_nothing(pool, tmp_path, eager):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    r = hooked(pool, ["python3", "-c", 'import os; os.listdir("/chfs"); os.abort()'], str(cwd),
+               eager)
+    assert r.returncode == -signal.SIGABRT, (r.returncode, r.stderr)
+    assert "terminated with signal" not in r.stderr
+    env = dict(pool.env, CHFS_HOOK_LOCAL="0", CHFS_HOOK_EAGER="1" if eager else "0")
+    p = subprocess.Popen(["chfs-run", "--", "python3", "-c",
+                          'import os, sys, time; os.listdir("/chfs"); print("ready", flush=True); '
+                          'time.sleep(60)'], env=env, cwd=str(cwd), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == -signal.SIGTERM
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert os.listdir(cwd) == []  # no backtrace file on the local disk
