@@ -19,7 +19,9 @@
  * SIGABRT, SIGINT and SIGTERM in their constructors, which print a backtrace, write a file into
  * the working directory and exit(1) — so a hooked program that aborted left a file on the local
  * disk and did not die by its signal. Every disposition is saved before the load and put back
- * after it (with the kernel's own call: the library's libc is not the program's).
+ * after it (with the kernel's own call: the library's libc is not the program's). A disposition
+ * another thread of the program changes during the load itself (a fraction of a second, once)
+ * would be undone as well.
  *
  * Environment: CHFS_HOOK_LIB (path of the hook library; default libchfs-hook.so next to this
  * loader; "none" runs the rewritten process with every syscall passed through, which is how
