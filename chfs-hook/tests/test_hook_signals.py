@@ -74,3 +74,27 @@ def test_hooked_program_dies_by_its_own_signals_and_writes_nothing(pool, tmp_pat
             p.kill()
             p.wait()
     assert os.listdir(cwd) == []  # no backtrace file on the local disk
+
+
+THREADS = r"""
+import os
+os.listdir("/chfs")   # libchfs and libfabric start their threads
+main = str(os.getpid())
+for t in sorted(os.listdir("/proc/self/task")):
+    if t == main:
+        continue
+    status = open("/proc/self/task/%s/status" % t).read()
+    blocked = int(next(l.split()[1] for l in status.splitlines() if l.startswith("SigBlk")), 16)
+    print(t, all(blocked & (1 << (s - 1)) for s in range(1, 65) if s not in (9, 19, 32, 33)))
+"""
+
+
+@pytest.mark.parametrize("eager", [False, True], ids=["lazy", "eager"])
+def test_client_threads_block_every_signal(pool, tmp_path, eager):
+    """A process-directed signal must reach the program's own threads: run on a thread of the
+    hook's namespace, the program's handler would use the other libc's thread pointer."""
+    r = hooked(pool, ["python3", "-c", THREADS], str(tmp_path), eager)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split()
+    assert lines, "no client thread found"  # the transport's progress thread at least
+    assert lines[1::2] == ["True"] * (len(lines) // 2), r.stdout
