@@ -16,7 +16,6 @@
  *   fdreserve.c  keeps libchfs/libfabric's own descriptors at the top of the fd range
  *   shadow.c   node-local kernel objects standing for CHFS FIFOs and sockets (fifo.c, sock.c)
  *   sock.c     bind/connect/sendto/sendmsg of Unix socket names in CHFS
- *   threads.c  the client's threads start with every signal blocked (pthread_create)
  * Handlers take the raw syscall arguments and return a result or -errno, like the kernel.
  */
 #ifndef CHFS_HOOK_HOOK_H

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -53,6 +54,16 @@ static int hook_library_path(char *buf, size_t size)
 	const char *base = slash ? loader_path : ".";
 	return snprintf(buf, size, "%.*s/libchfs-hook.so", dir, base) < (int)size ? 0 : -1;
 }
+
+/* The hook library's threads (libchfs's progress thread) are started by its own libc, so the
+ * program's libc still believes the process single-threaded and runs malloc without locks. Yet
+ * code of the program's namespace does run on those threads: the dynamic linker is shared, and
+ * it allocates a thread's dynamic TLS blocks with the program's malloc on the thread's first
+ * use of them — concurrently with the program's own malloc calls, which then corrupt the heap
+ * (seen as rare aborts of Montage tools, bash, ... under the hook: "free(): ...", SIGABRT).
+ * Clearing __libc_single_threaded (glibc only ever changes it from true to false, as here) makes
+ * the program's libc lock as in any multi-threaded process. */
+void chfs_loader_not_single_threaded(void) { __libc_single_threaded = 0; }
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static int load_state; /* 0 not yet, 1 loaded, -1 failed */
@@ -124,6 +135,7 @@ static int load_hook_library_once(void)
 	if (init(&host, &ops) != 0)
 		return -1; /* the hook library said why */
 	chfs_gate_install(&ops);
+	chfs_loader_not_single_threaded();
 	return 0;
 }
 

@@ -98,3 +98,29 @@ def test_client_threads_block_every_signal(pool, tmp_path, eager):
     lines = r.stdout.split()
     assert lines, "no client thread found"  # the transport's progress thread at least
     assert lines[1::2] == ["True"] * (len(lines) // 2), r.stdout
+
+
+SINGLE = r"""
+import ctypes, os
+flag = ctypes.c_char.in_dll(ctypes.CDLL(None), "__libc_single_threaded")
+os.listdir("/chfs")   # the hook library is loaded and libchfs has started its thread
+print("parent", flag.value, len(os.listdir("/proc/self/task")))
+pid = os.fork()
+if pid == 0:
+    os.listdir("/chfs")   # the child's client, re-initialised with its own thread
+    print("child", flag.value, len(os.listdir("/proc/self/task")), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.parametrize("eager", [False, True], ids=["lazy", "eager"])
+def test_program_libc_knows_the_process_is_multithreaded(pool, tmp_path, eager):
+    """The program's libc must not run malloc lock-free while the hook's threads exist: the
+    shared dynamic linker allocates their TLS with the program's malloc (heap corruption,
+    aborts of Montage tools and bash under the hook)."""
+    r = hooked(pool, ["python3", "-c", SINGLE], str(tmp_path), eager)
+    assert r.returncode == 0, r.stderr
+    got = dict((w[0], (w[1], int(w[2]))) for w in (l.split() for l in r.stdout.splitlines()))
+    assert got["parent"][1] > 1 and got["child"][1] > 1, r.stdout  # the hook's thread exists
+    assert got["parent"][0] == "b'\\x00'" and got["child"][0] == "b'\\x00'", r.stdout
