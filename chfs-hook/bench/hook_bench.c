@@ -24,6 +24,12 @@
  *     CHFS file under chfs-run that is the hook's whole per-call overhead on a descriptor
  *     (filter, XSAVE/XRSTOR, dispatch) plus the one lseek on the placeholder; on a local file
  *     the bare syscall. A hooked read or write is one intercepted call plus two such lseeks.
+ *   chfs-hook-bench stat PATH N [unmap]
+ *     ns per stat() of PATH (a name outside CHFS), fastest batch as for getpid: under chfs-run,
+ *     the filter's glance at the name, including its check that the name is readable
+ *     (hook/usermem.c, a per-thread cache of readable pages). With "unmap" every stat follows
+ *     an mmap + munmap of one page, which empties that cache: the check's worst case (the
+ *     time includes the mmap/munmap pair).
  */
 #define _GNU_SOURCE
 #include <chfs.h>
@@ -32,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -359,6 +366,29 @@ int main(int argc, char **argv)
 		printf("%.1f\n", best);
 		return 0;
 	}
+	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "unmap"))) && strcmp(argv[1], "stat") == 0) {
+		long n = atol(argv[3]), batches = n / 1000 > 0 ? n / 1000 : 1;
+		double best = 1e30;
+		struct stat st;
+		for (long b = 0; b < batches; b++) {
+			double t0 = now();
+			for (int i = 0; i < 1000; i++) {
+				if (argc == 5) {
+					void *m = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+					               0);
+					if (m == MAP_FAILED || munmap(m, 4096) != 0)
+						die("mmap/munmap", "");
+				}
+				if (stat(argv[2], &st) != 0)
+					die("stat", argv[2]);
+			}
+			double t = (now() - t0) * 1e9 / 1000;
+			if (t < best)
+				best = t;
+		}
+		printf("%.1f\n", best);
+		return 0;
+	}
 	int paired = argc >= 2 && strcmp(argv[1], "paired") == 0;
 	if (argc >= 2 && (strcmp(argv[1], "io") == 0 || paired)) {
 		struct io_opts o = {0, NULL, 0, 0, 1};
@@ -386,6 +416,7 @@ int main(int argc, char **argv)
 	                "       chfs-hook-bench paired --dir DIR --native-dir CHFSDIR --size BYTES "
 	                "--block BYTES --procs N   (under chfs-run)\n"
 	                "       chfs-hook-bench getpid N\n"
-	                "       chfs-hook-bench seek PATH N\n");
+	                "       chfs-hook-bench seek PATH N\n"
+	                "       chfs-hook-bench stat PATH N [unmap]\n");
 	return 2;
 }

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 
 struct hook_config hook_cfg;
@@ -63,6 +64,23 @@ static int maybe_path(long dirfd, long path)
 	if ((int)dirfd == AT_FDCWD)
 		return atomic_load_explicit(&hook_vcwd_active, memory_order_relaxed);
 	return hook_file_of((int)dirfd) != NULL;
+}
+
+/* May the socket address (addr, len) be a Unix socket name under a mount point? */
+static int maybe_sun_path(long addr, long len)
+{
+	const char *sa = (const char *)addr;
+	if ((socklen_t)len <= sizeof(sa_family_t) || !hook_user_readable(sa, sizeof(sa_family_t) + 1))
+		return 0; /* too short for a name, or unreadable: the kernel answers */
+	return *(const sa_family_t *)sa == AF_UNIX && sa[sizeof(sa_family_t)] != 0 /* abstract */ &&
+	       maybe_path(AT_FDCWD, addr + (long)sizeof(sa_family_t));
+}
+
+static int maybe_msg_sun_path(long msg)
+{
+	const struct msghdr *m = (const struct msghdr *)msg;
+	return hook_user_readable(m, sizeof *m) && m->msg_name &&
+	       maybe_sun_path((long)m->msg_name, m->msg_namelen);
 }
 
 static int is_chfs_fd(long fd) { return hook_file_of(fd) != NULL; }
@@ -172,6 +190,10 @@ static int routed(const struct chfs_sysargs *s)
 	case SYS_execveat:
 	case SYS_umask: return 1;
 	case SYS_getcwd: return atomic_load_explicit(&hook_vcwd_active, memory_order_relaxed);
+	case SYS_bind:
+	case SYS_connect: return maybe_sun_path(a[1], a[2]);
+	case SYS_sendto: return a[4] && maybe_sun_path(a[4], a[5]);
+	case SYS_sendmsg: return maybe_msg_sun_path(a[1]);
 	case SYS_exit_group: return hook_chfs_used();
 	default: return 0;
 	}
@@ -232,6 +254,10 @@ static long handle(struct chfs_sysargs *s)
 	case SYS_execve:
 	case SYS_execveat: return hook_do_exec(s);
 	case SYS_exit_group: return hook_do_exit(s);
+	case SYS_bind:
+	case SYS_connect:
+	case SYS_sendto:
+	case SYS_sendmsg: return hook_do_sock(s);
 	case SYS_umask: {
 		long old = hook_pass(s);
 		atomic_store(&hook_umask, (unsigned)a[0] & 0777);

@@ -14,6 +14,8 @@
  *   procs.c    fork, execve (environment and descriptor inheritance), exit
  *   mmap.c     private mappings of CHFS files
  *   fdreserve.c  keeps libchfs/libfabric's own descriptors at the top of the fd range
+ *   shadow.c   node-local kernel objects standing for CHFS FIFOs and sockets (fifo.c, sock.c)
+ *   sock.c     bind/connect/sendto/sendmsg of Unix socket names in CHFS
  * Handlers take the raw syscall arguments and return a result or -errno, like the kernel.
  */
 #ifndef CHFS_HOOK_HOOK_H
@@ -165,6 +167,11 @@ int hook_stat_chfs(struct hook_file *h, struct stat *st);
 /* fifo.c: open a CHFS FIFO as its node-local shadow (a kernel fd the hook does not track);
  * -ENXIO if cpath is not a FIFO. */
 long hook_open_fifo(const char *cpath, int flags);
+/* shadow.c: out = the shadow of the CHFS entry with this file id ("<dir>/<kind><id>"), after
+ * making sure the user's private shadow directory exists and is closed to others. */
+long hook_shadow_path(const char *kind, unsigned long long fileid, char *out, size_t size);
+/* sock.c: bind, connect, sendto, sendmsg whose address may be a Unix socket name in CHFS. */
+long hook_do_sock(const struct chfs_sysargs *s);
 /* errno of a failed libchfs call on cpath as the kernel would report it: ENOENT becomes
  * ENOTDIR when a leading component exists but is not a directory. */
 int hook_path_err(const char *cpath);

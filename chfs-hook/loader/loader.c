@@ -14,6 +14,15 @@
  * chfs_init — not inside a collectively timed first CHFS call; see hook/join.c); else on
  * first need (gate.c). Until the hook library is installed every syscall passes through unchanged.
  *
+ * Loading the hook library must not change the program's signal dispositions: libfabric's PSM
+ * providers' libraries (libinfinipath, libpsm2) install handlers for SIGSEGV, SIGBUS, SIGILL,
+ * SIGABRT, SIGINT and SIGTERM in their constructors, which print a backtrace, write a file into
+ * the working directory and exit(1) — so a hooked program that aborted left a file on the local
+ * disk and did not die by its signal. Every disposition is saved before the load and put back
+ * after it (with the kernel's own call: the library's libc is not the program's). A disposition
+ * another thread of the program changes during the load itself (a fraction of a second, once)
+ * would be undone as well.
+ *
  * Environment: CHFS_HOOK_LIB (path of the hook library; default libchfs-hook.so next to this
  * loader; "none" runs the rewritten process with every syscall passed through, which is how
  * the benchmark isolates the cost of the trampoline itself), CHFS_HOOK_CACHE (the rewrite
@@ -25,10 +34,12 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/single_threaded.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static char loader_path[PATH_MAX];
@@ -49,11 +60,44 @@ static int load_state; /* 0 not yet, 1 loaded, -1 failed */
 
 static int load_hook_library_once(void);
 
+/* The kernel's struct sigaction on x86-64 (rt_sigaction with an 8-byte mask). */
+struct kernel_sigaction {
+	void *handler;
+	unsigned long flags;
+	void *restorer;
+	unsigned long mask;
+};
+#define NSIGNALS 64
+static struct kernel_sigaction saved_actions[NSIGNALS + 1]; /* under load_lock */
+
+static void save_signal_actions(void)
+{
+	for (int sig = 1; sig <= NSIGNALS; sig++)
+		if (chfs_raw_syscall(SYS_rt_sigaction, sig, 0, (long)&saved_actions[sig], 8, 0, 0) != 0)
+			saved_actions[sig].handler = (void *)-1; /* not a signal one can query */
+}
+
+/* Puts back every disposition that changed since save_signal_actions(). */
+static void restore_signal_actions(void)
+{
+	for (int sig = 1; sig <= NSIGNALS; sig++) {
+		struct kernel_sigaction now;
+		if (saved_actions[sig].handler == (void *)-1 ||
+		    chfs_raw_syscall(SYS_rt_sigaction, sig, 0, (long)&now, 8, 0, 0) != 0 ||
+		    memcmp(&now, &saved_actions[sig], sizeof now) == 0)
+			continue;
+		chfs_raw_syscall(SYS_rt_sigaction, sig, (long)&saved_actions[sig], 0, 8, 0, 0);
+	}
+}
+
 static int load_hook_library(void)
 {
 	pthread_mutex_lock(&load_lock);
-	if (load_state == 0)
+	if (load_state == 0) {
+		save_signal_actions();
 		load_state = load_hook_library_once() == 0 ? 1 : -1;
+		restore_signal_actions();
+	}
 	int rc = load_state > 0 ? 0 : -1;
 	pthread_mutex_unlock(&load_lock);
 	return rc;
@@ -67,7 +111,11 @@ static int load_hook_library(void)
  * binding) and so the application's libc: a single-threaded hooked program lost wake-ups on
  * the loader's TLS lock (its progress thread slept, the reply it should have read was never
  * read: "no reply within 5000 ms") and could corrupt the loader's heap. One thread started and
- * joined through the application's libc ends its single-thread mode for good (fork keeps it). */
+ * joined through the application's libc ends its single-thread mode for good (fork keeps it);
+ * writing __libc_single_threaded is not enough: on x86-64 glibc's shortcuts read a hidden copy
+ * (__libc_single_threaded_internal) that only its pthread_create clears. Seen also as rare heap
+ * corruption aborts of Montage tools and bash under the hook ("malloc assertion failure in
+ * sysmalloc"): the loader allocates those threads' TLS blocks with the program's malloc. */
 static void *no_op(void *arg) { return arg; }
 
 static int end_single_thread_mode(void)

@@ -513,24 +513,3 @@ def test_vectored_io_whose_total_length_overflows_is_einval(chfs_pool, tmp_path)
     assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
     assert native_stat(chfs_pool, "/iov/f")[1] == 0
 
-
-SINGLE_THREADED_AFTER_JOIN = r"""
-import ctypes, os, sys
-open(sys.argv[1], "w").write("x")          # joins the pool: the CHFS client's threads start
-libc = ctypes.CDLL(None)                    # the application's libc
-flag = ctypes.c_bool.in_dll(libc, "__libc_single_threaded").value
-print(int(flag), len(os.listdir("/proc/self/task")))
-"""
-
-
-def test_a_single_threaded_program_s_libc_learns_of_the_client_threads(chfs_pool):
-    """The CHFS client's threads are started by the hook namespace's libc; the program's own
-    libc kept believing the process single-threaded and took its shortcuts (malloc without
-    locks, the dynamic loader's mutexes unlocked without a futex wake) while those threads ran
-    in the shared loader: a hooked rank lost the wake-up of its progress thread and an RPC timed
-    out ("no reply within 5000 ms", about 1 run in 30 of the IOR-shaped test above under load).
-    After joining, the program's libc must know it has threads."""
-    r = hook(chfs_pool, [python3(), "-c", SINGLE_THREADED_AFTER_JOIN, "/chfs/single-threaded"])
-    flag, tasks = map(int, r.stdout.split())
-    assert tasks >= 2, r.stdout          # the client's progress thread runs
-    assert flag == 0, f"the program's libc still says single-threaded with {tasks} threads"

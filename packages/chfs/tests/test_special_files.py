@@ -3,9 +3,10 @@ that stat, list, rename and unlink as on tmpfs; on a chfuse mount the kernel run
 FIFO carries bytes between two processes and a Unix socket can be bound and connected.
 
 On the previous build mkfifo/mknod gave ENOSYS on the mount and EPERM under the hook. The
-entry script runs on tmpfs, chfuse and the hook; the FIFO I/O script on all three (under the hook a
-CHFS FIFO opens as a node-local shadow FIFO, chfs-hook/hook/fifo.c), the socket script on tmpfs
-and chfuse (the hook does not redirect bind/connect of CHFS names yet).
+entry script, the FIFO I/O script and the socket script run on all three (under the hook a CHFS
+FIFO opens as a node-local shadow FIFO, chfs-hook/hook/fifo.c, and a socket bound to a CHFS name
+binds a node-local shadow socket, chfs-hook/hook/sock.c; chfs-hook/tests/test_hook_sockets.py
+covers more of it).
 """
 import pytest
 
@@ -86,13 +87,15 @@ print("\n".join(out))
 """
 
 @pytest.mark.hook
-def test_fifo_and_socket_entries_under_the_hook_as_on_tmpfs(chfs_pool):
+def test_fifo_and_socket_entries_and_io_under_the_hook_as_on_tmpfs(chfs_pool):
     want = on_tmpfs(ENTRIES)
     assert "fifo type=True mode=640" in want and "again=EEXIST" in want, want
     assert under_hook(ENTRIES, chfs_pool) == want
     want_io = on_tmpfs(FIFO_IO)
     assert "fifo=b'through the fifo'" in want_io, want_io
     assert under_hook(FIFO_IO, chfs_pool) == want_io  # a node-local shadow FIFO (hook/fifo.c)
+    want_sock = on_tmpfs(SOCKET_IO)
+    assert under_hook(SOCKET_IO, chfs_pool) == want_sock  # a shadow socket (hook/sock.c)
 
 
 def test_fifo_and_socket_on_chfuse_as_on_tmpfs(chfs_pool, tmp_path):

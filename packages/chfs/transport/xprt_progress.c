@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,9 +262,18 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
+/* The progress thread blocks every signal (it inherits the mask it is created with): the
+ * program's process-directed signals (SIGCHLD, SIGALRM, SIGTERM, kill) must reach the
+ * program's own threads. Under the syscall hook this thread belongs to another libc than the
+ * program's, and a handler of the program run on it would find its thread-local data (errno,
+ * malloc's per-thread cache) in the wrong place. */
 int xprt_progress_start(xprt_t *x)
 {
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	int rc = pthread_create(&x->progress, NULL, progress_main, x);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc)
 		return -rc;
 	x->progress_started = true;
