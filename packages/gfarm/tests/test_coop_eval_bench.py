@@ -45,13 +45,13 @@ def test_bench_help_describes_the_figure(name):
 
 def test_montage_and_hitrate_write_every_run_and_counter(tmp_path):
     out = str(tmp_path)
-    log = bench("bench-coop-montage", "--configs", "b", "--rates", "100mbit", "--clients",
+    log = bench("bench-coop-montage", "--configs", "a", "--rates", "100mbit", "--clients",
                 "2", "--tiles", "4", "--size", "200", "--id", str(shifted_id(94)),
                 "--out", out)
     assert "(3/3" in log  # progress lines
     times = rows(os.path.join(out, "montage-times.csv"))
     assert [(r["config"], r["link_rate"], r["mode"]) for r in times] == [
-        ("b", "100mbit", m) for m in ("nocache", "local", "coop")]
+        ("a", "100mbit", m) for m in ("nocache", "local", "coop")]
     for r in times:
         assert 0 < float(r["project_s"]) < float(r["total_s"]) < 600
         assert r["runner"] == "rake -m splitter"
