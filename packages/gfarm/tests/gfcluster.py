@@ -1,8 +1,9 @@
 """Python handle on packages/gfarm/gfarm-cluster (used by the tests and the benchmark).
 
 GfarmCluster(clients=K, cluster_id=N, state_dir=D) starts gfmd, one gfsd and K client nodes
-in network namespaces; .run(node, argv) runs a command on a node (with the cooperative cache
-unless coop=False), .stat(node) parses that node's `gfccd stat` counters, .close() removes
+in network namespaces (io_servers="clients": a gfsd on every client instead); .run(node, argv)
+runs a command on a node (with the cooperative cache unless coop=False; coop="local": the
+node's own cache only, GFARM_COOP_CACHE_PEERS=0), .stat(node) parses that node's `gfccd stat` counters, .close() removes
 everything (daemons, namespaces, bridge, state) and is safe to call twice.
 GFARM_TEST_CLUSTER_ID_OFFSET=D adds D to every cluster id the tests ask for (shifted_id()), so
 two checkouts can run the tests at once without wiping each other's clusters.
@@ -20,13 +21,21 @@ def shifted_id(n):
     return n + int(os.environ.get("GFARM_TEST_CLUSTER_ID_OFFSET", "0"))
 
 
+def _coop_args(coop):
+    """gfarm-cluster's option for a cache mode: True cooperative, "local" node-local only,
+    False none"""
+    if coop == "local":
+        return ["--local-only"]
+    return [] if coop else ["--no-coop"]
+
+
 def pages(size):
     return (size + PAGE - 1) // PAGE
 
 
 class GfarmCluster:
     def __init__(self, clients=3, cluster_id=78, state_dir=None, cache_size=256 << 20,
-                 link_rate=None, gfmd_prefix=None):
+                 link_rate=None, gfmd_prefix=None, io_servers="sd", link_delay=None):
         self.clients = clients
         cluster_id = shifted_id(cluster_id)
         self.env = dict(os.environ, GFARM_CLUSTER_ID=str(cluster_id))
@@ -39,7 +48,9 @@ class GfarmCluster:
             "gfarm", f"cluster-{cluster_id}")
         self._script("clean")  # leftovers of an interrupted earlier run
         rate = ["--link-rate", link_rate] if link_rate else []
-        self._script("start", "--clients", str(clients), "--cache-size", str(cache_size), *rate)
+        rate += ["--link-delay", link_delay] if link_delay else []
+        self._script("start", "--clients", str(clients), "--cache-size", str(cache_size),
+                     "--io-servers", io_servers, *rate)
 
     def _script(self, *args, timeout=120):
         r = subprocess.run([SCRIPT, *args], env=self.env, timeout=timeout,
@@ -50,7 +61,7 @@ class GfarmCluster:
         return r
 
     def run(self, node, argv, coop=True, timeout=120, check=True, **kw):
-        cmd = [SCRIPT, "exec"] + ([] if coop else ["--no-coop"]) + [node, "--", *argv]
+        cmd = [SCRIPT, "exec"] + _coop_args(coop) + [node, "--", *argv]
         return subprocess.run(cmd, env=self.env, timeout=timeout, check=check, **kw)
 
     def put(self, node, local_path, gfarm_path, coop=True):
@@ -76,7 +87,7 @@ class GfarmCluster:
         "plain" turns kernel passthrough off, "debian" takes Debian's gfarm2fs (see
         gfarm-cluster mount)."""
         nodes = nodes or [f"c{i + 1}" for i in range(self.clients)]
-        args = [] if coop else ["--no-coop"]
+        args = _coop_args(coop)
         args += [f"--{mode}"] if mode else []
         for node in nodes:
             args += ["--node", node]

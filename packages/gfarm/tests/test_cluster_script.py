@@ -18,6 +18,7 @@ def run(*args, env=None):
     (["start", "--clients", "0"], "--clients 0: need 1..32"),
     (["start", "--id", "300"], "--id 300: need 1..254"),
     (["start", "--cache-size", "12k"], "--cache-size 12k: need bytes >= 4096"),
+    (["start", "--io-servers", "all"], "--io-servers all: need sd or clients"),
     (["frobnicate"], "unknown command frobnicate"),
 ])
 def test_bad_arguments_are_one_clear_error(args, message):

@@ -157,6 +157,8 @@ def table(cluster):
     out = cluster.run("c1", ["gfcctable"], stdout=subprocess.PIPE, text=True).stdout
     rows = {}
     for line in out.splitlines():
+        if line.startswith("#"):  # the per-holder totals
+            continue
         ino, gen, ep, req, tr = line.split()
         rows.setdefault(int(ino), []).append((int(gen), ep, int(req), int(tr)))
     return rows

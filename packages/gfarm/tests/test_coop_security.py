@@ -41,7 +41,8 @@ def inode_gen(cluster, path):
 
 def table_eps(cluster, ino):
     out = cluster.run("c1", ["gfcctable"], stdout=subprocess.PIPE, text=True).stdout
-    return [line.split()[2] for line in out.splitlines() if int(line.split()[0]) == ino]
+    return [line.split()[2] for line in out.splitlines()
+            if not line.startswith("#") and int(line.split()[0]) == ino]
 
 
 def start_fake_node(cluster, tmp_path, port, *extra):

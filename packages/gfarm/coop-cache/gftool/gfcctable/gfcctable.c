@@ -4,6 +4,8 @@
  *
  *   inode generation client-endpoint requested-pages transferred-pages
  *
+ * after one "# holder endpoint requested-pages transferred-pages" line per
+ * holder: its totals since gfmd started (the per-holder hit rate).
  * in gfmd's order, so the first client of an inode is the one gfmd hands
  * out next (smallest requested - transferred).  Usage: gfcctable [-P path]
  *

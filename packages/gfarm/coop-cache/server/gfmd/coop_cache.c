@@ -19,7 +19,12 @@
  *   REPORT(ino, gen, ep, r, t) requester asked ep for r pages, got t
  *   FAILED(ino, gen, ep, tk)   ep failed a requester (refused, timed out,
  *                              bad proof or MAC): drop it from the list
- *   DUMP                       -> the table as text (gfccd-table)
+ *   DUMP                       -> the table as text (gfcctable): first one
+ *                              "# holder EP REQUESTED TRANSFERRED" line per
+ *                              endpoint ever reported on (totals since
+ *                              this gfmd started, kept when files go: the
+ *                              per-holder hit rate of an evaluation), then
+ *                              one "INO GEN EP R T" line per (file, holder)
  *   HELLO                      -> protocol version (clients probe a gfmd
  *                              with it on a throw-away connection first)
  *
@@ -75,6 +80,10 @@ struct cc_entry {
 
 static pthread_mutex_t cc_mutex = PTHREAD_MUTEX_INITIALIZER;
 static struct cc_entry *cc_bucket[CC_NBUCKETS];
+
+#define CC_MAX_HOLDERS	256	/* endpoints with running totals */
+static struct cc_client cc_holder_total[CC_MAX_HOLDERS];
+static int cc_nholders;
 
 #define CC_TOKEN_LEN	(2 * COOP_MAC_LEN)	/* hex */
 static unsigned char cc_key[COOP_MAC_LEN];
@@ -351,6 +360,27 @@ gfm_server_coop_cache_lookup(struct peer *peer, int from_client, int skip)
 	return (gfm_server_put_reply(peer, diag, e, "s", best));
 }
 
+/* the running totals of ep; called with cc_mutex held */
+static void
+cc_holder_add(const char *ep, gfarm_uint64_t requested,
+	gfarm_uint64_t transferred)
+{
+	struct cc_client *h = NULL;
+	int i;
+
+	for (i = 0; i < cc_nholders && h == NULL; i++)
+		if (strcmp(cc_holder_total[i].ep, ep) == 0)
+			h = &cc_holder_total[i];
+	if (h == NULL) {
+		if (cc_nholders == CC_MAX_HOLDERS)
+			return;	/* the per-file counters still count */
+		h = &cc_holder_total[cc_nholders++];
+		snprintf(h->ep, sizeof(h->ep), "%s", ep);
+	}
+	h->requested += requested;
+	h->transferred += transferred;
+}
+
 gfarm_error_t
 gfm_server_coop_cache_report(struct peer *peer, int from_client, int skip)
 {
@@ -376,6 +406,7 @@ gfm_server_coop_cache_report(struct peer *peer, int from_client, int skip)
 		c->transferred += transferred;
 		qsort(ent->client, ent->n, sizeof(ent->client[0]),
 		    cc_client_cmp);
+		cc_holder_add(c->ep, requested, transferred);
 	}
 	pthread_mutex_unlock(&cc_mutex);
 	free(ep);
@@ -399,6 +430,11 @@ gfm_server_coop_cache_dump(struct peer *peer, int from_client, int skip)
 		    GFARM_ERR_NO_MEMORY, ""));
 	text[0] = '\0';
 	pthread_mutex_lock(&cc_mutex);
+	for (i = 0; i < cc_nholders; i++)
+		len += snprintf(text + len, CC_DUMP_MAX - len,
+		    "# holder %s %llu %llu\n", cc_holder_total[i].ep,
+		    (unsigned long long)cc_holder_total[i].requested,
+		    (unsigned long long)cc_holder_total[i].transferred);
 	for (b = 0; b < CC_NBUCKETS; b++) {
 		for (ent = cc_bucket[b]; ent != NULL; ent = ent->next) {
 			for (i = 0; i < ent->n &&

@@ -56,6 +56,7 @@ config_load(void)
 	const char *sock = getenv("GFARM_COOP_CACHE_SOCKET");
 	const char *t = getenv("GFARM_COOP_CACHE_TIMEOUT_MS");
 	const char *ref = getenv("GFARM_COOP_CACHE_STAGE_BY_REFERENCE");
+	const char *peers = getenv("GFARM_COOP_CACHE_PEERS");
 	char *end;
 	long ms = 1000;
 
@@ -77,7 +78,16 @@ config_load(void)
 		    "cooperative cache disabled", ref);
 		return;
 	}
+	/* 0: node-local cache only, no peer is asked or told (a baseline) */
+	if (peers != NULL && strcmp(peers, "0") != 0 &&
+	    strcmp(peers, "1") != 0) {
+		gflog_error(GFARM_MSG_UNFIXED,
+		    "GFARM_COOP_CACHE_PEERS=%s: need 0 or 1; "
+		    "cooperative cache disabled", peers);
+		return;
+	}
 	config.stage_by_reference = ref == NULL || strcmp(ref, "0") != 0;
+	config.peers = peers == NULL || strcmp(peers, "0") != 0;
 	config.socket_path = sock;
 	config.timeout_ms = (int)ms;
 	config_ok = 1;

@@ -11,6 +11,7 @@ struct coop_cache_config {
 	const char *socket_path;	/* GFARM_COOP_CACHE_SOCKET */
 	int timeout_ms;			/* GFARM_COOP_CACHE_TIMEOUT_MS */
 	int stage_by_reference;	/* GFARM_COOP_CACHE_STAGE_BY_REFERENCE */
+	int peers;		/* GFARM_COOP_CACHE_PEERS: 0 = node-local */
 };
 
 /* NULL when the cooperative cache is off or misconfigured */

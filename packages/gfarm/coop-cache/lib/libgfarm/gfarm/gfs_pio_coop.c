@@ -28,6 +28,8 @@
  *      out bytes of the next generation).
  * The first read through a descriptor registers this client as a possible
  * holder of (ino, gen) with gfmd (GFM_PROTO_COOP_CACHE_REGISTER).
+ * With GFARM_COOP_CACHE_PEERS=0 steps 2 and the registrations are skipped:
+ * the node-local cache alone, the baseline of the published evaluation.
  * A page is stored partial only when it is the end of the file, so a short
  * cached page always means EOF; a gfsd read ending inside a page is
  * confirmed as EOF by a one-byte probe before its tail page is stored.
@@ -311,14 +313,15 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 	size_t got = 0, n;
 	gfarm_uint64_t pages;
 	gfarm_error_t e;
-	int eof, r;
+	int eof, r, peers;
 
 	if (!gfs_pio_coop_active(gf) || size == 0 || off < 0 ||
 	    coop_self(self, secret) < 0 || (k = coop_read_key(gf, &key)) == NULL)
 		return ((*storage_pread)(gf, buf, size, off, lenp));
 	if (size > COOP_MAX_IO)
 		size = COOP_MAX_IO;
-	if ((gf->coop_state & COOP_STATE_REGISTERED) == 0) {
+	peers = coop_cache_config()->peers;
+	if (peers && (gf->coop_state & COOP_STATE_REGISTERED) == 0) {
 		gf->coop_state |= COOP_STATE_REGISTERED;
 		coop_register(gf, gf->gen, self);
 	}
@@ -328,7 +331,8 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 		*lenp = got;
 		return (GFARM_ERR_NO_ERROR);
 	}
-	if ((peer = coop_lookup(gf, self)) != NULL &&
+	peer = peers ? coop_lookup(gf, self) : NULL;
+	if (peer != NULL &&
 	    (r = coop_cache_peer_get(peer, secret, k, off, buf, size,
 	    &got)) < 0) {
 		gflog_debug(GFARM_MSG_UNFIXED, "coop cache peer %s: %s",
@@ -609,6 +613,7 @@ gfs_pio_coop_closed(GFS_File gf, const gfarm_uint64_t *genp)
 		(void)coop_cache_local_inval(gf->ino);
 		return;
 	}
-	if (coop_cache_local_retag(&staged, &to, gf->coop_hi) == 0)
+	if (coop_cache_local_retag(&staged, &to, gf->coop_hi) == 0 &&
+	    coop_cache_config()->peers)
 		coop_register(gf, *genp, self);
 }
