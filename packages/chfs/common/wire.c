@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "wire.h"
+#include "le.h"
 #include "findpred.h"
 #include "placement.h"
 
@@ -79,20 +80,6 @@ void *wenc_reserve(struct wenc *e, size_t n)
 	void *at = e->p + e->len;
 	e->len += n;
 	return at;
-}
-
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < n; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
 }
 
 void wenc_u32(struct wenc *e, uint32_t v)

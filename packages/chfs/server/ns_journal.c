@@ -39,6 +39,7 @@
  */
 #define _GNU_SOURCE
 #include "ns_journal.h"
+#include "le.h"
 #include "io_engine.h"
 
 #include "path.h"
@@ -97,20 +98,6 @@ uint32_t nsj_crc32c(uint32_t crc, const void *buf, size_t n)
 	while (n--)
 		crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
 	return ~crc;
-}
-
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-	for (int i = n - 1; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
 }
 
 static void hdr_encode(uint8_t *hdr, const char *magic, uint64_t gen)

@@ -31,23 +31,10 @@
  */
 #define _GNU_SOURCE /* strnlen */
 #include "record_codec.h"
+#include "le.h"
 
 #include <errno.h>
 #include <string.h>
-
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-	for (int i = n - 1; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
 
 int record_encode(const struct chfs_md *md, uint8_t *buf, size_t cap, size_t *len)
 {

@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include "relink.h"
+#include "le.h"
 
 #include "backend.h"
 #include "chfsd.h"
@@ -68,20 +69,6 @@ static int set(uint64_t fileid, const char *path, size_t n)
 	(*pp)->fileid = fileid;
 	(*pp)->path = p;
 	return 0;
-}
-
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < n; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
 }
 
 int brelink_init(struct chfsd *d, int bdirty_fd)
