@@ -465,6 +465,29 @@ static int md_ok(const struct chfs_md *m)
 }
 
 /* SETATTR's fields after the file id (SETATTR, INODE_SETATTR). */
+void wenc_setattr(struct wenc *e, const struct wire_setattr *a)
+{
+	wenc_u32(e, a->which);
+	wenc_u32(e, a->mode);
+	wenc_i64(e, a->atime_ns);
+	wenc_i64(e, a->mtime_ns);
+	wenc_u64(e, a->size);
+	wenc_u32(e, a->uid);
+	wenc_u32(e, a->gid);
+}
+
+struct wire_setattr wire_req_setattr(const struct wire_req *r)
+{
+	return (struct wire_setattr){.which = r->which,
+	                             .mode = r->mode,
+	                             .uid = r->uid,
+	                             .gid = r->gid,
+	                             .atime_ns = r->atime_ns,
+	                             .mtime_ns = r->mtime_ns,
+	                             .size = r->size};
+}
+
+/* The decoding side of wenc_setattr, with its validation. */
 static void dec_setattr(struct wdec *d, struct wire_req *r, int *bad)
 {
 	r->which = wdec_u32(d);

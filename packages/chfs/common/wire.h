@@ -246,6 +246,8 @@ struct wire_req {
 	const char *prev; /* SET_LIST: the list before the last ring change */
 	uint32_t prev_len;
 };
+/* The change a decoded SETATTR or INODE_SETATTR request carries. */
+struct wire_setattr wire_req_setattr(const struct wire_req *r);
 
 /* ---- encoder / decoder -------------------------------------------------------------- */
 struct wenc {
@@ -269,6 +271,9 @@ void wenc_raw(struct wenc *e, const void *p, size_t n);
 /* Reserve n bytes and return where they go (NULL on overflow). */
 void *wenc_reserve(struct wenc *e, size_t n);
 void wenc_md(struct wenc *e, const struct chfs_md *m);
+/* The change of a SETATTR or INODE_SETATTR request (after its path and file id): which, mode,
+ * atime, mtime, size, uid, gid. */
+void wenc_setattr(struct wenc *e, const struct wire_setattr *a);
 /* u64 file id, then the placement tag (u32 pkey, u32 chunk size, u32 flags) of m's file;
  * for an MD_BACKEND or MD_FLUSH file then str backend path (md.link): the chunk's server fetches from it. */
 void wire_tag_put(struct wenc *e, const struct chfs_md *m);

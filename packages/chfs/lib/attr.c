@@ -67,13 +67,12 @@ static int setattr_path(const char *path, struct attr_change *a)
 	rpc_begin(&r, WOP_SETATTR);
 	wenc_str(&r.e, name);
 	wenc_u64(&r.e, 0);
-	wenc_u32(&r.e, a->set.which);
-	wenc_u32(&r.e, a->set.mode);
-	wenc_i64(&r.e, a->set.atime_ns);
-	wenc_i64(&r.e, a->set.mtime_ns);
-	wenc_u64(&r.e, 0);
-	wenc_u32(&r.e, a->set.uid);
-	wenc_u32(&r.e, a->set.gid);
+	wenc_setattr(&r.e, &(struct wire_setattr){.which = a->set.which,
+	                                          .mode = a->set.mode,
+	                                          .uid = a->set.uid,
+	                                          .gid = a->set.gid,
+	                                          .atime_ns = a->set.atime_ns,
+	                                          .mtime_ns = a->set.mtime_ns});
 	rc = rpc_call_path(c->s, name, &r);
 	if (rc == WIRE_ELINKED) /* linked since we looked */
 		rc = link_setattr(c->s, md->fileid, &a->set, NULL);

@@ -27,12 +27,6 @@ void dir_touch(struct srvlist *s, const char *cp, unsigned done_at, int delta)
 	rpc_begin(&r, WOP_SETATTR);
 	wenc_str(&r.e, parent);
 	wenc_u64(&r.e, 0); /* any file id */
-	wenc_u32(&r.e, which);
-	wenc_u32(&r.e, 0);
-	wenc_i64(&r.e, 0);
-	wenc_i64(&r.e, 0);
-	wenc_u64(&r.e, 0);
-	wenc_u32(&r.e, 0);
-	wenc_u32(&r.e, 0);
+	wenc_setattr(&r.e, &(struct wire_setattr){.which = which});
 	rpc_call_path(s, parent, &r);
 }

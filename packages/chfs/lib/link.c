@@ -42,15 +42,8 @@ static int inode_call(struct srvlist *s, unsigned op, uint64_t fileid, const str
 		wenc_md(&r.e, put);
 	else if (op == WOP_INODE_ADJUST)
 		wenc_u32(&r.e, add ? 1 : 0);
-	else if (op == WOP_INODE_SETATTR) {
-		wenc_u32(&r.e, a->which);
-		wenc_u32(&r.e, a->mode);
-		wenc_i64(&r.e, a->atime_ns);
-		wenc_i64(&r.e, a->mtime_ns);
-		wenc_u64(&r.e, a->size);
-		wenc_u32(&r.e, a->uid);
-		wenc_u32(&r.e, a->gid);
-	}
+	else if (op == WOP_INODE_SETATTR)
+		wenc_setattr(&r.e, a);
 	int rc = rpc_call_path(s, key, &r);
 	if (rc == 0 && out && op != WOP_INODE_PUT) {
 		wdec_md(&r.d, out);
@@ -95,13 +88,7 @@ static int make_linked(struct srvlist *s, const char *cp, const struct chfs_md *
 	rpc_begin(&r, WOP_SETATTR);
 	wenc_str(&r.e, cp);
 	wenc_u64(&r.e, md->fileid);
-	wenc_u32(&r.e, WIRE_SET_LINKED);
-	wenc_u32(&r.e, 0);
-	wenc_i64(&r.e, 0);
-	wenc_i64(&r.e, 0);
-	wenc_u64(&r.e, 0);
-	wenc_u32(&r.e, 0);
-	wenc_u32(&r.e, 0);
+	wenc_setattr(&r.e, &(struct wire_setattr){.which = WIRE_SET_LINKED});
 	rc = rpc_call_path(s, cp, &r);
 	if (rc == WIRE_ELINKED)
 		return 0; /* linked by someone else meanwhile: the inode record is theirs */

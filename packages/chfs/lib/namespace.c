@@ -148,13 +148,7 @@ static int setattr_size(struct srvlist *s, const char *path, uint64_t fileid, ui
 	rpc_begin(&r, WOP_SETATTR);
 	wenc_str(&r.e, path);
 	wenc_u64(&r.e, fileid);
-	wenc_u32(&r.e, which);
-	wenc_u32(&r.e, 0);
-	wenc_i64(&r.e, 0);
-	wenc_i64(&r.e, 0);
-	wenc_u64(&r.e, size);
-	wenc_u32(&r.e, 0); /* uid, gid: unchanged */
-	wenc_u32(&r.e, 0);
+	wenc_setattr(&r.e, &(struct wire_setattr){.which = which, .size = size});
 	int rc = rpc_call_path(s, path, &r);
 	if ((rc == WIRE_ELINKED || rc == -ENOENT || rc == -ESTALE) && fileid) {
 		/* a linked file (its name record, or a name since removed): at its inode record */

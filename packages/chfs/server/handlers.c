@@ -214,6 +214,7 @@ static int rd_entry(void *arg, const char *name, const struct chfs_md *md)
 static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
 {
 	struct chfs_md md, old;
+	struct wire_setattr set;
 	int rc = 0, flag = 0;
 
 	switch (q->h.op) {
@@ -351,15 +352,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		}
 		return rc;
 	case WOP_SETATTR:
-		rc = st_setattr(d->st, q->path, q->fileid,
-		                &(struct wire_setattr){.which = q->which,
-		                                       .mode = q->mode,
-		                                       .uid = q->uid,
-		                                       .gid = q->gid,
-		                                       .atime_ns = q->atime_ns,
-		                                       .mtime_ns = q->mtime_ns,
-		                                       .size = q->size},
-		                &md);
+		set = wire_req_setattr(q);
+		rc = st_setattr(d->st, q->path, q->fileid, &set, &md);
 		if (rc == 0 && S_ISREG(md.mode) && (q->which & WIRE_SET_SIZE))
 			bmeta_note(d, BM_TRUNC, q->path, NULL);
 		else if (rc == 0 && (q->which & (WIRE_SET_MODE | WIRE_SET_ATIME | WIRE_SET_MTIME |

@@ -38,6 +38,7 @@ int inode_handle(struct chfsd *d, const struct wire_req *q, struct wenc *e)
 		return -ENOMEM;
 	wire_inode_key(q->fileid, key);
 	int rc = 0, replaced = 0;
+	struct wire_setattr set;
 	switch (q->h.op) {
 	case WOP_INODE_GET:
 		rc = st_lookup(d->st, key, md);
@@ -54,15 +55,8 @@ int inode_handle(struct chfsd *d, const struct wire_req *q, struct wenc *e)
 		break;
 	case WOP_INODE_ADJUST: rc = st_adjust_links(d->st, key, q->fileid, (int)q->flags, md); break;
 	case WOP_INODE_SETATTR:
-		rc = st_setattr(d->st, key, q->fileid,
-		                &(struct wire_setattr){.which = q->which,
-		                                       .mode = q->mode,
-		                                       .uid = q->uid,
-		                                       .gid = q->gid,
-		                                       .atime_ns = q->atime_ns,
-		                                       .mtime_ns = q->mtime_ns,
-		                                       .size = q->size},
-		                md);
+		set = wire_req_setattr(q);
+		rc = st_setattr(d->st, key, q->fileid, &set, md);
 		break;
 	default: rc = -ENOSYS;
 	}
