@@ -134,6 +134,15 @@ static struct dirty *find(uint64_t fileid)
 	return NULL;
 }
 
+/* The entry of fileid once no flush thread is working on it (fl.lock held; it waits). */
+static struct dirty *find_idle(uint64_t fileid)
+{
+	struct dirty *e;
+	while ((e = find(fileid)) && e->busy)
+		pthread_cond_wait(&fl.done, &fl.lock);
+	return e;
+}
+
 static void drop(struct dirty *e)
 {
 	struct dirty **pp = &fl.head;
@@ -278,14 +287,7 @@ static int flush_one(struct dirty *e)
 			pthread_mutex_unlock(&fl.lock);
 		}
 	}
-	if (rc == 0 && bfd >= 0 && fsync(bfd) < 0)
-		rc = -errno; /* e.g. ENOSPC surfacing late on NFS */
-	if (bfd >= 0 && close(bfd) < 0 && rc == 0)
-		rc = -errno;
-	if (dfd >= 0)
-		close(dfd);
-	free(buf);
-	return rc;
+	return ioe_copy_end(dfd, bfd, buf, rc);
 }
 
 /* Flush e (lock held, e not busy); the lock is released meanwhile. 1 if e was forgotten. */
@@ -438,9 +440,7 @@ void bflush_file_now(struct chfsd *d, uint64_t fileid)
 	if (!d->bk)
 		return;
 	pthread_mutex_lock(&fl.lock);
-	struct dirty *e;
-	while ((e = find(fileid)) && e->busy)
-		pthread_cond_wait(&fl.done, &fl.lock);
+	struct dirty *e = find_idle(fileid);
 	if (e)
 		flush_entry(e);
 	pthread_mutex_unlock(&fl.lock);
@@ -456,9 +456,7 @@ void bflush_relink(struct chfsd *d, uint64_t fileid, const char *path)
 		memcpy(hdr + 8, path, n);
 	}
 	pthread_mutex_lock(&fl.lock);
-	struct dirty *e;
-	while ((e = find(fileid)) && e->busy)
-		pthread_cond_wait(&fl.done, &fl.lock);
+	struct dirty *e = find_idle(fileid);
 	if (e && hdr && strcmp(e->path, p) != 0) {
 		if (pwrite(e->fd, hdr, 8 + n, 16) != (ssize_t)(8 + n))
 			log_err("write-back map of %s: %s; after a restart it may be flushed under its old name",
@@ -477,9 +475,7 @@ void bflush_forget(struct chfsd *d, uint64_t fileid)
 	if (!d->bk)
 		return;
 	pthread_mutex_lock(&fl.lock);
-	struct dirty *e;
-	while ((e = find(fileid)) && e->busy)
-		pthread_cond_wait(&fl.done, &fl.lock);
+	struct dirty *e = find_idle(fileid);
 	if (e)
 		drop(e);
 	pthread_mutex_unlock(&fl.lock);

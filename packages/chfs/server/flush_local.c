@@ -56,12 +56,5 @@ int bflocal_copy(struct chfsd *d, uint64_t fileid, const char *path, uint64_t *s
 	                               {.tv_sec = *mtime_ns / 1000000000, .tv_nsec = *mtime_ns % 1000000000}};
 	if (rc == 0 && *mtime_ns && futimens(bfd, ts) < 0)
 		rc = -errno;
-	if (rc == 0 && fsync(bfd) < 0)
-		rc = -errno;
-	if (bfd >= 0 && close(bfd) < 0 && rc == 0)
-		rc = -errno;
-	if (dfd >= 0)
-		close(dfd);
-	free(buf);
-	return rc;
+	return ioe_copy_end(dfd, bfd, buf, rc);
 }

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static size_t want(size_t piece, uint64_t off, uint64_t end)
 {
@@ -94,5 +95,17 @@ int ioe_copy(int from, int to, uint8_t *buf, size_t piece, uint64_t start, uint6
 	uint8_t *b[2] = {buf, other};
 	int rc = copy_pipelined(from, to, b, piece, start, end, copied);
 	free(other);
+	return rc;
+}
+
+int ioe_copy_end(int from, int to, void *buf, int rc)
+{
+	if (rc == 0 && to >= 0 && fsync(to) < 0)
+		rc = -errno;
+	if (to >= 0 && close(to) < 0 && rc == 0)
+		rc = -errno;
+	if (from >= 0)
+		close(from);
+	free(buf);
 	return rc;
 }

@@ -15,4 +15,9 @@
  * NULL) grows by the bytes written. 0 or -errno. */
 int ioe_copy(int from, int to, uint8_t *buf, size_t piece, uint64_t start, uint64_t end, uint64_t *copied);
 
+/* The end of a copy to the backend: fsync the destination `to` (where ENOSPC or EIO surface late,
+ * on NFS) and close it when >= 0, close `from` when >= 0, free buf. Returns rc, or the first
+ * fsync/close error when rc is 0. */
+int ioe_copy_end(int from, int to, void *buf, int rc);
+
 #endif
