@@ -1,14 +1,25 @@
 /* iolimit.c — the published bandwidth formula over counters shared by the whole job.
  *
- * After each transfer of a class (disk: regular files; net: sockets) the caller is held back by
+ * Each transfer of a class (disk: regular files; net: sockets) holds the caller back by
  *     sleep = (sum of the sizes transferred in the last t seconds) / Limit - t
  * (nothing if negative). The history covers at most 1 s; t is the span it actually covers (now
- - the oldest transfer still in it), not the full second: with a fixed t a job would burst
- Limit x t bytes unthrottled after every idle second, and with transfers of size n spaced d
- apart the fixed-t formula settles at d^2 + d*t = n*t/Limit — 9 % over the limit for 1 MB writes
- at 10 MB/s — whereas with the covered span it settles at exactly d = n/Limit. The history is
- kept in 1 ms buckets (1,000 per class), each stamped with its millisecond so stale ones are
- ignored.
+ * - the oldest transfer still in it), not the full second: with a fixed t a job would burst
+ * Limit x t bytes unthrottled after every idle second, and with transfers of size n spaced d
+ * apart the fixed-t formula settles at d^2 + d*t = n*t/Limit — 9 % over the limit for 1 MB writes
+ * at 10 MB/s — whereas with the covered span it settles at exactly d = n/Limit.
+ *
+ * When the size is known before the transfer (seccomp holds the call), the sum is that of the
+ * transfers before it and the transfer is recorded at the time it is let through (now + sleep):
+ * it starts once everything before it has drained at Limit since the oldest. Recorded at its
+ * request instead, a held transfer made the others' span too long, and P processes sharing the
+ * limit settled at (m+P-1)/m of it with m transfers a second (+6 % for 2 processes, +15 % for 4,
+ * at 1 MB/s in 64 KiB writes). When the size is known only after the transfer (ptrace reads the
+ * bytes the call moved), the sum includes it, it is recorded now, and the sleep holds back the
+ * process's next transfer — exact for one process; P processes keep that (m+P-1)/m.
+ * The history is kept in 1 ms buckets (a ring of 2,000: the past second and transfers being
+ * held), each stamped with its millisecond so stale ones are ignored and with the exact time of
+ * its earliest transfer, from which t is measured (a span measured from the millisecond was up
+ * to 1 ms too long, each sleep that much too short).
  *
  * Sharing: one file per job, $XDG_RUNTIME_DIR (or /tmp)/chfs-job-UID-JOBID.iolimit, mode 0600,
  * published initialised (built under a private name, then link()ed: link fails if the name
@@ -30,13 +41,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NBUCKETS 1000
+#define WINDOW 1000   /* buckets of history: 1 s */
+#define NBUCKETS 2000 /* the ring also holds transfers being held, up to WINDOW ahead */
 #define BUCKET_NS 1000000LL
-#define WINDOW_NS (NBUCKETS * BUCKET_NS)
-#define MAGIC 0x63686a6c /* "chjl" */
+#define MAGIC 0x63686a33 /* "chj3": the ring of 2,000 with exact first times */
 
 struct class_hist {
-	int64_t stamp[NBUCKETS];
+	int64_t stamp[NBUCKETS]; /* the bucket's millisecond */
+	int64_t first[NBUCKETS]; /* the earliest transfer in it, ns: t is measured from the exact time */
 	uint64_t bytes[NBUCKETS];
 };
 
@@ -167,35 +179,53 @@ fail:
 
 bool cj_iolimit_limited(const struct cj_iolimit *l, int cls) { return l && cls >= 0 && l->limit[cls] > 0; }
 
-int64_t cj_iolimit_account(struct cj_iolimit *l, int cls, uint64_t bytes)
+int64_t cj_iolimit_account(struct cj_iolimit *l, int cls, uint64_t bytes, enum cj_io_when when)
+{
+	return cj_iolimit_account_at(l, cls, bytes, when, cj_now_ns());
+}
+
+int64_t cj_iolimit_account_at(struct cj_iolimit *l, int cls, uint64_t bytes, enum cj_io_when when,
+                              int64_t now)
 {
 	if (!cj_iolimit_limited(l, cls) || bytes == 0)
 		return 0;
 	struct class_hist *h = &l->sh->cls[cls];
-	int64_t now = cj_now_ns();
 	int64_t slot = now / BUCKET_NS;
 	if (pthread_mutex_lock(&l->sh->lock) == EOWNERDEAD)
 		pthread_mutex_consistent(
 		        &l->sh->lock); /* a member died holding it: counters are still sane */
-	int b = (int)(slot % NBUCKETS);
-	if (h->stamp[b] != slot) {
-		h->stamp[b] = slot;
+	uint64_t sum = when == CJ_IO_AFTER ? bytes : 0;
+	int64_t oldest = when == CJ_IO_AFTER ? now : INT64_MAX;
+	for (int i = 0; i < NBUCKETS; i++) /* stamps may lie ahead of now: transfers being held */
+		if (slot - h->stamp[i] < WINDOW && h->bytes[i]) {
+			sum += h->bytes[i];
+			if (h->first[i] < oldest)
+				oldest = h->first[i];
+		}
+	int64_t sleep = 0;
+	if (oldest != INT64_MAX) {
+		double need = (double)sum / (double)l->limit[cls] * 1e9;
+		sleep = (int64_t)need - (now - oldest);
+		if (sleep < 0)
+			sleep = 0;
+	}
+	/* recorded when it goes through (before) or went through (after); less than WINDOW ahead,
+	 * so it never lands on a bucket of the past second */
+	int64_t at_ns = when == CJ_IO_BEFORE ? now + sleep : now;
+	if (at_ns / BUCKET_NS > slot + WINDOW - 1)
+		at_ns = (slot + WINDOW - 1) * BUCKET_NS;
+	int64_t at = at_ns / BUCKET_NS;
+	int b = (int)(at % NBUCKETS);
+	if (h->stamp[b] != at) {
+		h->stamp[b] = at;
+		h->first[b] = at_ns;
 		h->bytes[b] = 0;
 	}
+	if (at_ns < h->first[b])
+		h->first[b] = at_ns;
 	h->bytes[b] += bytes;
-	uint64_t sum = 0;
-	int64_t oldest = slot;
-	for (int i = 0; i < NBUCKETS; i++)
-		if (slot - h->stamp[i] < NBUCKETS && h->bytes[i]) {
-			sum += h->bytes[i];
-			if (h->stamp[i] < oldest)
-				oldest = h->stamp[i];
-		}
 	pthread_mutex_unlock(&l->sh->lock);
-	int64_t t = now - oldest * BUCKET_NS;
-	double need = (double)sum / (double)l->limit[cls] * 1e9;
-	int64_t sleep = (int64_t)need - t;
-	return sleep > 0 ? sleep : 0;
+	return sleep;
 }
 
 void cj_iolimit_close(struct cj_iolimit *l)

@@ -219,7 +219,7 @@ static int64_t on_exit_stop(struct tracer *tr, pid_t pid, struct cj_pt_tracee *s
 		if (ptrace(PTRACE_GETREGS, pid, 0, &r) == 0 && (long long)r.rax > 0) {
 			int cls = cj_tracee_fd_class(pid, (int)r.rdi);
 			if (cj_iolimit_limited(tr->lim, cls))
-				delay = cj_iolimit_account(tr->lim, cls, (uint64_t)r.rax);
+				delay = cj_iolimit_account(tr->lim, cls, (uint64_t)r.rax, CJ_IO_AFTER);
 		}
 	}
 	s->set_ret = false;

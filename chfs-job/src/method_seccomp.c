@@ -332,9 +332,10 @@ static int handle(struct supervisor *s)
 	memcpy(a, req->data.args, sizeof(a));
 	if (sc->kind == CJ_SK_IO) {
 		int cls = cj_tracee_fd_class(req->pid, (int)a[0]);
-		int64_t delay = cj_iolimit_limited(s->lim, cls)
-		                        ? cj_iolimit_account(s->lim, cls, io_size(req->pid, sc, a))
-		                        : 0;
+		int64_t delay =
+		        cj_iolimit_limited(s->lim, cls)
+		                ? cj_iolimit_account(s->lim, cls, io_size(req->pid, sc, a), CJ_IO_BEFORE)
+		                : 0;
 		if (delay > 0)
 			return hold(s, req->id, delay);
 		return respond(s, req->id, 0, 0, true);
