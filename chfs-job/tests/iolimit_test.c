@@ -33,7 +33,8 @@ static double run(struct cj_iolimit *l, int procs, uint64_t limit, uint64_t n, e
 			break;
 		int64_t now = next[p];
 		int64_t sleep = cj_iolimit_account_at(l, CJ_DISK, n, when, now);
-		int64_t done = now + sleep; /* before: the transfer runs after the hold; after: the next waits */
+		/* before: the transfer runs after the hold; after: the next one waits */
+		int64_t done = now + sleep;
 		moved += n;
 		last = done > last ? done : last;
 		next[p] = done + 10000; /* 10 µs to move the bytes and come back */
