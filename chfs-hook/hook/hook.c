@@ -341,6 +341,7 @@ __attribute__((visibility("default"))) int chfs_hook_init(const struct chfs_hook
 {
 	if (host->version != CHFS_HOOK_ABI_VERSION)
 		return -1;
+	hook_usermem_init(host->scratch_offset);
 	detect_xsave();
 	hook_cfg.loader_path = host->loader_path;
 	if (hook_init_modules() < 0)

@@ -69,6 +69,9 @@ long hook_user_strcpy(const char *src, char *dst, size_t size);
 long hook_user_get(void *dst, const void *src, size_t n); /* 0 or -EFAULT */
 long hook_user_put(void *dst, const void *src, size_t n); /* 0 or -EFAULT */
 void hook_usermem_changed(void); /* after munmap, mprotect, mremap, madvise, shmdt, brk */
+/* Where the per-thread page memory lives: the loader's scratch (gate.h), at this offset from
+ * the thread pointer. */
+void hook_usermem_init(long scratch_offset);
 /* An empty name for AT_EMPTY_PATH: "" (or NULL, which Linux 6.11+ also accepts there). */
 static inline int hook_empty_name(const char *p) { return !p || (hook_user_readable(p, 1) && p[0] == 0); }
 

@@ -30,9 +30,22 @@
 #define REMEMBERED 8
 
 static _Atomic unsigned long map_generation = 1;
-static __thread uintptr_t good_page[REMEMBERED];
-static __thread unsigned long good_generation;
-static __thread unsigned good_next;
+
+/* Per thread, in the loader's scratch (never __thread here: see gate.h). */
+struct good_pages {
+	uintptr_t page[REMEMBERED];
+	unsigned long generation;
+	unsigned next;
+};
+_Static_assert(sizeof(struct good_pages) <= CHFS_HOOK_SCRATCH, "the loader's scratch is too small");
+static long scratch_offset;
+
+void hook_usermem_init(long offset) { scratch_offset = offset; }
+
+static struct good_pages *good(void)
+{
+	return (struct good_pages *)((char *)__builtin_thread_pointer() + scratch_offset);
+}
 
 void hook_usermem_changed(void) { atomic_fetch_add_explicit(&map_generation, 1, memory_order_release); }
 
@@ -45,20 +58,21 @@ static long self_copy(long nr, void *local, const void *remote, size_t n)
 static int page_readable(uintptr_t page)
 {
 	unsigned long gen = atomic_load_explicit(&map_generation, memory_order_acquire);
-	if (good_generation != gen) {
+	struct good_pages *g = good();
+	if (g->generation != gen) {
 		for (unsigned i = 0; i < REMEMBERED; i++)
-			good_page[i] = 0;
-		good_generation = gen;
+			g->page[i] = 0;
+		g->generation = gen;
 	}
 	if (page < LOW_LIMIT)
 		return 0;
 	for (unsigned i = 0; i < REMEMBERED; i++)
-		if (good_page[i] == page)
+		if (g->page[i] == page)
 			return 1;
 	char c;
 	if (self_copy(SYS_process_vm_readv, &c, (const void *)page, 1) != 1)
 		return 0;
-	good_page[good_next++ % REMEMBERED] = page;
+	g->page[g->next++ % REMEMBERED] = page;
 	return 1;
 }
 

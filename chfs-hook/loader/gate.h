@@ -26,7 +26,15 @@ struct chfs_hook_host {
 	/* Issues the real system call (its `syscall` instruction is never rewritten). */
 	long (*raw_syscall)(long nr, long a1, long a2, long a3, long a4, long a5, long a6);
 	const char *loader_path; /* absolute path of the preloaded loader, for execve */
+	/* Per-thread memory for the hook library's filter: CHFS_HOOK_SCRATCH bytes at this offset
+	 * from the thread pointer (%fs base) in every thread. The loader is preloaded, so its
+	 * initial-exec TLS is part of every thread's static TLS from the start: reaching it never
+	 * allocates. The hook's own __thread variables are allocated lazily on first use, by ld.so
+	 * calling malloc — inside whatever syscall the application was making (a vfork child on a
+	 * small stack, malloc itself), which the filter must never do. */
+	long scratch_offset;
 };
+#define CHFS_HOOK_SCRATCH 128
 
 /* Filled in by the hook library's chfs_hook_init(). */
 struct chfs_hook_ops {
@@ -36,7 +44,7 @@ struct chfs_hook_ops {
 	void (*after_fork)(void);
 };
 
-#define CHFS_HOOK_ABI_VERSION 1
+#define CHFS_HOOK_ABI_VERSION 2
 typedef int (*chfs_hook_init_fn)(const struct chfs_hook_host *host, struct chfs_hook_ops *ops);
 
 /* entry.S */

@@ -42,6 +42,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* The hook library's per-thread scratch (gate.h: CHFS_HOOK_SCRATCH). */
+static __thread char hook_scratch[CHFS_HOOK_SCRATCH] __attribute__((tls_model("initial-exec"), aligned(16)));
+
 static char loader_path[PATH_MAX];
 
 static int hook_library_path(char *buf, size_t size)
@@ -150,7 +153,9 @@ static int load_hook_library_once(void)
 		fprintf(stderr, "chfs-hook: %s has no chfs_hook_init\n", path);
 		return -1;
 	}
-	static const struct chfs_hook_host host = {CHFS_HOOK_ABI_VERSION, chfs_raw_syscall, loader_path};
+	static struct chfs_hook_host host = {CHFS_HOOK_ABI_VERSION, chfs_raw_syscall, NULL, 0};
+	host.loader_path = loader_path;
+	host.scratch_offset = (long)((char *)hook_scratch - (char *)__builtin_thread_pointer());
 	static struct chfs_hook_ops ops;
 	if (init(&host, &ops) != 0)
 		return -1; /* the hook library said why */

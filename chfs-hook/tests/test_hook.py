@@ -505,6 +505,18 @@ def test_dead_server_gives_an_error_not_a_hang(chfs_pool):
     assert native_get(chfs_pool, "/dead/f3") == b"3\n"
 
 
+def test_a_new_threads_first_path_call_never_reenters_the_hook(chfs_pool):
+    """The hook's path check keeps per-thread memory; as __thread data of the hook library it
+    was allocated by ld.so with malloc on a thread's first path call. When that malloc was the
+    one creating glibc's ninth arena, glibc asked get_nprocs(), which opens a /sys file: the
+    open re-entered the check before its memory existed, and so on until the stack overflowed
+    (`rake -m -j3` under the hook died so, with Ruby's "[BUG] Segmentation fault"). 12 threads
+    hold arenas, a 13th opens a local file as its first act."""
+    sh(chfs_pool, "mkdir -p /chfs/arenas")
+    r = hook(chfs_pool, [TESTPROG, "arenas", "/chfs/arenas", "12"], check=False, timeout=60)
+    assert r.returncode == 0 and r.stdout == "ok\n", (r.returncode, r.stderr[-2000:])
+
+
 def test_vectored_io_whose_total_length_overflows_is_einval(chfs_pool, tmp_path):
     # POSIX: EINVAL when the sum overflows ssize_t (Linux itself clamps a large sum and then
     # faults on the short buffer, so a local file is no reference for that case).

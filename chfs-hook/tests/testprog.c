@@ -8,6 +8,12 @@
  *   getpid N       N getpid syscalls; prints ns per call
  *   iovmax FILE    readv/writev on FILE whose total length wraps size_t or exceeds SSIZE_MAX
  *                  must fail with EINVAL (as the kernel does), touching nothing
+ *   arenas DIR N   after a file in DIR (a CHFS path: the hook is loaded), N threads each take a
+ *                  malloc arena and wait; then one more thread's first act is to open a local
+ *                  file. Its malloc arena is the first beyond glibc's eighth, whose creation asks
+ *                  get_nprocs(), which opens a /sys file: if the hook's path check allocated its
+ *                  per-thread memory with malloc there, that open re-entered it without end
+ *                  (rake -m -j3 under the hook died that way)
  * Prints "ok" and exits 0 on success; otherwise names the step and errno on stderr.
  */
 #define _GNU_SOURCE
@@ -214,6 +220,49 @@ static int run_iovmax(const char *path)
 	return 0;
 }
 
+static pthread_barrier_t arena_barrier;
+
+static void *take_arena(void *arg)
+{
+	(void)arg;
+	void *volatile p = malloc(100); /* this thread's first malloc: an arena of its own */
+	pthread_barrier_wait(&arena_barrier);
+	free(p);
+	return NULL;
+}
+
+static void *open_first(void *arg)
+{
+	int fd = open((const char *)arg, O_RDONLY); /* no malloc before this in this thread */
+	if (fd < 0)
+		return (void *)1;
+	close(fd);
+	return NULL;
+}
+
+static int run_arenas(const char *dir, int n)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/arenas", dir);
+	write_file(path, "x", 1);
+	pthread_t *t = calloc((size_t)n, sizeof *t);
+	if (!t || pthread_barrier_init(&arena_barrier, NULL, (unsigned)n + 1) != 0)
+		return fail("barrier", NULL);
+	for (int i = 0; i < n; i++)
+		if (pthread_create(&t[i], NULL, take_arena, NULL) != 0)
+			return fail("pthread_create", NULL);
+	pthread_t last;
+	void *res = NULL;
+	if (pthread_create(&last, NULL, open_first, (void *)"/proc/self/status") != 0 ||
+	    pthread_join(last, &res) != 0 || res != NULL)
+		return fail("open in a thread with a new arena", "/proc/self/status");
+	pthread_barrier_wait(&arena_barrier);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	free(t);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int rc = 2;
@@ -229,9 +278,11 @@ int main(int argc, char **argv)
 		return run_getpid(atol(argv[2]));
 	else if (argc == 3 && strcmp(argv[1], "iovmax") == 0)
 		rc = run_iovmax(argv[2]);
+	else if (argc == 4 && strcmp(argv[1], "arenas") == 0)
+		rc = run_arenas(argv[2], atoi(argv[3]));
 	else
 		fprintf(stderr, "usage: testprog vfork DIR | threads DIR N | forks DIR N | signals | "
-		                "getpid N | iovmax FILE\n");
+		                "getpid N | iovmax FILE | arenas DIR N\n");
 	if (rc == 0)
 		puts("ok");
 	return rc;
