@@ -54,8 +54,9 @@ class LocalPath:
     def run(self, argv, **kw):
         return subprocess.run(self.prefix + argv, env={**os.environ, **self.env}, **kw)
 
-    def popen(self, argv, **kw):
-        return subprocess.Popen(self.prefix + argv, env={**os.environ, **self.env}, **kw)
+    def popen(self, argv, extra_env=None, **kw):
+        return subprocess.Popen(self.prefix + argv, env={**os.environ, **self.env, **(extra_env or {})},
+                                **kw)
 
 
 class HookPath(LocalPath):
