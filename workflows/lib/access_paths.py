@@ -55,8 +55,8 @@ class LocalPath:
         return subprocess.run(self.prefix + argv, env={**os.environ, **self.env}, **kw)
 
     def popen(self, argv, extra_env=None, **kw):
-        return subprocess.Popen(self.prefix + argv, env={**os.environ, **self.env, **(extra_env or {})},
-                                **kw)
+        env = {**os.environ, **self.env, **(extra_env or {})}
+        return subprocess.Popen(self.prefix + argv, env=env, **kw)
 
 
 class HookPath(LocalPath):
