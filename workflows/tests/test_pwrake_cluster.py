@@ -9,6 +9,10 @@ host with one Pwrake worker per node (Pwrake's own ssh, through the cluster's ss
          for Pwrake: workflows/lib/pwrake_hosts.py), so every Montage tool reads and writes the
          pool from the node it runs on. Only CHFS_SERVER and the secret (in the cluster's shared
          directory) reach the nodes.
+  fuse   a pool of its own brought up on node 0 with `environments/stack up fuse` and
+         CHFS_STACK_HOSTFILE, as the Slurm job script does: one chfsd and one chfuse mount per
+         node, at the same node-local path; workflows/run runs on node 0 (the master must see
+         the mount too) with --attach and uses that mount.
   local  a working directory in the cluster's shared directory, which every node sees at the
          same path (the nodes' /tmp is their own, so pytest's tmp_path would not do).
 
@@ -17,11 +21,12 @@ commands on at least two nodes, run by workers whose host names are the nodes'.
 """
 import csv
 import os
+import shlex
 import shutil
 
 import pytest
 
-from montage_helpers import run_workflow
+from montage_helpers import RUN, run_workflow
 
 NO_PWRAKE = "pwrake not installed (not in Debian; RubyGems unreachable here)"
 pytestmark = [pytest.mark.netns,
@@ -59,11 +64,16 @@ def shared_tmp(sim_cluster, request):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def run_on_nodes(sc, env, tiles, top, *extra):
-    """workflows/run with one Pwrake worker per node; returns (output dir, log dir)."""
+def workers_file(sc, top):
     hosts = os.path.join(top, "workers")
     with open(hosts, "w") as f:
         f.writelines(f"{sc.ip(i)} 1\n" for i in NODES)
+    return hosts
+
+
+def run_on_nodes(sc, env, tiles, top, *extra):
+    """workflows/run with one Pwrake worker per node; returns (output dir, log dir)."""
+    hosts = workers_file(sc, top)
     out, logs = os.path.join(top, "out"), os.path.join(top, "logs")
     r = run_workflow(extra[0], tiles, out, *extra[1:], "--runner", "pwrake", "--hosts", hosts,
                      "--log-dir", logs, environ=env, timeout=400)
@@ -107,3 +117,50 @@ def test_pwrake_workers_on_cluster_nodes_over_ssh(sim_cluster, tiny_tiles, local
     out, logs = run_on_nodes(sim_cluster, sim_cluster.env, tiny_tiles, shared_tmp, "local")
     same_mosaic(out, local_baseline)
     check_ran_on_nodes(sim_cluster, logs)
+
+
+@pytest.mark.timeout(500)
+def test_pwrake_workers_on_four_nodes_use_their_own_chfuse_mounts(
+        sim_cluster, tiny_tiles, local_baseline, shared_tmp):
+    sc = sim_cluster
+    raw = os.path.join(shared_tmp, "raw")          # node 0 runs the runner: a path it sees
+    shutil.copytree(tiny_tiles, raw)
+    mnt = "/tmp/chfs-pwrake-mnt"                    # node-local: each node its own mount
+    stack = {"CHFS_STACK_HOSTFILE": sc.hostfile(NODES, "pwrake-fuse-servers"),
+             "CHFS_STACK_SCRATCH": "/tmp/chfs-pwrake-fuse", "CHFS_STACK_MOUNT": mnt,
+             "CHFS_SECRET_FILE": os.path.join(shared_tmp, "secret"),
+             "CHFS_STACK_RUN": os.path.join(shared_tmp, "run")}
+    root = os.path.dirname(os.path.dirname(RUN))
+    out, logs = os.path.join(shared_tmp, "out"), os.path.join(shared_tmp, "logs")
+    run = shlex.join([RUN, "--env", "fuse", "--attach", "--runner", "pwrake",
+                      "--hosts", workers_file(sc, shared_tmp), "--log-dir", logs,
+                      "--input", raw, "--out", out])
+    down = f"{root}/environments/stack down fuse"
+    try:
+        r = sc.ssh(0, f'eval "$({root}/environments/stack up fuse)" && {run}', env=stack,
+                   timeout=400)
+        assert r.returncode == 0, r.stdout + r.stderr
+        same_mosaic(out, local_baseline)
+        check_ran_on_nodes(sc, logs)
+        for i in NODES:     # the working directory went with the run
+            assert not sc.ssh(i, f"ls {mnt}/montage-* 2>/dev/null", env=stack).stdout
+    finally:
+        r = sc.ssh(0, f"{down}; chfsctl -h $CHFS_STACK_HOSTFILE -c $CHFS_STACK_SCRATCH "
+                   "-k $CHFS_SECRET_FILE clean", env=stack, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for i in NODES:
+        assert not running(sc, i, "chfuse", mnt), f"chfuse left on node {i}"
+        assert not running(sc, i, "chfsd", stack["CHFS_STACK_SCRATCH"]), f"chfsd left on node {i}"
+
+
+def running(sc, node, comm, arg):
+    """Processes named comm on node with arg in their command line."""
+    found = []
+    for pid in sc.pids_on(node, comm):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if arg.encode() in f.read():
+                    found.append(pid)
+        except OSError:
+            pass
+    return found

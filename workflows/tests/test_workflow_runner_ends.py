@@ -145,14 +145,15 @@ def test_pwrake_options_need_the_pwrake_runner(tiny_tiles, tmp_path):
 
 @pytest.mark.parametrize("env,attach,why", [
     ("hook", [], "needs --attach: a private pool runs on this host only"),
-    ("fuse", ["--attach"], "every host would need its own chfuse mount")])
+    ("fuse", ["--attach"], "every host needs the pool mounted at the same path")])
 def test_pwrake_hosts_need_a_pool_the_hosts_reach(env, attach, why, tiny_tiles, tmp_path):
     # A private pool serves this host alone (and a chfuse mount is this host's): workers on
     # other hosts would fail on every file; say so before starting anything.
     hosts = tmp_path / "hosts"
     hosts.write_text("10.0.0.1 1\n")
+    environ = {k: v for k, v in os.environ.items() if k != "CHFS_STACK_MOUNT"}
     r = run_workflow(env, tiny_tiles, tmp_path / "out", *attach, "--runner", "pwrake",
-                     "--hosts", str(hosts))
+                     "--hosts", str(hosts), environ=environ)
     assert r.returncode == 2 and why in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()
 
