@@ -15,8 +15,9 @@ before each command). So the worker — not only the commands it runs — must s
 
 For the hook, remote_shell() writes an `ssh` for the engine's PATH that calls the real ssh with
 the remote command prefixed by `env VAR=value… chfs-run --mount M --`; Pwrake's own ssh line is
-unchanged otherwise. CHFS_SECRET_FD is not passed (a descriptor of this host): the worker's
-chfs-run opens CHFS_SECRET_FILE on its host, which must see that file at the same path.
+unchanged otherwise. CHFS_SECRET_FD is not passed (a descriptor of this host; removed even if
+ssh forwards CHFS_* itself): the worker's chfs-run opens CHFS_SECRET_FILE on its host, which
+must see that file at the same path.
 """
 import os
 import shlex
@@ -60,7 +61,10 @@ def remote_shell(directory, env, prefix):
     tool = shutil.which(prefix[0], path=path)
     if tool is None:
         raise RuntimeError(f"--hosts: {prefix[0]} is not on PATH")
-    remote = ["env", *(f"{k}={v}" for k, v in client_vars(env).items()), tool, *prefix[1:]]
+    # -u: an ssh that forwards CHFS_* (SendEnv) would carry this host's descriptor number along
+    unset = [a for k in NOT_PASSED for a in ("-u", k)]
+    remote = ["env", *unset, *(f"{k}={v}" for k, v in client_vars(env).items()), tool,
+              *prefix[1:]]
     os.makedirs(directory, exist_ok=True)
     wrapper = os.path.join(directory, "ssh")
     with open(wrapper, "w") as f:
