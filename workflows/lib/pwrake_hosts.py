@@ -18,10 +18,17 @@ the remote command prefixed by `env VAR=value… chfs-run --mount M --`; Pwrake'
 unchanged otherwise. CHFS_SECRET_FD is not passed (a descriptor of this host; removed even if
 ssh forwards CHFS_* itself): the worker's chfs-run opens CHFS_SECRET_FILE on its host, which
 must see that file at the same path.
+
+hosts_missing() checks, before the workflow starts, that every remote host sees the working
+directory, over that same ssh: otherwise the first symptom is a Montage step failing with "no
+output" on some host (its own /tmp, say) and Pwrake's backtraces while it stops the others.
 """
 import os
+import re
 import shlex
 import shutil
+import socket
+import subprocess
 
 # Variables a worker on another host gets from the runner's environment: the pool's client
 # settings. Not the descriptor of the secret (this host's), not the hook's mount table (chfs-run
@@ -71,3 +78,58 @@ def remote_shell(directory, env, prefix):
         f.write(WRAPPER.format(prefix=shlex.quote(shlex.join(remote)), ssh=shlex.quote(ssh)))
     os.chmod(wrapper, 0o755)
     return {"PATH": f"{directory}:{path}"}
+
+
+def host_names(hosts_file):
+    """The hosts of a Pwrake HOSTFILE: 'HOST [NCORES …]' lines, '#' comments, and Pwrake's
+    ranges 'node[[1-4]]' (numbers, zero-padded as written)."""
+    names = []
+    with open(hosts_file) as f:
+        for line in f:
+            fields = line.split("#", 1)[0].split()
+            if not fields:
+                continue
+            m = re.search(r"\[\[(\d+)-(\d+)\]\]", fields[0])
+            if not m:
+                names.append(fields[0])
+                continue
+            lo, hi = m.group(1), m.group(2)
+            names += [fields[0][:m.start()] + str(i).zfill(len(lo)) + fields[0][m.end():]
+                      for i in range(int(lo), int(hi) + 1)]
+    return list(dict.fromkeys(names))
+
+
+def is_loopback(host):
+    """Pwrake's own test: a host whose address is 127.0.0.1 or ::1 gets its worker without ssh."""
+    try:
+        return socket.getaddrinfo(host, None)[0][4][0] in ("127.0.0.1", "::1")
+    except OSError:
+        return False
+
+
+def hosts_missing(hosts_file, path, env, timeout=60):
+    """Asks every remote host of hosts_file, over the ssh Pwrake will use (env's PATH: the
+    wrapper above under the hook), whether it sees path; returns one message per host that
+    does not (or cannot be reached), empty when all do. In parallel, bounded by timeout."""
+    procs = []
+    for host in host_names(hosts_file):
+        if is_loopback(host):
+            continue
+        procs.append((host, subprocess.Popen(
+            ["ssh", "-x", "-T", host, f"test -d {shlex.quote(path)}"], env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True)))
+    problems = []
+    for host, p in procs:
+        try:
+            _, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            problems.append(f"{host}: no answer over ssh within {timeout} s")
+            continue
+        if p.returncode == 255:
+            problems.append(f"{host}: ssh failed: {err.strip() or 'exit 255'}")
+        elif p.returncode != 0:
+            problems.append(f"{host}: does not see {path}")
+    return problems

@@ -164,3 +164,21 @@ def running(sc, node, comm, arg):
         except OSError:
             pass
     return found
+
+
+@pytest.mark.timeout(300)
+def test_a_working_directory_the_nodes_do_not_see_is_named_before_the_workflow_runs(
+        sim_cluster, tiny_tiles, tmp_path):
+    # pytest's tmp_path is in this host's /tmp; each node has its own /tmp
+    sc = sim_cluster
+    out = tmp_path / "out"
+    r = run_workflow("local", tiny_tiles, out, "--runner", "pwrake", "--hosts",
+                     workers_file(sc, str(tmp_path)), environ=sc.env, timeout=200)
+    assert r.returncode == 1, r.stdout + r.stderr
+    err = r.stderr
+    assert "every host must see the working directory at the same path" in err, err
+    for i in NODES:
+        assert f"{sc.ip(i)}: does not see {out}/work-" in err, err
+    for noise in ("mProjectPP", "Traceback", ".rb:"):       # Pwrake never started
+        assert noise not in err, err
+    assert not [d for d in os.listdir(out) if d.startswith("work-")]

@@ -43,3 +43,11 @@ def test_remote_worker_starts_under_the_prefix_with_the_pool_variables(tmp_path)
     assert lines[1:-1] == ["CHFS_PLACEMENT=hash", "CHFS_SECRET_FILE=/shared/a secret",
                            "CHFS_SERVER=tcp://10.0.0.1:1"]
     assert lines[-1] == "a b|c'd|e|"
+
+
+def test_host_names_read_a_pwrake_host_file_as_pwrake_does(tmp_path):
+    f = tmp_path / "hosts"
+    f.write_text("# nodes\nnode[[08-10]] 2\n\n10.0.0.5 1  # login\nnode09 4\nlocalhost\n")
+    assert pwrake_hosts.host_names(str(f)) == ["node08", "node09", "node10", "10.0.0.5",
+                                               "localhost"]
+    assert pwrake_hosts.is_loopback("localhost") and not pwrake_hosts.is_loopback("10.0.0.5")
