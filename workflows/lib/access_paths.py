@@ -13,7 +13,9 @@ itself never changes: the same `rake` command runs with the prefix, inside the d
 For hook and fuse the pool is private to the run and comes up with the environment's own
 command (pool.StackPool: `environments/stack up hook|fuse`, which also mounts chfuse), so a run
 uses exactly that environment's settings. With attach=True they use the running pool named by
-CHFS_SERVER instead (pool.AttachedPool); `fuse` then mounts chfuse itself.
+CHFS_SERVER instead (pool.AttachedPool); `fuse` then uses the mount `environments/stack up
+fuse` made at CHFS_STACK_MOUNT (on every host of its hostfile) if there is one, or mounts
+chfuse itself.
 
 `native` (programs linked with libchfs) and `mpiio` (ROMIO ad_chfs) are not offered: Montage's
 tools are unmodified POSIX programs without MPI-IO, so neither path can carry this workflow;
@@ -32,6 +34,12 @@ NOT_MEANINGFUL = {
     "mpiio": "Montage's tools do no MPI-IO; the mpiio environment is for MPI programs "
              "(IOR, HDF5) — use --env hook or --env fuse",
 }
+
+
+def stack_mount():
+    """The chfuse mount `environments/stack up fuse` made (CHFS_STACK_MOUNT), if it is mounted."""
+    m = os.environ.get("CHFS_STACK_MOUNT")
+    return os.path.abspath(m) if m and is_mounted(m) else None
 
 
 class LocalPath:
@@ -54,8 +62,9 @@ class LocalPath:
     def run(self, argv, **kw):
         return subprocess.run(self.prefix + argv, env={**os.environ, **self.env}, **kw)
 
-    def popen(self, argv, **kw):
-        return subprocess.Popen(self.prefix + argv, env={**os.environ, **self.env}, **kw)
+    def popen(self, argv, extra_env=None, **kw):
+        env = {**os.environ, **self.env, **(extra_env or {})}
+        return subprocess.Popen(self.prefix + argv, env=env, **kw)
 
 
 class HookPath(LocalPath):
@@ -94,7 +103,11 @@ class FusePath(LocalPath):
         self.env = self.pool.env
         self.mount = self.pool.mount
         if self.attach:
-            self._mount_chfuse()
+            shared = stack_mount()
+            if shared:      # environments/stack up fuse mounted it (on every host of its hostfile)
+                self.mount = shared
+            else:
+                self._mount_chfuse()
         return self
 
     # chfuse gives up by itself when it cannot reach the pool (its own RPC time-outs); the

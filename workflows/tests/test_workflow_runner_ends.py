@@ -1,7 +1,8 @@
 """How a workflow run ends when it does not succeed: a failing Montage step, an overrun of
 --timeout and Ctrl-C each end the run promptly with one clear line (no Ruby backtrace, no
 "rake aborted!", no Python traceback), and leave no working directory or engine process behind.
-Pwrake's multi-host mode is exercised when pwrake is installed (CI cannot install it)."""
+Pwrake's multi-host mode is exercised when pwrake is installed (CI cannot install it); across
+simulated nodes in test_pwrake_cluster.py."""
 import os
 import shutil
 import signal
@@ -142,6 +143,21 @@ def test_pwrake_options_need_the_pwrake_runner(tiny_tiles, tmp_path):
     assert r.returncode == 2 and "add --runner pwrake" in r.stderr
 
 
+@pytest.mark.parametrize("env,attach,why", [
+    ("hook", [], "needs --attach: a private pool runs on this host only"),
+    ("fuse", ["--attach"], "every host needs the pool mounted at the same path")])
+def test_pwrake_hosts_need_a_pool_the_hosts_reach(env, attach, why, tiny_tiles, tmp_path):
+    # A private pool serves this host alone (and a chfuse mount is this host's): workers on
+    # other hosts would fail on every file; say so before starting anything.
+    hosts = tmp_path / "hosts"
+    hosts.write_text("10.0.0.1 1\n")
+    environ = {k: v for k, v in os.environ.items() if k != "CHFS_STACK_MOUNT"}
+    r = run_workflow(env, tiny_tiles, tmp_path / "out", *attach, "--runner", "pwrake",
+                     "--hosts", str(hosts), environ=environ)
+    assert r.returncode == 2 and why in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
 NO_PWRAKE = "pwrake not installed (not in Debian; RubyGems unreachable here)"
 
 
@@ -162,18 +178,6 @@ def test_pwrake_with_a_host_file(tiny_tiles, local_baseline, tmp_path):
     # locally (Pwrake uses ssh only for hosts whose address is not this machine's).
     log = pwrake_run_on_hosts("localhost 1\n127.0.0.1 1\n", tiny_tiles, local_baseline, tmp_path)
     assert "HOSTFILE" in log
-
-
-@pytest.mark.skipif(shutil.which("pwrake") is None, reason=NO_PWRAKE)
-@pytest.mark.skipif(not os.environ.get("CHFS_STACK_HOSTFILE"),
-                    reason="no cluster: run under eval \"$(ci/cluster up --nodes N --ssh)\"")
-def test_pwrake_workers_on_cluster_nodes_over_ssh(tiny_tiles, local_baseline, tmp_path):
-    # Network-namespace nodes share this file system, so a local working directory is at the
-    # same path on every node; the workers reach them through ci/cluster's ssh.
-    nodes = [ln.split()[0] for ln in open(os.environ["CHFS_STACK_HOSTFILE"]) if ln.strip()]
-    log = pwrake_run_on_hosts("".join(f"{n} 1\n" for n in nodes), tiny_tiles, local_baseline,
-                              tmp_path)
-    assert all(n in log for n in nodes), log[-2000:]
 
 
 @pytest.mark.skipif(shutil.which("chfuse") is None or not os.path.exists("/dev/fuse"),
