@@ -54,6 +54,8 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_INODE_ADJUST] = "inode-adjust",
         [WOP_INODE_SETATTR] = "inode-setattr",
         [WOP_RELINK] = "relink",
+        [WOP_ORPHAN_HOLD] = "orphan-hold",
+        [WOP_ORPHAN_DROP] = "orphan-drop",
 };
 
 const char *wire_op_name(unsigned op)
@@ -735,6 +737,11 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		r->fileid = wdec_u64(&d);
 		dec_path(&d, r->path, 0, &bad);
 		break;
+	case WOP_ORPHAN_HOLD:
+		r->fileid = wdec_u64(&d);
+		r->size = wdec_u64(&d);
+		break;
+	case WOP_ORPHAN_DROP: r->fileid = wdec_u64(&d); break;
 	case WOP_STAGE_ENTRY:
 		dec_path(&d, r->path, 0, &bad);
 		r->flags = wdec_u32(&d);
