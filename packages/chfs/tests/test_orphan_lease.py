@@ -23,6 +23,7 @@ HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "orphan_holder
 LEASE = 2.0  # seconds, chfsd --orphan-lease
 SIZE = 8 << 20
 SHORT_LEASE = {"chfsd_args": [f"--orphan-lease={LEASE}"]}
+SHORT_LEASE_ENV = {"extra_env": {"CHFS_ORPHAN_LEASE": str(LEASE)}}  # the same, by the variable
 # stored_bytes counts allocated blocks, which the local file system trims or grows by a few KiB
 # behind our back (speculative preallocation): sizes are compared within this much.
 SLACK = 256 << 10
@@ -74,7 +75,7 @@ class Holder:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("chfs_pool", [SHORT_LEASE], indirect=True)
+@pytest.mark.parametrize("chfs_pool", [SHORT_LEASE_ENV], indirect=True)
 def test_killed_holders_unlinked_file_is_collected_a_live_holders_is_not(chfs_pool):
     pool = chfs_pool
     put(pool, "/keep", os.urandom(1 << 20))  # what must stay
