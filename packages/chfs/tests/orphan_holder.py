@@ -8,6 +8,8 @@ Creates PATH, writes SIZE bytes of a fixed pattern, unlinks it (unless --no-unli
 "held". Then it answers commands on stdin, one a line:
     check      -> "ok N" if all N bytes read back through the descriptor equal the pattern,
                   else "bad ..."
+    unlink P   -> unlinks P (another name of the file, say) while the descriptor stays open:
+                  "unlinked" or "error ERRNO"
     quit       -> closes the descriptor and calls chfs_term (the normal end), prints "done"
 End of input is "quit". A test kills it with SIGKILL to play a client that dies.
 """
@@ -58,6 +60,9 @@ def main():
         cmd = line.strip()
         if cmd == "quit":
             break
+        if cmd.startswith("unlink "):
+            ok = lib.chfs_unlink(cmd[7:].encode()) == 0
+            print("unlinked" if ok else f"error {ctypes.get_errno()}", flush=True)
         if cmd == "check":
             got = bytearray()
             while True:
