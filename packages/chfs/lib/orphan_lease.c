@@ -40,8 +40,8 @@ static struct {
 	struct lease *v;
 	int n, cap;
 	int interval_ms; /* a quarter of the shortest lease a server gave */
-	int alive;    /* the renewal thread runs its loop (it clears this as it leaves) */
-	int joinable; /* a thread was started and not joined yet */
+	int alive;       /* the renewal thread runs its loop (it clears this as it leaves) */
+	int joinable;    /* a thread was started and not joined yet */
 	int stop;
 	pthread_t thread;
 	pid_t pid;
@@ -109,7 +109,8 @@ static void renew_all(void)
 		memcpy(copy, L.v, (size_t)n * sizeof *copy);
 	pthread_mutex_unlock(&L.lock);
 	for (int i = 0; copy && i < n; i++) {
-		int ms = 0, rc = lease_call(s, copy[i].addr, WOP_ORPHAN_HOLD, copy[i].fileid, copy[i].size, &ms);
+		int ms = 0,
+		    rc = lease_call(s, copy[i].addr, WOP_ORPHAN_HOLD, copy[i].fileid, copy[i].size, &ms);
 		if (rc == -ENOENT) /* the server left: register where chunk 0 lives now */
 			rc = hold_at_owner(s, &copy[i], &ms);
 		if (rc)

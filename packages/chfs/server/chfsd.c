@@ -140,9 +140,10 @@ int main(int argc, char **argv)
 	double flush_delay = 1.0;
 	char *end;
 	char defdir[256], secbuf[4096];
-	static const struct option lopts[] = {
-	        {"help", no_argument, NULL, 'H'}, {"io", required_argument, NULL, 'E'},
-	        {"orphan-lease", required_argument, NULL, 'O'}, {0}};
+	static const struct option lopts[] = {{"help", no_argument, NULL, 'H'},
+	                                      {"io", required_argument, NULL, 'E'},
+	                                      {"orphan-lease", required_argument, NULL, 'O'},
+	                                      {0}};
 
 	chfs_log_set_prog("chfsd");
 	while ((c = getopt_long(argc, argv, "c:b:F:U:p:h:S:P:T:t:V:k:l:L:fd", lopts, NULL)) != -1) {
@@ -190,7 +191,8 @@ int main(int argc, char **argv)
 		case 'H': usage(stdout); return 0;
 		case 'O':
 			if (orphans_parse_lease(optarg, &orphan_lease_ms) < 0) {
-				fprintf(stderr, "chfsd: --orphan-lease=%s: expected seconds, 0.1 to 86400\n", optarg);
+				fprintf(stderr, "chfsd: --orphan-lease=%s: expected seconds, 0.1 to 86400\n",
+				        optarg);
 				return 2;
 			}
 			lease_given = 1;

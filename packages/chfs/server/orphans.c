@@ -143,8 +143,8 @@ int orphans_open(struct chfsd *d, int lease_ms)
 	}
 	fclose(f);
 	if (rc == 0 && O.n)
-		log_notice("orphan list: %u file(s) held by clients; removed unless renewed within %d ms", O.n,
-		           lease_ms);
+		log_notice("orphan list: %u file(s) held by clients; removed unless renewed within %d ms",
+		           O.n, lease_ms);
 	return rc;
 }
 
@@ -195,9 +195,10 @@ static int remove_everywhere(struct chfsd *d, uint64_t fileid)
 	for (char *sv = NULL, *ent = strtok_r(list, ",", &sv); ent; ent = strtok_r(NULL, ",", &sv)) {
 		const char *a = ent + WIRE_ID_LEN + 1;
 		int r = strcmp(a, d->self) == 0 ? chfsd_data_remove(d, fileid)
-		                                 : chfsd_call(d, a, &e, rep, sizeof rep, NULL, d->timeout_ms);
+		                                : chfsd_call(d, a, &e, rep, sizeof rep, NULL, d->timeout_ms);
 		if (r && r != -ENOENT) {
-			log_warn("orphaned file %016" PRIx64 ": server %s did not remove its data (%s); asked again later",
+			log_warn("orphaned file %016" PRIx64
+			         ": server %s did not remove its data (%s); asked again later",
 			         fileid, a, strerror(-r));
 			rc = r;
 		}
@@ -223,7 +224,8 @@ void orphans_collect(struct chfsd *d)
 			return;
 		if (remove_everywhere(d, o.fileid) != 0)
 			return; /* its lease was pushed back a full lease: the next attempt then */
-		log_notice("orphaned file %016" PRIx64 " (%" PRIu64 " bytes): holder's lease expired, data removed",
+		log_notice("orphaned file %016" PRIx64 " (%" PRIu64
+		           " bytes): holder's lease expired, data removed",
 		           o.fileid, o.size);
 		pthread_mutex_lock(&O.lock);
 		if ((i = find(o.fileid)) >= 0) {

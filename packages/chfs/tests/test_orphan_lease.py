@@ -9,6 +9,7 @@ On the previous build the killed client's 8 MiB stayed on the servers until the 
 was removed (README: "a client killed while holding one leaves its data files on the servers").
 """
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -149,3 +150,34 @@ def test_orphan_lease_option_and_variable_are_validated(tmp_path):
         assert r.returncode == 2 and msg in r.stderr, r.stderr
     r = subprocess.run(["chfsd", "--help"], env=env, capture_output=True, text=True, timeout=20)
     assert "--orphan-lease=SEC" in r.stdout and "$CHFS_ORPHAN_LEASE" in r.stdout
+
+
+@pytest.mark.timeout(120)
+def test_chfsctl_status_shows_the_orphans_held(tmp_path):
+    """chfsctl -O passes --orphan-lease on; status names the server keeping the lease."""
+    from ci.testlib.chfs_pool import stack_env
+    from test_chfsctl_status import server_lines
+    env = stack_env()
+    env["CHFS_SECRET_FILE"] = str(tmp_path / "secret")
+    ctl = ["chfsctl", "-N", "2", "-c", str(tmp_path / "pool"), "-O", f"--orphan-lease={LEASE}"]
+
+    def run(*argv, check=True):
+        return subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=60,
+                              check=check)
+    try:
+        out = run(*ctl, "start").stdout
+        env["CHFS_SERVER"] = re.search(r'CHFS_SERVER="([^"]+)"', out).group(1)
+        h = Holder(env, "/o", size=1 << 20)
+        try:
+            lines = server_lines(run(*ctl, "status").stdout)
+            assert sorted(kv["orphans"] for kv in lines.values()) == ["0", "1"], lines
+            assert sum(int(kv["orphan_bytes"]) for kv in lines.values()) == 1 << 20
+            h.kill()
+            took = wait_for(lambda: all(kv["orphans"] == "0" for kv in
+                                        server_lines(run(*ctl, "status").stdout).values()), LEASE + 5)
+            assert took is not None
+        finally:
+            h.close()
+    finally:
+        run(*ctl, "kill", check=False)
+        run(*ctl, "clean", check=False)
