@@ -35,7 +35,8 @@
 #include <unistd.h>
 
 #define ORPHANS_FILE "orphans"
-#define ORPHANS_MAX 65536 /* entries: a bound on what one misbehaving client can make us keep */
+#define COLLECT_TIMEOUT_MS 2000 /* per member: the heartbeat thread must not stall */
+#define ORPHANS_MAX 65536       /* entries: a bound on what one misbehaving client can make us keep */
 
 struct orphan {
 	uint64_t fileid, size;
@@ -194,8 +195,13 @@ static int remove_everywhere(struct chfsd *d, uint64_t fileid)
 	int rc = 0;
 	for (char *sv = NULL, *ent = strtok_r(list, ",", &sv); ent; ent = strtok_r(NULL, ",", &sv)) {
 		const char *a = ent + WIRE_ID_LEN + 1;
-		int r = strcmp(a, d->self) == 0 ? chfsd_data_remove(d, fileid)
-		                                : chfsd_call(d, a, &e, rep, sizeof rep, NULL, d->timeout_ms);
+		ent[WIRE_ID_LEN] = '\0';
+		/* This runs on the heartbeat thread: a member found down is not waited for (its
+		 * timeout would stall the failure detector); it is asked again next time. */
+		int r = members_is_down(&d->mem, ent) ? -EHOSTDOWN
+		        : strcmp(a, d->self) == 0
+		                ? chfsd_data_remove(d, fileid)
+		                : chfsd_call(d, a, &e, rep, sizeof rep, NULL, COLLECT_TIMEOUT_MS);
 		if (r && r != -ENOENT) {
 			log_warn("orphaned file %016" PRIx64
 			         ": server %s did not remove its data (%s); asked again later",

@@ -181,3 +181,29 @@ def test_chfsctl_status_shows_the_orphans_held(tmp_path):
     finally:
         run(*ctl, "kill", check=False)
         run(*ctl, "clean", check=False)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("chfs_pool", [SHORT_LEASE], indirect=True)
+def test_a_server_down_at_collection_loses_its_share_when_it_is_back(chfs_pool):
+    """The collector removes what it can and asks the missing member again later."""
+    from tri_path import data_files
+    pool = chfs_pool
+    h = Holder(pool.env, "/h")
+    try:
+        st = poolstatus.status(pool.env)
+        keeper = pool.addrs.index(next(a for a, s in st.items() if s["orphans"] == 1))
+        other = (keeper + 1) % pool.n
+        fileid = data_files(pool)[0]
+        assert os.listdir(os.path.join(pool.dirs[other], "data")), "every server holds a part"
+        h.kill()
+        pool.kill(other)
+        gone_elsewhere = lambda: all(fileid not in os.listdir(os.path.join(d, "data"))
+                                     for i, d in enumerate(pool.dirs) if i != other)
+        assert wait_for(gone_elsewhere, LEASE + 5) is not None
+        assert fileid in os.listdir(os.path.join(pool.dirs[other], "data"))  # it was down
+        pool.restart(other)
+        assert wait_for(lambda: fileid not in data_files(pool), 2 * LEASE + 10) is not None
+    finally:
+        h.close()
+    assert "asked again later" in pool.log(keeper)
