@@ -10,6 +10,8 @@ Creates PATH, writes SIZE bytes of a fixed pattern, unlinks it (unless --no-unli
                   else "bad ..."
     unlink P   -> unlinks P (another name of the file, say) while the descriptor stays open:
                   "unlinked" or "error ERRNO"
+    threads    -> "threads N": the threads of this process now
+    close      -> closes the descriptor (the last one: an orphan's data go), prints "closed"
     quit       -> closes the descriptor and calls chfs_term (the normal end), prints "done"
 End of input is "quit". A test kills it with SIGKILL to play a client that dies.
 """
@@ -63,6 +65,12 @@ def main():
         if cmd.startswith("unlink "):
             ok = lib.chfs_unlink(cmd[7:].encode()) == 0
             print("unlinked" if ok else f"error {ctypes.get_errno()}", flush=True)
+        if cmd == "threads":
+            print(f"threads {len(os.listdir('/proc/self/task'))}", flush=True)
+        if cmd == "close":
+            lib.chfs_close(fd)
+            fd = -1
+            print("closed", flush=True)
         if cmd == "check":
             got = bytearray()
             while True:
@@ -71,7 +79,8 @@ def main():
                     break
                 got += buf.raw[:n]
             print(f"ok {len(got)}" if bytes(got) == data else f"bad {len(got)} of {size}", flush=True)
-    lib.chfs_close(fd)
+    if fd >= 0:
+        lib.chfs_close(fd)
     lib.chfs_term()
     print("done", flush=True)
 

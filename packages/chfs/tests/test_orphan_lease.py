@@ -207,3 +207,19 @@ def test_a_server_down_at_collection_loses_its_share_when_it_is_back(chfs_pool):
     finally:
         h.close()
     assert "asked again later" in pool.log(keeper)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("chfs_pool", [SHORT_LEASE], indirect=True)
+def test_the_renewal_thread_lives_only_while_an_orphan_is_held(chfs_pool):
+    pool = chfs_pool
+    h = Holder(pool.env, "/t", size=1 << 16, unlink=False)
+    try:
+        base = int(h.ask("threads").split()[1])
+        assert h.ask("unlink /t") == "unlinked"
+        assert int(h.ask("threads").split()[1]) == base + 1
+        assert h.ask("close") == "closed"  # the last descriptor: data and lease go
+        assert wait_for(lambda: int(h.ask("threads").split()[1]) == base, 5) is not None
+        assert totals(pool.env)[1] == 0
+    finally:
+        h.close()
