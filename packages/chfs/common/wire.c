@@ -738,10 +738,12 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		dec_path(&d, r->path, 0, &bad);
 		break;
 	case WOP_ORPHAN_HOLD:
+	case WOP_ORPHAN_DROP:
 		r->fileid = wdec_u64(&d);
-		r->size = wdec_u64(&d);
+		r->size = r->h.op == WOP_ORPHAN_HOLD ? wdec_u64(&d) : 0;
+		if (!d.err && (r->fileid == 0 || r->size > WIRE_MAX_OFFSET))
+			bad = -EINVAL;
 		break;
-	case WOP_ORPHAN_DROP: r->fileid = wdec_u64(&d); break;
 	case WOP_STAGE_ENTRY:
 		dec_path(&d, r->path, 0, &bad);
 		r->flags = wdec_u32(&d);

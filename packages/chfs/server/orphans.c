@@ -151,9 +151,7 @@ int orphans_open(struct chfsd *d, int lease_ms)
 
 int orphans_handle(struct chfsd *d, const struct wire_req *q, struct wenc *e)
 {
-	(void)d;
-	if (!q->fileid)
-		return -EINVAL;
+	(void)d; /* q was validated: a file id, a size within WIRE_MAX_OFFSET */
 	pthread_mutex_lock(&O.lock);
 	int i = find(q->fileid), rc = 0;
 	if (q->h.op == WOP_ORPHAN_HOLD) {
