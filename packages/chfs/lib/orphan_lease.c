@@ -62,8 +62,10 @@ static void adopt_after_fork(void)
 static void lock(void)
 {
 	/* A child forked while another thread held the lock has a copy that stays locked. */
-	if (L.pid && L.pid != getpid())
-		pthread_mutex_init(&L.lock, NULL), pthread_cond_init(&L.cv, NULL);
+	if (L.pid && L.pid != getpid()) {
+		pthread_mutex_init(&L.lock, NULL);
+		pthread_cond_init(&L.cv, NULL);
+	}
 	pthread_mutex_lock(&L.lock);
 	adopt_after_fork();
 }

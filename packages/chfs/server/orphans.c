@@ -79,8 +79,7 @@ static int find(uint64_t fileid)
 /* Rewrite DIR/orphans from the list (O.lock held). */
 static int save(void)
 {
-	char tmp[32];
-	snprintf(tmp, sizeof tmp, ORPHANS_FILE ".tmp");
+	const char *tmp = ORPHANS_FILE ".tmp";
 	int fd = openat(O.rootfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
