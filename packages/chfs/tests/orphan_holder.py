@@ -11,6 +11,8 @@ Creates PATH, writes SIZE bytes of a fixed pattern, unlinks it (unless --no-unli
     unlink P   -> unlinks P (another name of the file, say) while the descriptor stays open:
                   "unlinked" or "error ERRNO"
     threads    -> "threads N": the threads of this process now
+    fork       -> a child closes its copy of the descriptor and ends with chfs_term (it must
+                  neither remove the data nor end the parent's lease): "forked STATUS"
     close      -> closes the descriptor (the last one: an orphan's data go), prints "closed"
     quit       -> closes the descriptor and calls chfs_term (the normal end), prints "done"
 End of input is "quit". A test kills it with SIGKILL to play a client that dies.
@@ -65,6 +67,13 @@ def main():
         if cmd.startswith("unlink "):
             ok = lib.chfs_unlink(cmd[7:].encode()) == 0
             print("unlinked" if ok else f"error {ctypes.get_errno()}", flush=True)
+        if cmd == "fork":
+            pid = os.fork()
+            if pid == 0:
+                lib.chfs_close(fd)
+                lib.chfs_term()
+                os._exit(0)
+            print(f"forked {os.waitpid(pid, 0)[1]}", flush=True)
         if cmd == "threads":
             print(f"threads {len(os.listdir('/proc/self/task'))}", flush=True)
         if cmd == "close":

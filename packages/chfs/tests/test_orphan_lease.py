@@ -223,3 +223,22 @@ def test_the_renewal_thread_lives_only_while_an_orphan_is_held(chfs_pool):
         assert totals(pool.env)[1] == 0
     finally:
         h.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("chfs_pool", [SHORT_LEASE], indirect=True)
+def test_a_forked_child_ending_leaves_the_parents_lease_alone(chfs_pool):
+    pool = chfs_pool
+    before, _ = totals(pool.env)
+    h = Holder(pool.env, "/k")
+    try:
+        assert h.ask("fork") == "forked 0"
+        time.sleep(2.5 * LEASE)  # the parent still renews; the child dropped nothing
+        assert h.ask("check") == f"ok {SIZE}"
+        held, orphans = totals(pool.env)
+        assert near(held, before + SIZE) and orphans == 1
+        assert h.ask("quit") == "done"
+        assert h.p.wait(timeout=20) == 0
+        assert totals(pool.env)[1] == 0
+    finally:
+        h.close()
