@@ -35,8 +35,12 @@ def near(a, b):
 
 
 def totals(env, status=poolstatus.status):
-    """(stored bytes, orphans) summed over the pool's members."""
-    st = status(env)
+    """(stored bytes, orphans) summed over the pool's members (asked again, a few times, while
+    a loaded machine makes a member miss the status timeout)."""
+    for _ in range(5):
+        st = status(env, timeout_ms=5000)
+        if st and not any(s["down"] for s in st.values()):
+            break
     assert st and not any(s["down"] for s in st.values()), st
     return (sum(s["stored_bytes"] for s in st.values()), sum(s.get("orphans", 0) for s in st.values()))
 
@@ -226,6 +230,9 @@ def test_the_renewal_thread_lives_only_while_an_orphan_is_held(chfs_pool):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.skipif("tsan" in os.environ.get("CHFS_STACK_PREFIX", ""),
+                    reason="ThreadSanitizer stops a forked child that starts threads (\"dup thread "
+                           "with used id\"), as ci/test --tsan says of the transport's fork tests")
 @pytest.mark.parametrize("chfs_pool", [SHORT_LEASE], indirect=True)
 def test_a_forked_child_ending_leaves_the_parents_lease_alone(chfs_pool):
     pool = chfs_pool
