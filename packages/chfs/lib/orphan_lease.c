@@ -45,7 +45,19 @@ static struct {
 	int stop;
 	pthread_t thread;
 	pid_t pid;
-} L = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .interval_ms = 15000};
+} L = {.lock = PTHREAD_MUTEX_INITIALIZER, .interval_ms = 15000};
+
+/* The renewal wait runs on the monotonic clock: a wall clock set back must not delay a renewal
+ * past the lease (the server would take the data). */
+static void cv_init(void)
+{
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&L.cv, &a);
+	pthread_condattr_destroy(&a);
+}
+static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
 
 /* L.lock held. After fork the child owns none of the parent's leases, nor its thread. */
 static void adopt_after_fork(void)
@@ -62,9 +74,10 @@ static void adopt_after_fork(void)
 static void lock(void)
 {
 	/* A child forked while another thread held the lock has a copy that stays locked. */
+	pthread_once(&cv_once, cv_init);
 	if (L.pid && L.pid != getpid()) {
 		pthread_mutex_init(&L.lock, NULL);
-		pthread_cond_init(&L.cv, NULL);
+		cv_init();
 	}
 	pthread_mutex_lock(&L.lock);
 	adopt_after_fork();
@@ -136,7 +149,7 @@ static void *renewer(void *arg)
 	lock();
 	while (!L.stop && L.n > 0) {
 		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
 		long ns = ts.tv_nsec + (long)(L.interval_ms % 1000) * 1000000L;
 		ts.tv_sec += L.interval_ms / 1000 + ns / 1000000000L;
 		ts.tv_nsec = ns % 1000000000L;
