@@ -54,6 +54,8 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_INODE_ADJUST] = "inode-adjust",
         [WOP_INODE_SETATTR] = "inode-setattr",
         [WOP_RELINK] = "relink",
+        [WOP_ORPHAN_HOLD] = "orphan-hold",
+        [WOP_ORPHAN_DROP] = "orphan-drop",
 };
 
 const char *wire_op_name(unsigned op)
@@ -757,6 +759,13 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 	case WOP_RELINK:
 		r->fileid = wdec_u64(&d);
 		dec_path(&d, r->path, 0, &bad);
+		break;
+	case WOP_ORPHAN_HOLD:
+	case WOP_ORPHAN_DROP:
+		r->fileid = wdec_u64(&d);
+		r->size = r->h.op == WOP_ORPHAN_HOLD ? wdec_u64(&d) : 0;
+		if (!d.err && (r->fileid == 0 || r->size > WIRE_MAX_OFFSET))
+			bad = -EINVAL;
 		break;
 	case WOP_STAGE_ENTRY:
 		dec_path(&d, r->path, 0, &bad);

@@ -105,6 +105,11 @@ enum wire_op {
 	WOP_INODE_SETATTR, /* u64 fileid, then SETATTR's fields after its file id -> md */
 	WOP_RELINK,        /* u64 fileid, str path (server to server: a rename of the file reached the
 	                   * backend, its data go to and come from path now; server/relink.c) */
+	/* Files that outlive their name (lib/orphan_lease.c, server/orphans.c): a client holding
+	 * an unlinked open file leases it at one server, which removes its data if the lease
+	 * runs out (the client died). Not placed: the client renews at the server it chose. */
+	WOP_ORPHAN_HOLD, /* u64 fileid, u64 size -> u32 lease in ms (registers or renews) */
+	WOP_ORPHAN_DROP, /* u64 fileid (the holder removed the data itself) */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);

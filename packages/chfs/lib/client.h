@@ -184,6 +184,13 @@ void orphan_release(struct chfs_file *f);
 int orphan_truncate(struct srvlist *s, struct chfs_file *f, off_t len);
 /* Process exit (chfs_term): remove the data of every orphan still open. */
 void orphan_term(void);
+/* ---- orphan_lease.c: the servers' leases on this process's orphans (see there) ---- */
+/* Register md's file at a server, which removes its data if this process stops renewing. */
+void orphan_lease_hold(struct srvlist *s, const struct chfs_md *md);
+/* The data of fileid were removed by this process: end its lease. */
+void orphan_lease_drop(struct srvlist *s, uint64_t fileid);
+/* chfs_term: stop the renewal thread (after every lease was dropped). */
+void orphan_lease_stop(void);
 
 /* ---- link.c: hard links (see there) ---- */
 /* The inode record of linked file `fileid` (its attributes, nlink). */

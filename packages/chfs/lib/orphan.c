@@ -13,13 +13,14 @@
  * path is covered by this: chfuse is one libchfs process for every program on its mount, and a
  * hooked process holds its own descriptors.
  *
+ * A client killed while holding an orphan cannot remove the data: each orphan is leased at a
+ * server (orphan_lease.c, server/orphans.c), which removes the data once the process stops
+ * renewing the lease (60 s by default).
+ *
  * Bounds, said plainly: only the unlinking process's descriptors keep the data (another hooked
  * process that has the file open reads zeros afterwards — through chfuse this cannot happen);
  * a forked child's copies never remove the data (the process that made the orphan does), so a
- * child closing inherited descriptors cannot destroy a file its parent still uses; a client
- * killed while holding an orphan leaves its data files (DIR/data/<file id>) on the servers
- * until the pool's storage is removed — at most the size of the files that client held open
- * after unlinking them.
+ * child closing inherited descriptors cannot destroy a file its parent still uses.
  */
 #define _GNU_SOURCE
 #include "client.h"
@@ -58,6 +59,9 @@ int orphan_hold(const struct chfs_md *removed)
 		return 0;
 	struct hold h = {removed, 0};
 	fd_foreach_fileid(removed->fileid, hold_one, &h);
+	struct srvlist *s;
+	if (h.n && client_begin(&s) == 0)
+		orphan_lease_hold(s, removed); /* if this process dies, a server removes the data */
 	return h.n;
 }
 
@@ -92,8 +96,10 @@ void orphan_release(struct chfs_file *f)
 	int others = 0; /* f is out of the table already: count the descriptors still open */
 	fd_foreach_fileid(f->md.fileid, count_open, &others);
 	struct srvlist *s;
-	if (others == 0 && client_begin(&s) == 0)
+	if (others == 0 && client_begin(&s) == 0) {
 		data_remove_all(s, &f->md); /* best effort, as chfs_unlink's */
+		orphan_lease_drop(s, f->md.fileid);
+	}
 }
 
 int orphan_truncate(struct srvlist *s, struct chfs_file *f, off_t len)
@@ -126,8 +132,10 @@ static void note_orphan(struct chfs_file *f, void *arg)
 	if (t->n < t->cap) /* past it a file id may be removed twice: harmless */
 		t->ids[t->n++] = f->md.fileid;
 	struct srvlist *s;
-	if (client_begin(&s) == 0)
+	if (client_begin(&s) == 0) {
 		data_remove_all(s, &f->md);
+		orphan_lease_drop(s, f->md.fileid);
+	}
 }
 
 void orphan_term(void)
@@ -137,4 +145,5 @@ void orphan_term(void)
 		t.cap = 0;
 	fd_foreach_fileid(0, note_orphan, &t);
 	free(t.ids);
+	orphan_lease_stop();
 }

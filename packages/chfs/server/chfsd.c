@@ -13,6 +13,7 @@
 #include "backend.h"
 #include "chfsd.h"
 #include "io_engine.h"
+#include "orphans.h"
 
 #include "config.h"
 #include "log.h"
@@ -72,6 +73,9 @@ static void usage(FILE *f)
 	           "  --io=ENGINE storage I/O: uring (default; io_uring through libasyncsys, or its\n"
 	           "              execution threads where io_uring is unavailable) or sync\n"
 	           "              (pread/pwrite); default $CHFS_IO_ENGINE, else uring\n"
+	           "  --orphan-lease=SEC  remove the data of an unlinked file a client kept open if\n"
+	           "              it stops renewing its lease for SEC seconds (it died); default\n"
+	           "              $CHFS_ORPHAN_LEASE, else 60\n"
 	           "Signals: SIGTERM/SIGINT stop the server (it stays a member: restart it on the same\n"
 	           "  directory to serve its data again); SIGUSR1 makes it leave the pool: it hands every\n"
 	           "  key it holds to the new owner, then exits (status 0 once everything moved).\n"
@@ -131,12 +135,15 @@ int main(int argc, char **argv)
 	const char *dir = NULL, *proto = "tcp", *host = NULL, *infofile = NULL, *pidfile = NULL;
 	const char *logfile = NULL, *secretfile = NULL, *bootstrap = NULL, *backend = NULL, *io = NULL;
 	unsigned nthreads = 4;
+	int orphan_lease_ms = ORPHAN_LEASE_DEFAULT_MS, lease_given = 0;
 	int timeout = CHFS_DEFAULT_RPC_TIMEOUT, foreground = 0, vnodes = 0, c, nflush = 1;
 	double flush_delay = 1.0;
 	char *end;
 	char defdir[256], secbuf[4096];
-	static const struct option lopts[] = {
-	        {"help", no_argument, NULL, 'H'}, {"io", required_argument, NULL, 'E'}, {0}};
+	static const struct option lopts[] = {{"help", no_argument, NULL, 'H'},
+	                                      {"io", required_argument, NULL, 'E'},
+	                                      {"orphan-lease", required_argument, NULL, 'O'},
+	                                      {0}};
 
 	chfs_log_set_prog("chfsd");
 	while ((c = getopt_long(argc, argv, "c:b:F:U:p:h:S:P:T:t:V:k:l:L:fd", lopts, NULL)) != -1) {
@@ -182,6 +189,14 @@ int main(int argc, char **argv)
 		case 'd': chfs_log_level = LOG_DEBUG; /* fall through */
 		case 'f': foreground = 1; break;
 		case 'H': usage(stdout); return 0;
+		case 'O':
+			if (orphans_parse_lease(optarg, &orphan_lease_ms) < 0) {
+				fprintf(stderr, "chfsd: --orphan-lease=%s: expected seconds, 0.1 to 86400\n",
+				        optarg);
+				return 2;
+			}
+			lease_given = 1;
+			break;
 		case 'E':
 			if (strcmp(optarg, "uring") != 0 && strcmp(optarg, "sync") != 0) {
 				fprintf(stderr, "chfsd: --io=%s: expected uring or sync\n", optarg);
@@ -203,6 +218,11 @@ int main(int argc, char **argv)
 	char cfgerr[256];
 	if (chfs_config_load(&cfg, cfgerr, sizeof cfgerr) < 0) {
 		fprintf(stderr, "chfsd: %s\n", cfgerr);
+		return 2;
+	}
+	const char *lease_env = getenv("CHFS_ORPHAN_LEASE");
+	if (!lease_given && lease_env && *lease_env && orphans_parse_lease(lease_env, &orphan_lease_ms) < 0) {
+		fprintf(stderr, "chfsd: CHFS_ORPHAN_LEASE=%s: expected seconds, 0.1 to 86400\n", lease_env);
 		return 2;
 	}
 	if (!backend && cfg.backend_path[0])
@@ -293,6 +313,10 @@ int main(int argc, char **argv)
 	log_info("storage I/O engine: %s", ioe_describe());
 	if ((rc = st_open(dir, &d.st)) < 0) {
 		log_err("storage directory %s: %s", dir, strerror(-rc));
+		return 1;
+	}
+	if ((rc = orphans_open(&d, orphan_lease_ms)) < 0) {
+		log_err("orphan list %s/orphans: %s", dir, strerror(-rc));
 		return 1;
 	}
 	d.bk_chunk_size = cfg.chunk_size;

@@ -98,6 +98,8 @@ int heartbeat_start(struct chfsd *d);
 void heartbeat_stop(struct chfsd *d);
 
 void handle_request(xprt_req_t *r, void *arg);
+/* Remove this server's data of fileid (WOP_DATA_REMOVE; also an expired orphan's). */
+int chfsd_data_remove(struct chfsd *d, uint64_t fileid);
 /* Admission (progress thread): only requests carrying the pool secret reach a worker. */
 int handle_admit(const void *msg, size_t len, void *arg);
 /* On the progress thread (xprt_serve_inline): answers a STAT that cannot block, else returns 0

@@ -22,6 +22,7 @@
 #include "inode.h"
 #include "io_engine.h"
 #include "moved.h"
+#include "orphans.h"
 #include "relink.h"
 
 #include "log.h"
@@ -211,6 +212,17 @@ static int rd_entry(void *arg, const char *name, const struct chfs_md *md)
 	return 0;
 }
 
+int chfsd_data_remove(struct chfsd *d, uint64_t fileid)
+{
+	rebalance_data_op_begin(d, fileid, 0, 1);
+	bcache_remove(d, fileid);
+	bflush_forget(d, fileid); /* removed from CHFS: nothing to flush */
+	brelink_forget(d, fileid);
+	int rc = st_data_remove(d->st, fileid);
+	rebalance_data_op_end(d, fileid);
+	return rc;
+}
+
 static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
 {
 	struct chfs_md md, old;
@@ -246,6 +258,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		snprintf(line + n, sizeof line - n, " stored_files=%llu stored_bytes=%llu requests=%llu",
 		         (unsigned long long)files, (unsigned long long)bytes,
 		         (unsigned long long)atomic_load(&d->requests));
+		orphans_status(line, sizeof line);
 		wenc_str(e, line);
 		return 0;
 	}
@@ -388,20 +401,16 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	case WOP_FLUSH: return bflush_wait(d, e, WIRE_HDR_LEN + WIRE_READDIR_MAX, (int)q->flags);
 	case WOP_WRITE: return do_write(d, r, q, w, e);
 	case WOP_READ: return do_read(d, r, q, w, e);
+	case WOP_DATA_REMOVE: return chfsd_data_remove(d, q->fileid);
 	case WOP_DATA_TRUNCATE:
-	case WOP_DATA_REMOVE:
-		rebalance_data_op_begin(d, q->fileid, q->size, q->h.op == WOP_DATA_REMOVE);
-		if (q->h.op == WOP_DATA_REMOVE) {
-			bcache_remove(d, q->fileid);
-			bflush_forget(d, q->fileid); /* removed from CHFS: nothing to flush */
-			brelink_forget(d, q->fileid);
-		}
-		rc = q->h.op == WOP_DATA_REMOVE ? st_data_remove(d->st, q->fileid)
-		                                : bcache_truncate(d, q->fileid, q->size);
-		if (rc == 0 && q->h.op == WOP_DATA_TRUNCATE)
+		rebalance_data_op_begin(d, q->fileid, q->size, 0);
+		rc = bcache_truncate(d, q->fileid, q->size);
+		if (rc == 0)
 			rc = st_data_truncate(d->st, q->fileid, q->size);
 		rebalance_data_op_end(d, q->fileid);
 		return rc;
+	case WOP_ORPHAN_HOLD:
+	case WOP_ORPHAN_DROP: return orphans_handle(d, q, e);
 	case WOP_DATA_STAT:
 		md = q->md;
 		md.fileid = q->fileid;
@@ -465,6 +474,8 @@ static int placed(unsigned op)
 	case WOP_SYNC:
 	case WOP_FLUSH:
 	case WOP_RELINK:
+	case WOP_ORPHAN_HOLD: /* renewed where the holder registered it, whatever the ring says */
+	case WOP_ORPHAN_DROP:
 	case WOP_FLUSH_ERRORS:
 	case WOP_MOVED:
 	case WOP_LOCAL_PATH:

@@ -10,10 +10,12 @@
  *
  * Detection takes at most HB_MISSES × (HB_INTERVAL_MS + HB_TIMEOUT_MS) ≈ 2.4 s for a hung
  * member, less for a killed one (connections are refused at once). Each server judges on its
- * own; members' views may differ for a round.
+ * own; members' views may differ for a round. Each round also collects the orphans whose
+ * holder stopped renewing (orphans.c).
  */
 #define _GNU_SOURCE
 #include "chfsd.h"
+#include "orphans.h"
 
 #include "log.h"
 #include "nodelist.h"
@@ -55,6 +57,7 @@ static void *heartbeat(void *arg)
 		nanosleep(&ts, NULL);
 		if (atomic_load(&d->stopping))
 			break;
+		orphans_collect(d);
 		unsigned vnodes;
 		members_get(&d->mem, list, WIRE_LIST_MAX, &vnodes);
 		int n = wire_list_parse(list, strlen(list), NULL, WIRE_LIST_MAX);

@@ -155,6 +155,21 @@ int main(void)
 			ln = finish(&e, WOP_INODE_SETATTR);
 			CHECK_EQ(wire_decode_req(lb, ln, &req), i ? -EINVAL : 0);
 		}
+		/* Orphan leases: a file id (never 0) and, to hold, a size. */
+		for (int i = 0; i < 4; i++) {
+			begin(&e, lb, sizeof lb);
+			wenc_u64(&e, i == 1 ? 0 : 77);
+			if (i != 3)
+				wenc_u64(&e, i == 2 ? WIRE_MAX_OFFSET + 1 : 8u << 20);
+			ln = finish(&e, WOP_ORPHAN_HOLD);
+			CHECK_EQ(wire_decode_req(lb, ln, &req), i == 0 ? 0 : i == 3 ? -EBADMSG : -EINVAL);
+			if (i == 0)
+				CHECK(req.fileid == 77 && req.size == 8u << 20);
+		}
+		begin(&e, lb, sizeof lb);
+		wenc_u64(&e, 77);
+		CHECK_EQ(wire_decode_req(lb, finish(&e, WOP_ORPHAN_DROP), &req), 0);
+		CHECK(req.fileid == 77);
 	}
 
 	/* The entry type must fit the op (a client cannot create a "file" that claims to be a

@@ -29,8 +29,9 @@ static void usage(FILE *f)
 	           "            epoch, ring epoch, rebalance=idle|active and what it moved (entries/\n"
 	           "            chunks/bytes in and out), dirty_files/dirty_bytes not yet flushed to the\n"
 	           "            backend, flush_failed, stored_files/stored_bytes (data on its disk),\n"
-	           "            requests served; then \"ADDR flush-failed PATH: ERROR\" per file whose\n"
-	           "            flush to the backend failed; exit 1 if any server is down\n"
+	           "            requests served, orphans/orphan_bytes (unlinked files clients hold\n"
+	           "            open, leased at this server); then \"ADDR flush-failed PATH: ERROR\" per\n"
+	           "            file whose flush to the backend failed; exit 1 if any server is down\n"
 	           "  -n N      at most N servers\n"
 	           "  -s ADDR   ask this server (default: CHFS_SERVER entries in turn)\n"
 	           "  -t MSEC   timeout (default 5000)\n");

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""orphan_holder — a libchfs client (ctypes) that keeps an unlinked file open, for the tests of
+files that outlive their name across processes and nodes (test_orphan_lease.py).
+
+    orphan_holder.py PATH SIZE [--no-unlink]
+
+Creates PATH, writes SIZE bytes of a fixed pattern, unlinks it (unless --no-unlink) and prints
+"held". Then it answers commands on stdin, one a line:
+    check      -> "ok N" if all N bytes read back through the descriptor equal the pattern,
+                  else "bad ..."
+    unlink P   -> unlinks P (another name of the file, say) while the descriptor stays open:
+                  "unlinked" or "error ERRNO"
+    threads    -> "threads N": the threads of this process now
+    fork       -> a child closes its copy of the descriptor and ends with chfs_term (it must
+                  neither remove the data nor end the parent's lease): "forked STATUS"
+    close      -> closes the descriptor (the last one: an orphan's data go), prints "closed"
+    quit       -> closes the descriptor and calls chfs_term (the normal end), prints "done"
+End of input is "quit". A test kills it with SIGKILL to play a client that dies.
+"""
+import ctypes
+import os
+import sys
+
+CHUNK = 1 << 20
+
+
+def pattern(size):
+    block = bytes((i * 7 + 3) & 0xFF for i in range(4096))
+    return (block * (size // len(block) + 1))[:size]
+
+
+def main():
+    path, size = sys.argv[1].encode(), int(sys.argv[2])
+    unlink = "--no-unlink" not in sys.argv[3:]
+    lib = ctypes.CDLL("libchfs.so.3", use_errno=True)
+    lib.chfs_create.argtypes = [ctypes.c_char_p, ctypes.c_int32, ctypes.c_uint]
+    lib.chfs_pwrite.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_long]
+    lib.chfs_pwrite.restype = ctypes.c_ssize_t
+    lib.chfs_pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long]
+    lib.chfs_pread.restype = ctypes.c_ssize_t
+    lib.chfs_unlink.argtypes = [ctypes.c_char_p]
+
+    def fail(what):
+        e = ctypes.get_errno()
+        sys.exit(f"orphan_holder: {what}: {os.strerror(e)}")
+
+    if lib.chfs_init(None) != 0:
+        fail("chfs_init")
+    data = pattern(size)
+    fd = lib.chfs_create(path, os.O_RDWR | os.O_TRUNC, 0o644)
+    if fd < 0:
+        fail(f"create {sys.argv[1]}")
+    for off in range(0, size, CHUNK):
+        piece = data[off:off + CHUNK]
+        if lib.chfs_pwrite(fd, piece, len(piece), off) != len(piece):
+            fail("pwrite")
+    if lib.chfs_fsync(fd) != 0:
+        fail("fsync")
+    if unlink and lib.chfs_unlink(path) != 0:
+        fail(f"unlink {sys.argv[1]}")
+    print("held", flush=True)
+    buf = ctypes.create_string_buffer(CHUNK)
+    for line in sys.stdin:
+        cmd = line.strip()
+        if cmd == "quit":
+            break
+        if cmd.startswith("unlink "):
+            ok = lib.chfs_unlink(cmd[7:].encode()) == 0
+            print("unlinked" if ok else f"error {ctypes.get_errno()}", flush=True)
+        if cmd == "fork":
+            pid = os.fork()
+            if pid == 0:
+                lib.chfs_close(fd)
+                lib.chfs_term()
+                os._exit(0)
+            print(f"forked {os.waitpid(pid, 0)[1]}", flush=True)
+        if cmd == "threads":
+            print(f"threads {len(os.listdir('/proc/self/task'))}", flush=True)
+        if cmd == "close":
+            lib.chfs_close(fd)
+            fd = -1
+            print("closed", flush=True)
+        if cmd == "check":
+            got = bytearray()
+            while True:
+                n = lib.chfs_pread(fd, buf, CHUNK, len(got))
+                if n <= 0:
+                    break
+                got += buf.raw[:n]
+            print(f"ok {len(got)}" if bytes(got) == data else f"bad {len(got)} of {size}", flush=True)
+    if fd >= 0:
+        lib.chfs_close(fd)
+    lib.chfs_term()
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
