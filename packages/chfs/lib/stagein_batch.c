@@ -113,9 +113,9 @@ static int entries_round(struct group *g, int *more)
 			continue;
 		rpc_fill_hdr(msg, len, WOP_STAGE_ENTRIES, g->s->epoch);
 		rcs[k] = client_server_down(g->s, k) ? -EHOSTDOWN
-		                                     : xprt_call_start(chfs_client.x, g->s->peers[k], msg, len,
-		                                                       g->rep + (size_t)k * g->repcap, g->repcap,
-		                                                       rpc_timeout(), &calls[k]);
+		                                     : xprt_call_start(chfs_client.x, g->s->peers[k], msg,
+		                                                       len, g->rep + (size_t)k * g->repcap,
+		                                                       g->repcap, rpc_timeout(), &calls[k]);
 		if (rcs[k])
 			calls[k] = NULL;
 	}
@@ -125,7 +125,8 @@ static int entries_round(struct group *g, int *more)
 		if (calls[k])
 			rcs[k] = xprt_call_wait(calls[k], &rl[k]);
 		struct wdec d;
-		int rc = rpc_status(g->s, k, rcs[k], g->rep + (size_t)k * g->repcap, calls[k] ? rl[k] : 0, &d);
+		int rc =
+		        rpc_status(g->s, k, rcs[k], g->rep + (size_t)k * g->repcap, calls[k] ? rl[k] : 0, &d);
 		if (rc == 0)
 			rc = entries_reply(g, k, &d);
 		if (rc == -ERESTART) {

@@ -45,7 +45,10 @@ int stage_take_owned(struct chfsd *d, uint64_t fileid, const struct wire_tag *ta
 }
 
 /* Bytes wenc_md writes for m (fixed fields, two strings, nlink). */
-static size_t md_len(const struct chfs_md *m) { return 6 * 4 + 5 * 8 + 4 + strlen(m->link) + 4 + strlen(m->home) + 4; }
+static size_t md_len(const struct chfs_md *m)
+{
+	return 6 * 4 + 5 * 8 + 4 + strlen(m->link) + 4 + strlen(m->home) + 4;
+}
 
 int stage_entries(struct chfsd *d, const struct wire_req *q, struct wenc *e)
 {
