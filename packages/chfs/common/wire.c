@@ -56,6 +56,7 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_RELINK] = "relink",
         [WOP_STAGE_ENTRIES] = "stage-entries",
         [WOP_STAGE_FILES] = "stage-files",
+        [WOP_META_SETTLE] = "meta-settle",
 };
 
 const char *wire_op_name(unsigned op)
@@ -787,6 +788,7 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		r->fileid = wdec_u64(&d);
 		dec_path(&d, r->path, 0, &bad);
 		break;
+	case WOP_META_SETTLE: dec_path(&d, r->path, 0, &bad); break;
 	case WOP_STAGE_ENTRY:
 		dec_path(&d, r->path, 0, &bad);
 		r->flags = wdec_u32(&d);

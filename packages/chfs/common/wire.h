@@ -113,6 +113,9 @@ enum wire_op {
 	                    * rc is 0) */
 	WOP_STAGE_FILES,   /* u32 piece, u32 n, n x (u64 fileid, tag + backend path, u64 size)
 	                    * -> u64 bytes fetched, u32 n, n x i32 rc */
+	WOP_META_SETTLE,   /* str path (server to server: a create at path, which a rename to
+	                    * another server's name left, has the pending changes of path applied
+	                    * to the backend first; server/flush_settle.c) */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);
