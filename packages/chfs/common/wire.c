@@ -56,6 +56,9 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_RELINK] = "relink",
         [WOP_ORPHAN_HOLD] = "orphan-hold",
         [WOP_ORPHAN_DROP] = "orphan-drop",
+        [WOP_STAGE_ENTRIES] = "stage-entries",
+        [WOP_STAGE_FILES] = "stage-files",
+        [WOP_META_SETTLE] = "meta-settle",
 };
 
 const char *wire_op_name(unsigned op)
@@ -443,6 +446,56 @@ static void dec_path(struct wdec *d, char *out, int allow_root, int *bad)
 		*bad = rc;
 }
 
+void wire_stage_file_put(struct wenc *e, const struct chfs_md *m)
+{
+	wire_tag_put(e, m);
+	wenc_u64(e, m->size);
+}
+
+int wire_stage_file_get(struct wdec *d, struct wire_stage_file *f)
+{
+	int bad = 0;
+	f->fileid = wdec_u64(d);
+	dec_tag(d, &f->tag, &bad);
+	if (!d->err && !bad && !(f->tag.flags & MD_BACKEND))
+		bad = -EINVAL; /* only a backend file is staged (and it carries its backend path) */
+	if (!d->err && !bad)
+		dec_path(d, f->path, 0, &bad);
+	f->size = wdec_u64(d);
+	if (!d->err && !bad && f->size > WIRE_MAX_OFFSET)
+		bad = -EINVAL;
+	return d->err ? d->err : bad;
+}
+
+int wire_stage_path_get(struct wdec *d, char *path)
+{
+	int bad = 0;
+	dec_path(d, path, 0, &bad);
+	return d->err ? d->err : bad;
+}
+
+/* STAGE_ENTRIES/FILES: u32 n (1..WIRE_STAGE_MAX), then n items, each validated. */
+static int dec_stage_items(struct wdec *d, struct wire_req *r)
+{
+	r->nitems = wdec_u32(d);
+	if (d->err)
+		return 0;
+	if (r->nitems == 0 || r->nitems > WIRE_STAGE_MAX)
+		return -EINVAL;
+	r->items = d->p + d->pos;
+	size_t start = d->pos;
+	struct wire_stage_file *f = malloc(sizeof *f);
+	if (!f)
+		return -ENOMEM;
+	int bad = 0;
+	for (uint32_t i = 0; i < r->nitems && !d->err && !bad; i++)
+		bad = r->h.op == WOP_STAGE_FILES ? wire_stage_file_get(d, f)
+		                                 : wire_stage_path_get(d, f->path);
+	free(f);
+	r->items_len = d->pos - start;
+	return d->err ? 0 : bad;
+}
+
 /* The backend path after the tag of an MD_BACKEND file's data request (into r->path). */
 static void dec_backend_path(struct wdec *d, struct wire_req *r, int *bad)
 {
@@ -767,6 +820,7 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		if (!d.err && (r->fileid == 0 || r->size > WIRE_MAX_OFFSET))
 			bad = -EINVAL;
 		break;
+	case WOP_META_SETTLE: dec_path(&d, r->path, 0, &bad); break;
 	case WOP_STAGE_ENTRY:
 		dec_path(&d, r->path, 0, &bad);
 		r->flags = wdec_u32(&d);
@@ -781,6 +835,15 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		r->piece = wdec_u32(&d);
 		if (!d.err && !bad && (!(r->tag.flags & MD_BACKEND) || r->size > WIRE_MAX_OFFSET))
 			bad = -EINVAL;
+		break;
+	case WOP_STAGE_ENTRIES:
+	case WOP_STAGE_FILES:
+		r->flags = wdec_u32(&d); /* ENTRIES: chunk size; FILES: piece */
+		r->piece = r->flags;
+		if (!d.err && r->h.op == WOP_STAGE_ENTRIES && (r->flags == 0 || r->flags > (1u << 30)))
+			bad = -EINVAL;
+		if (!d.err && !bad && (bad = dec_stage_items(&d, r)) == -ENOMEM)
+			return -ENOMEM;
 		break;
 	default: return -EBADMSG;
 	}

@@ -110,6 +110,17 @@ enum wire_op {
 	 * runs out (the client died). Not placed: the client renews at the server it chose. */
 	WOP_ORPHAN_HOLD, /* u64 fileid, u64 size -> u32 lease in ms (registers or renews) */
 	WOP_ORPHAN_DROP, /* u64 fileid (the holder removed the data itself) */
+	/* Batched stage-in (server/stage_batch.c, lib/stagein.c): STAGE_ENTRY and STAGE_DATA for
+	 * up to WIRE_STAGE_MAX files in one request. ENTRIES goes to one server with paths it owns;
+	 * it may answer fewer than n (its reply was full): the client sends the rest again. FILES
+	 * goes to every server, each fetching the chunks it owns of every file listed. */
+	WOP_STAGE_ENTRIES, /* u32 chunk size, u32 n, n x str path -> u32 done, done x (i32 rc, md if
+	                    * rc is 0) */
+	WOP_STAGE_FILES,   /* u32 piece, u32 n, n x (u64 fileid, tag + backend path, u64 size)
+	                    * -> u64 bytes fetched, u32 n, n x i32 rc */
+	WOP_META_SETTLE,   /* str path (server to server: a create at path, which a rename to
+	                    * another server's name left, has the pending changes of path applied
+	                    * to the backend first; server/flush_settle.c) */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);
@@ -120,6 +131,7 @@ const char *wire_op_name(unsigned op);
 #define WIRE_MIG_PIECE (96u << 10) /* data bytes per MIG_GET_DATA reply */
 #define WIRE_MIG_HINT_MAX 128      /* items per MIG_HINT */
 enum { WIRE_MIG_ENTRY = 1, WIRE_MIG_CHUNK = 2 };
+#define WIRE_STAGE_MAX 256 /* files per STAGE_ENTRIES / STAGE_FILES */
 
 #define WIRE_CREATE_EXCL 1
 #define WIRE_INSERT_NOREPLACE 1
@@ -232,12 +244,12 @@ struct wire_req {
 	struct chfs_md md;
 	uint64_t fileid, size, epoch, ring_epoch; /* epoch/ring_epoch: SET_LIST, MIG_DONE */
 	struct wire_tag tag;                      /* READ, WRITE */
-	uint32_t nitems;                          /* MIG_HINT: items validated, read them with */
-	const uint8_t *items;                     /* wire_mig_items_next() from here */
+	uint32_t nitems;                          /* MIG_HINT, STAGE_ENTRIES/FILES: items validated, */
+	const uint8_t *items;                     /* read them with wire_*_get() from here */
 	size_t items_len;
-	uint32_t flags, which, mode, vnodes; /* STAGE_ENTRY: chunk size in flags */
+	uint32_t flags, which, mode, vnodes; /* STAGE_ENTRY/ENTRIES: chunk size in flags */
 	uint32_t uid, gid;                   /* SETATTR */
-	uint32_t piece;                      /* STAGE_DATA: fetch buffer size (0 = default) */
+	uint32_t piece;                      /* STAGE_DATA/FILES: fetch buffer size (0 = default) */
 	int64_t atime_ns, mtime_ns;
 	uint32_t nseg;
 	uint64_t seg_total;
@@ -301,6 +313,18 @@ int wdec_finish(struct wdec *d);
  * over r->items/r->items_len). 0 or -EBADMSG/-EINVAL. */
 void wire_mig_item_put(struct wenc *e, const struct wire_mig_item *it);
 int wire_mig_item_get(struct wdec *d, struct wire_mig_item *it);
+
+/* STAGE_FILES items: put one (the file of m, its size m->size); read them back one by one from
+ * a validated request (d over r->items/r->items_len). STAGE_ENTRIES items are canonical paths
+ * (wire_stage_path_get, path: CHFS_PATH_MAX bytes). 0 or -EBADMSG/-EINVAL. */
+struct wire_stage_file {
+	uint64_t fileid, size;
+	struct wire_tag tag;
+	char path[CHFS_PATH_MAX]; /* backend path */
+};
+void wire_stage_file_put(struct wenc *e, const struct chfs_md *m);
+int wire_stage_file_get(struct wdec *d, struct wire_stage_file *f);
+int wire_stage_path_get(struct wdec *d, char *path);
 
 /* Header: encode into the first WIRE_HDR_LEN bytes of a message; decode checks magic, version,
  * op range and that body_len matches the message length. */

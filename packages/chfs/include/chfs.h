@@ -128,6 +128,10 @@ void chfs_set_stagein_buf_size(int buf_size);
  * has that did not come from the backend is left as it is. 0, or -1 with errno (ENOENT: not in
  * CHFS nor in the backend). */
 int chfs_stagein(const char *path);
+/* chfs-stack extension: chfs_stagein of paths[0..n) in a few requests (files batched per server;
+ * the tool `chstagein` uses it). errors (may be NULL): errors[i] = 0 or the errno of paths[i].
+ * 0 if every path was staged, else -1 with errno of the first that failed. */
+int chfs_stagein_many(const char *const *paths, int n, int *errors);
 
 /* ---- chfs-stack extensions ------------------------------------------------------------ */
 

@@ -97,6 +97,10 @@ struct srvlist *client_list_retry(struct srvlist *s, unsigned idx, int attempt);
  * only drops the entry (returns 0). */
 int client_cached_list_failed(struct srvlist *s, unsigned idx, int xrc);
 
+/* ---- stagein.c ---- */
+/* chfs_set_stagein_buf_size's value (0: the server's default). */
+unsigned stagein_piece(void);
+
 /* ---- rpc.c ---- */
 /* Size of the request buffer and of the default reply buffer of a struct rpc. */
 #define RPC_SMALL (8192 + 1024 + CHFS_PATH_MAX * 2)

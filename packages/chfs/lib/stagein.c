@@ -16,12 +16,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static atomic_uint stagein_piece; /* chfs_set_stagein_buf_size; 0 = the server's default */
+static atomic_uint piece_size; /* chfs_set_stagein_buf_size; 0 = the server's default */
+
+unsigned stagein_piece(void) { return atomic_load(&piece_size); }
 
 void chfs_set_stagein_buf_size(int v)
 {
 	if (v >= 0)
-		atomic_store(&stagein_piece, (unsigned)v);
+		atomic_store(&piece_size, (unsigned)v);
 }
 
 static int stage_entry(struct srvlist *s, const char *cp, struct chfs_md *md)
@@ -53,7 +55,7 @@ static int stage_data_once(struct srvlist *s, const struct chfs_md *md, unsigned
 		wenc_reserve(&e, WIRE_HDR_LEN);
 		wire_tag_put(&e, md);
 		wenc_u64(&e, md->size);
-		wenc_u32(&e, atomic_load(&stagein_piece));
+		wenc_u32(&e, atomic_load(&piece_size));
 		for (unsigned i = 0; i < s->n; i++)
 			idx[i] = i;
 		rc = e.err ? -EIO : rpc_multi(s, idx, s->n, msg, e.len, WOP_STAGE_DATA, reps, cap, rl, rcs);

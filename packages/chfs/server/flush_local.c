@@ -6,7 +6,9 @@
  * chunks changed. flush.c therefore keeps a local file's entry for as long as the file exists,
  * calls it dirty while the backing file's size or mtime differ from those of its last flush,
  * and flushes it here by copying the whole backing file: bytes, size (a cut file is cut on the
- * backend too) and mtime (the backing file's mtime is the file's, server/handlers.c).
+ * backend too) and mtime (the backing file's mtime is the file's, server/handlers.c, unless an
+ * explicit utimens since its last write reached the backend first: flush_meta.c sets that
+ * one, and a data flush coming after it keeps it).
  *
  * The state is taken before the copy, so a write during the copy leaves a newer mtime and the
  * file is copied again. A write within the file system's timestamp granularity of the state
@@ -41,6 +43,14 @@ int bflocal_copy(struct chfsd *d, uint64_t fileid, const char *path, uint64_t *s
 	int dfd = st_data_open(d->st, fileid, 0);
 	if (dfd < 0 && dfd != -ENOENT)
 		return dfd;
+	/* The backend file's times changed after the backing file's last write: the times of an
+	 * explicit utimens, which flush_meta.c applied after that write — they stay. */
+	struct stat was;
+	int64_t keep = 0;
+	if (backend_lstat(d->bk, path, &was) == 0 && S_ISREG(was.st_mode) &&
+	    (int64_t)was.st_ctim.tv_sec * 1000000000 + was.st_ctim.tv_nsec > *mtime_ns)
+		keep = (int64_t)was.st_mtim.tv_sec * 1000000000 + was.st_mtim.tv_nsec;
+	int64_t set = keep ? keep : *mtime_ns;
 	int bfd = backend_open_write(d->bk, path);
 	uint8_t *buf = malloc(PIECE);
 	if (bfd < 0)
@@ -53,8 +63,8 @@ int bflocal_copy(struct chfsd *d, uint64_t fileid, const char *path, uint64_t *s
 	if (rc == 0 && ftruncate(bfd, (off_t)*size) < 0)
 		rc = -errno;
 	const struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},
-	                               {.tv_sec = *mtime_ns / 1000000000, .tv_nsec = *mtime_ns % 1000000000}};
-	if (rc == 0 && *mtime_ns && futimens(bfd, ts) < 0)
+	                               {.tv_sec = set / 1000000000, .tv_nsec = set % 1000000000}};
+	if (rc == 0 && set && futimens(bfd, ts) < 0)
 		rc = -errno;
 	return ioe_copy_end(dfd, bfd, buf, rc);
 }

@@ -214,10 +214,42 @@ static int apply_owner(const struct chfs_md *md, int pfd, const char *leaf)
 	return fchownat(pfd, leaf, md->uid, md->gid, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 }
 
+/* A local-placement file's mtime as its stat shows it: the metadata's, unless its backing file
+ * changed after the last change of the metadata (then the backing file's: handlers.c's merge
+ * rule, so an explicit utimens sticks). Asked of its home (DATA_STAT) when that is another
+ * server; the metadata's when the home cannot say. */
+static int64_t local_mtime(struct chfsd *d, const struct chfs_md *md)
+{
+	uint64_t size;
+	int64_t mtime = md->mtime_ns;
+	if (strcmp(md->home, d->self) == 0) {
+		int64_t b;
+		if (st_data_stat(d->st, md->fileid, &size, &b) == 0 && b > md->mtime_ns && b > md->ctime_ns)
+			mtime = b;
+		return mtime;
+	}
+	uint8_t msg[WIRE_HDR_LEN + 32], rep[WIRE_HDR_LEN + 16];
+	struct wenc e;
+	struct wdec body;
+	wenc_init(&e, msg, sizeof msg);
+	chfsd_req_hdr(d, &e, WOP_DATA_STAT);
+	wenc_u64(&e, md->fileid);
+	wenc_u64(&e, md->size);
+	wenc_i64(&e, md->mtime_ns);
+	wenc_i64(&e, md->ctime_ns);
+	if (chfsd_call(d, md->home, &e, rep, sizeof rep, &body, d->timeout_ms) == 0) {
+		wdec_u64(&body);
+		int64_t merged = wdec_i64(&body);
+		if (!body.err)
+			mtime = merged;
+	}
+	return mtime;
+}
+
 /* The entry's owner, mode and times onto backend path (it must exist for a directory or
  * symlink; a regular file is created if the flush never wrote it, e.g. an empty file), with cut
- * its size too. A local-placement file's size and mtime are its backing file's, which its data
- * flush copies (flush_local.c). An owner the backend refuses does not hold back the rest: it
+ * its size too. A local-placement file's size is its backing file's, which its data flush
+ * copies (flush_local.c), and its mtime the one its stat shows (local_mtime). An owner the backend refuses does not hold back the rest: it
  * becomes a BM_CHOWN record of its own (queued, counted, retried); chown_only applies just
  * that record. */
 static int apply_attr(struct chfsd *d, const char *path, int pfd, const char *leaf, int cut, int chown_only)
@@ -245,9 +277,12 @@ static int apply_attr(struct chfsd *d, const char *path, int pfd, const char *le
 	if (rc == 0 && !chown_only && !S_ISLNK(md->mode) &&
 	    fchmodat(pfd, leaf, md->mode & 07777, AT_SYMLINK_NOFOLLOW) < 0)
 		rc = -errno;
+	/* A local file's times too: its data flush (flush_local.c) gives the backend the backing
+	 * file's mtime, which an explicit utimens since then overrides. */
+	int64_t mt = local && rc == 0 && !chown_only ? local_mtime(d, md) : md->mtime_ns;
 	struct timespec ts[2] = {{.tv_sec = md->atime_ns / 1000000000, .tv_nsec = md->atime_ns % 1000000000},
-	                         {.tv_sec = md->mtime_ns / 1000000000, .tv_nsec = md->mtime_ns % 1000000000}};
-	if (rc == 0 && !chown_only && !local && utimensat(pfd, leaf, ts, AT_SYMLINK_NOFOLLOW) < 0)
+	                         {.tv_sec = mt / 1000000000, .tv_nsec = mt % 1000000000}};
+	if (rc == 0 && !chown_only && utimensat(pfd, leaf, ts, AT_SYMLINK_NOFOLLOW) < 0)
 		rc = -errno;
 	if (rc == -ENOENT && !S_ISREG(md->mode))
 		rc = 0; /* a directory never made on the backend (implicit): nothing to set */
@@ -447,7 +482,7 @@ static void apply(struct chfsd *d, const char *only, int background)
 	pthread_mutex_unlock(&mq.lock);
 }
 
-void bmeta_settle(struct chfsd *d, const char *path)
+void bmeta_settle_here(struct chfsd *d, const char *path)
 {
 	if (!d->bk || mq.fd < 0)
 		return;
@@ -455,6 +490,29 @@ void bmeta_settle(struct chfsd *d, const char *path)
 	if (bmeta_hidden(d, path))
 		apply(d, path, 0);
 	pthread_mutex_unlock(&mq.alock);
+}
+
+/* 1 if a BM_HIDE of path is queued: path was renamed to a name another server owns, whose
+ * BM_RENAME record (moving backend path away) is there. */
+static int renamed_away(const char *path)
+{
+	int found = 0;
+	pthread_mutex_lock(&mq.lock);
+	for (struct mop *m = mq.nhide ? mq.head : NULL; m && !found; m = m->next)
+		found = m->op == BM_HIDE && strcmp(m->path, path) == 0;
+	pthread_mutex_unlock(&mq.lock);
+	return found;
+}
+
+void bmeta_settle(struct chfsd *d, const char *path)
+{
+	if (!d->bk || mq.fd < 0)
+		return;
+	/* The other servers first, outside alock: one settling towards us at the same time then
+	 * cannot wait for our alock while we wait for its reply. */
+	if (renamed_away(path))
+		bmeta_settle_peers(d, path);
+	bmeta_settle_here(d, path);
 }
 
 void bmeta_apply(struct chfsd *d)

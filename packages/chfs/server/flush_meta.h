@@ -40,8 +40,15 @@ void bmeta_note_create(struct chfsd *d, const char *path, const struct chfs_md *
 void bmeta_note_rename(struct chfsd *d, const char *from, const char *to, const struct chfs_md *md);
 /* 1 if a pending change removes or moves away the backend entry at path (a tombstone). */
 int bmeta_hidden(struct chfsd *d, const char *path);
-/* Before a new entry at path: apply the pending changes of path now. */
+/* Before a new entry at path: apply the pending changes of path now — also those other servers
+ * hold, when path is the source of a rename to a name another server owns (the rename's record
+ * is there: flush_settle.c asks them). */
 void bmeta_settle(struct chfsd *d, const char *path);
+/* WOP_META_SETTLE: apply the pending changes of path recorded here. */
+void bmeta_settle_here(struct chfsd *d, const char *path);
+/* ---- flush_settle.c ---- */
+/* Ask every other server to apply its pending changes of path (WOP_META_SETTLE), now. */
+void bmeta_settle_peers(struct chfsd *d, const char *path);
 /* Apply every pending change in order (failures stay queued with their error). */
 void bmeta_apply(struct chfsd *d);
 /* Encode "path (op): error" strings of failed changes (n counts them), within budget. */

@@ -24,6 +24,7 @@
 #include "moved.h"
 #include "orphans.h"
 #include "relink.h"
+#include "stage.h"
 
 #include "log.h"
 #include "placement.h"
@@ -66,24 +67,6 @@ static struct worker *worker_get(struct chfsd *d)
 static struct xprt_rma_desc rma_desc(const struct wire_req *q)
 {
 	return (struct xprt_rma_desc){.addr = q->rma.addr, .key = q->rma.key, .len = q->rma.len};
-}
-
-/* A stage-in reaches every server with the whole file: take over from their previous owners only
- * the chunks this server owns (those bcache_stage fetches). A chunk taken by a server that does
- * not own it was punched at its owner, whose held-map still said held: the owner then served
- * zeros for a staged chunk (issue 12's flaky `find | xargs chstagein` while servers joined). */
-static int stage_take_owned(struct chfsd *d, const struct wire_req *q)
-{
-	uint64_t cs = q->tag.chunk_size;
-	for (uint64_t i = 0; q->size && i <= (q->size - 1) / cs; i++) {
-		struct wire_seg s = {.off = i * cs, .len = cs};
-		int rc = backend_owns(d, placement_chunk_key(q->tag.pkey, i))
-		                 ? rebalance_take_chunks(d, q->fileid, &q->tag, &s, 1)
-		                 : 0;
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
 }
 
 static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
@@ -390,14 +373,17 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return rc;
 	case WOP_STAGE_DATA: {
 		uint64_t fetched = 0;
-		if ((rc = stage_take_owned(d, q)) < 0)
+		if ((rc = stage_take_owned(d, q->fileid, &q->tag, q->size)) < 0)
 			return rc;
 		brelink_map(d, q->fileid, q->path, sizeof q->path);
 		if ((rc = bcache_stage(d, q->fileid, &q->tag, q->path, q->size, q->piece, &fetched)) == 0)
 			wenc_u64(e, fetched);
 		return rc;
 	}
+	case WOP_STAGE_ENTRIES: return stage_entries(d, q, e);
+	case WOP_STAGE_FILES: return stage_files(d, q, e);
 	case WOP_RELINK: return brelink_note(d, q->fileid, q->path);
+	case WOP_META_SETTLE: bmeta_settle_here(d, q->path); return 0;
 	case WOP_FLUSH: return bflush_wait(d, e, WIRE_HDR_LEN + WIRE_READDIR_MAX, (int)q->flags);
 	case WOP_WRITE: return do_write(d, r, q, w, e);
 	case WOP_READ: return do_read(d, r, q, w, e);
@@ -476,6 +462,7 @@ static int placed(unsigned op)
 	case WOP_RELINK:
 	case WOP_ORPHAN_HOLD: /* renewed where the holder registered it, whatever the ring says */
 	case WOP_ORPHAN_DROP:
+	case WOP_META_SETTLE:
 	case WOP_FLUSH_ERRORS:
 	case WOP_MOVED:
 	case WOP_LOCAL_PATH:

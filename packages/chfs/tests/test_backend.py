@@ -271,6 +271,58 @@ def test_chstagein_chunk_size_and_errors(bk_pool):
     assert r.returncode == 0 and "usage: chstagein" in r.stdout
 
 
+def requests_served(pool):
+    return sum(st.get("requests", 0) for st in poolstatus.status(pool.env).values())
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_chstagein_f_list_batches_files_and_names_each_failure(bk_pool, ranks):
+    """chstagein -f LIST stages 600 files (three batches of chfs_stagein_many's 256) in a few
+    requests per server — one file took three (STAGE_ENTRY at its owner, STAGE_DATA at every
+    server) — and a failure is the named file's alone: the missing and the unreadable files
+    are reported, every other file (and a directory, the root, a file CHFS made itself) stages."""
+    want = make_tree(bk_pool.backend, nfiles=600, seed=20 + ranks)
+    put(bk_pool, "/own", b"made in CHFS")
+    secret = os.path.join(bk_pool.backend, "secret.bin")
+    with open(secret, "wb") as f:
+        f.write(b"x" * 100)
+    os.chmod(secret, 0)
+    names = sorted(want) + ["missing.bin", "d0", ".", "/own", "secret.bin"]
+    lst = os.path.join(bk_pool.tmp, "list")
+    with open(lst, "w") as f:
+        f.write("\n".join(names) + "\n")
+    env = dict(bk_pool.env, CHFS_BACKEND_PATH=bk_pool.backend)
+    before = requests_served(bk_pool)
+    cmd = ["chstagein", "-f", lst]
+    if ranks > 1:
+        cmd = ["mpiexec", "-launcher", "fork", "-n", str(ranks)] + cmd
+    r = subprocess.run(cmd, cwd=bk_pool.backend, env=env, timeout=180, capture_output=True,
+                       text=True, start_new_session=True)
+    used = requests_served(bk_pool) - before
+    errs = sorted(line for line in r.stderr.splitlines() if line.startswith("chstagein:"))
+    unreadable = os.geteuid() != 0   # (root reads a mode-0 file)
+    assert r.returncode == 1, r.stderr
+    assert errs[0] == "chstagein: missing.bin: No such file or directory", errs
+    assert len(errs) == 1 + unreadable and (not unreadable or "secret.bin" in errs[1]), errs
+    # One by one: 1 + servers requests per file (3,025 with 4 servers); batched, each rank's
+    # -j 4 threads send ~16 batches, each 2 requests per server (~180 with one rank, ~310
+    # with two).
+    assert used < len(names), used
+    total = sum(os.path.getsize(os.path.join(bk_pool.backend, p)) for p in want)
+    assert sum(held_bytes(bk_pool)) >= total
+    overwrite_backend(bk_pool.backend)
+    for p in ["secret.bin", "missing.bin"]:
+        if os.path.exists(os.path.join(bk_pool.backend, p)):
+            os.chmod(os.path.join(bk_pool.backend, p), 0o600)
+            os.unlink(os.path.join(bk_pool.backend, p))
+    out = os.path.join(bk_pool.tmp, "copy")
+    bk_pool.run(["chcp", "-r", "chfs:/", out], timeout=120)
+    got = tree_shas(out)
+    assert {k: v for k, v in got.items() if k != "own" and k != "secret.bin"} == want
+    assert get(bk_pool, "/own") == b"made in CHFS"
+
+
 @pytest.mark.timeout(170)
 def test_stagein_while_a_server_joins_serves_the_staged_bytes(tmp_path):
     """Issue 12's flaky `find | xargs chstagein`: a stage-in sent while a rebalance is open (a

@@ -140,3 +140,26 @@ def test_a_chown_the_backend_refuses_is_counted_and_holds_back_nothing(make_pool
     assert "p (chown)" in r.stderr.decode(), r.stderr
     assert backend_bytes(pool.backend, "p") == b"owned"
     assert not os.path.lexists(os.path.join(pool.backend, "o"))
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("fastpath", [0, 1])
+def test_explicit_times_of_a_local_placement_file_reach_the_backend(make_pool, fastpath):
+    """utimensat on a node-local file (tar -x, cp -p, rsync -t set a file's mtime after writing
+    it): the backend copy must carry that mtime, not its backing file's (the moment of the last
+    write) — whether set before the first flush, after it, or with no data change since."""
+    pool = make_pool("-F", "0")
+    env = local(pool, fastpath)
+    io(pool, "put", "/t", "0", "create", input=b"x" * 5000, env=env)
+    io(pool, "utime", "/t", "1000000000", env=env)
+    io(pool, "sync", env=env)
+    assert backend_bytes(pool.backend, "t") == b"x" * 5000
+    assert os.stat(os.path.join(pool.backend, "t")).st_mtime == 1000000000
+    io(pool, "utime", "/t", "1200000000", env=env)       # times only, after the flush
+    io(pool, "sync", env=env)
+    assert os.stat(os.path.join(pool.backend, "t")).st_mtime == 1200000000
+    io(pool, "put", "/t", "0", input=b"y", env=env)        # written again, then times set
+    io(pool, "utime", "/t", "1300000000", env=env)
+    io(pool, "sync", env=env)
+    assert backend_bytes(pool.backend, "t") == b"y" + b"x" * 4999
+    assert os.stat(os.path.join(pool.backend, "t")).st_mtime == 1300000000

@@ -96,3 +96,31 @@ def test_a_descriptor_opened_before_a_rename_reached_the_backend_writes_to_the_n
     assert get(pool, "/b") == want
     assert backend_files(pool) == ["b"]
     assert backend_bytes(pool.backend, "b") == want
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("placement,fastpath", PLACEMENTS)
+def test_a_new_file_under_a_renamed_files_old_name_keeps_both_before_a_sync(make_pool, placement,
+                                                                             fastpath):
+    """rename a -> b, then a new a, all before a sync (a log rotation, an editor's save): the
+    backend ends with b holding the first bytes and a the new ones — whether or not the first a
+    had reached the backend before the rename."""
+    pool = make_pool("-F", "0")
+    env = placed(pool, placement, fastpath)
+    want = {}
+    for i in range(6):                  # names over the servers; half flushed before the rename
+        old = random.Random(100 + i).randbytes(200_000 + i)
+        new = random.Random(200 + i).randbytes(120_000 + i)
+        io(pool, "put", f"/log{i}", "0", "create", input=old, env=env)
+        if i % 2:
+            io(pool, "sync", env=env)
+        io(pool, "rename", f"/log{i}", f"/log{i}.1", env=env)
+        io(pool, "put", f"/log{i}", "0", "create", input=new, env=env)
+        want[f"log{i}"], want[f"log{i}.1"] = new, old
+    io(pool, "sync", env=env)
+    got = {p: backend_bytes(pool.backend, p) for p in want}
+    bad = sorted(p for p in want if got[p] != want[p])
+    assert not bad, [(p, None if got[p] is None else len(got[p]), len(want[p])) for p in bad]
+    assert backend_files(pool) == sorted(want)
+    for p, data in want.items():                          # and CHFS serves the same
+        assert io(pool, "get", "/" + p, env=env).stdout == data

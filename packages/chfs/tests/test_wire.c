@@ -371,6 +371,78 @@ int main(void)
 		wenc_u32(&e, WIRE_MIG_HINT_MAX + 1);
 		CHECK(wire_decode_req(buf, finish(&e, WOP_MIG_HINT), &req) < 0);
 	}
+	{ /* STAGE_FILES: backend files only, with their backend path; count bounded; read back */
+		static struct chfs_md md;
+		static struct wire_stage_file f;
+		md = (struct chfs_md){
+		        .fileid = 9, .pkey = 3, .chunk_size = 65536, .flags = MD_BACKEND, .size = 5};
+		snprintf(md.link, sizeof md.link, "in/f1");
+		begin(&e, buf, sizeof buf);
+		wenc_u32(&e, 0); /* piece */
+		wenc_u32(&e, 2);
+		wire_stage_file_put(&e, &md);
+		md.size = 1u << 20;
+		wire_stage_file_put(&e, &md);
+		CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_STAGE_FILES), &req), 0);
+		CHECK(req.nitems == 2);
+		struct wdec d;
+		wdec_init(&d, req.items, req.items_len);
+		CHECK_EQ(wire_stage_file_get(&d, &f), 0);
+		CHECK(f.fileid == 9 && f.size == 5 && f.tag.pkey == 3 && strcmp(f.path, "in/f1") == 0);
+		CHECK_EQ(wire_stage_file_get(&d, &f), 0);
+		CHECK(f.size == 1u << 20 && d.pos == d.len);
+		md.flags = 0; /* not a backend file */
+		begin(&e, buf, sizeof buf);
+		wenc_u32(&e, 0);
+		wenc_u32(&e, 1);
+		wire_stage_file_put(&e, &md);
+		CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_STAGE_FILES), &req), -EINVAL);
+		md.flags = MD_BACKEND;
+		snprintf(md.link, sizeof md.link, "../etc/passwd"); /* not canonical */
+		begin(&e, buf, sizeof buf);
+		wenc_u32(&e, 0);
+		wenc_u32(&e, 1);
+		wire_stage_file_put(&e, &md);
+		CHECK(wire_decode_req(buf, finish(&e, WOP_STAGE_FILES), &req) < 0);
+		begin(&e, buf, sizeof buf);
+		wenc_u32(&e, 0);
+		wenc_u32(&e, 2); /* says two, carries none */
+		CHECK(wire_decode_req(buf, finish(&e, WOP_STAGE_FILES), &req) < 0);
+		begin(&e, buf, sizeof buf);
+		wenc_u32(&e, 0);
+		wenc_u32(&e, WIRE_STAGE_MAX + 1);
+		CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_STAGE_FILES), &req), -EINVAL);
+	}
+	{ /* STAGE_ENTRIES: chunk size, then canonical paths */
+		begin(&e, buf, sizeof buf);
+		wenc_u32(&e, 65536);
+		wenc_u32(&e, 2);
+		wenc_str(&e, "a/b");
+		wenc_str(&e, "c");
+		CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_STAGE_ENTRIES), &req), 0);
+		CHECK(req.nitems == 2 && req.flags == 65536);
+		char p[CHFS_PATH_MAX];
+		struct wdec d;
+		wdec_init(&d, req.items, req.items_len);
+		CHECK_EQ(wire_stage_path_get(&d, p), 0);
+		CHECK(strcmp(p, "a/b") == 0);
+		begin(&e, buf, sizeof buf);
+		wenc_u32(&e, 0); /* no chunk size */
+		wenc_u32(&e, 1);
+		wenc_str(&e, "a");
+		CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_STAGE_ENTRIES), &req), -EINVAL);
+		begin(&e, buf, sizeof buf);
+		wenc_u32(&e, 65536);
+		wenc_u32(&e, 1);
+		wenc_str(&e, "a//b");
+		CHECK(wire_decode_req(buf, finish(&e, WOP_STAGE_ENTRIES), &req) < 0);
+		begin(&e, buf, sizeof buf);
+		wenc_u32(&e, 65536);
+		wenc_u32(&e, 1);
+		wenc_str(&e, "a");
+		wenc_u32(&e, 5); /* trailing garbage */
+		CHECK(wire_decode_req(buf, finish(&e, WOP_STAGE_ENTRIES), &req) < 0);
+	}
 	{
 		struct wire_member m[2];
 		const char *l = ID1 "=tcp://a:1," ID2 "=tcp://a:1"; /* one address twice */

@@ -1,11 +1,14 @@
 /*
  * chstagein — stage files from the backend directory (chfsd -b) into CHFS, in parallel.
  *
- * Each path is handed to chfs_stagein(), which has every server fetch the chunks it owns; this
- * tool adds parallelism across files: -j threads here, and across processes when run under
+ * The paths go to chfs_stagein_many() in batches (every server fetches the chunks it owns of
+ * every file of a batch; a thousand small files cost a few requests per server, not three
+ * each); this tool adds parallelism across batches: -j threads here, and across processes when run under
  * mpiexec (the rank and size are read from the launcher's environment — PMI_RANK/PMI_SIZE of
  * MPICH's Hydra, OMPI_COMM_WORLD_RANK/SIZE of Open MPI — and rank r takes every size-th path,
- * so `find . | xargs mpiexec -n 4 chstagein` splits the list without linking MPI).
+ * so `find . | xargs mpiexec -n 4 chstagein` splits the list without linking MPI; `-f LIST`
+ * gives every rank the names without xargs, whose argument limits split a long list into
+ * several launches).
  *
  * A path names a backend file: an absolute path under $CHFS_BACKEND_PATH, or a relative path
  * resolved against the current directory when that is under $CHFS_BACKEND_PATH (so `cd
@@ -27,18 +30,21 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: chstagein [-a] [-b bufsize] [-c chunksize] [-j threads] [-v] [file ...]\n"
-	           "Stage backend files into CHFS (every server fetches the chunks it owns).\n"
-	           "Files come from the arguments, or one per line on standard input if none are given.\n"
-	           "  -a            asynchronous accesses (CHFS_ASYNC_ACCESS=1)\n"
-	           "  -b bufsize    bytes a server reads from the backend at a time (default 1M)\n"
-	           "  -c chunksize  chunk size of the staged CHFS files (default $CHFS_CHUNK_SIZE or 64K)\n"
-	           "  -j threads    files staged at once by this process (default 4)\n"
-	           "  -v            print each file staged\n"
-	           "  --help        this text\n"
-	           "A path under $CHFS_BACKEND_PATH (absolute, or relative to a current directory under\n"
-	           "it) names that backend file; other paths are CHFS paths. Under mpiexec each rank\n"
-	           "stages its share of the files: find . | xargs mpiexec -n 4 chstagein\n");
+	fprintf(f,
+	        "usage: chstagein [-a] [-b bufsize] [-c chunksize] [-f list] [-j threads] [-v] [file ...]\n"
+	        "Stage backend files into CHFS (every server fetches the chunks it owns).\n"
+	        "Files come from the arguments, from -f list, or one per line on standard input.\n"
+	        "  -a            asynchronous accesses (CHFS_ASYNC_ACCESS=1)\n"
+	        "  -b bufsize    bytes a server reads from the backend at a time (default 1M)\n"
+	        "  -c chunksize  chunk size of the staged CHFS files (default $CHFS_CHUNK_SIZE or 64K)\n"
+	        "  -f list       read the files from this file, one per line (- = standard input);\n"
+	        "                every rank of an mpiexec reads it and takes its share\n"
+	        "  -j threads    batches of files staged at once by this process (default 4)\n"
+	        "  -v            print each file staged\n"
+	        "  --help        this text\n"
+	        "A path under $CHFS_BACKEND_PATH (absolute, or relative to a current directory under\n"
+	        "it) names that backend file; other paths are CHFS paths. Under mpiexec each rank\n"
+	        "stages its share of the files: find . | xargs mpiexec -n 4 chstagein\n");
 }
 
 static long parse_size(const char *s)
@@ -82,24 +88,49 @@ static atomic_size_t next;
 static atomic_int failures;
 static int rank, nranks = 1, verbose;
 
+static size_t batch = 1; /* files per chfs_stagein_many: see main */
+
+/* Stage paths[k..k+n) (n <= BATCH_MAX) in one chfs_stagein_many. */
+#define BATCH_MAX 64
+static void stage_batch(size_t k, size_t n, char (*cp)[PATH_MAX])
+{
+	const char *v[BATCH_MAX];
+	int err[BATCH_MAX];
+	size_t m = 0, at[BATCH_MAX];
+	for (size_t i = k; i < k + n; i++) {
+		if (chfs_path(paths[i], cp[m]) < 0) {
+			fprintf(stderr, "chstagein: %s: path too long\n", paths[i]);
+			atomic_fetch_add(&failures, 1);
+			continue;
+		}
+		v[m] = cp[m];
+		at[m++] = i;
+	}
+	if (!m)
+		return;
+	chfs_stagein_many(v, (int)m, err);
+	for (size_t j = 0; j < m; j++) {
+		if (err[j]) {
+			fprintf(stderr, "chstagein: %s: %s\n", paths[at[j]], strerror(err[j]));
+			atomic_fetch_add(&failures, 1);
+		} else if (verbose) {
+			printf("%s\n", v[j]);
+		}
+	}
+}
+
 static void *worker(void *arg)
 {
 	(void)arg;
-	char cp[PATH_MAX];
+	char(*cp)[PATH_MAX] = malloc(BATCH_MAX * sizeof *cp);
 	for (;;) {
-		size_t k = atomic_fetch_add(&next, 1);
-		if (k >= npaths)
-			return NULL;
-		if (chfs_path(paths[k], cp) < 0) {
-			fprintf(stderr, "chstagein: %s: path too long\n", paths[k]);
-			atomic_fetch_add(&failures, 1);
-		} else if (chfs_stagein(cp) < 0) {
-			fprintf(stderr, "chstagein: %s: %s\n", paths[k], strerror(errno));
-			atomic_fetch_add(&failures, 1);
-		} else if (verbose) {
-			printf("%s\n", cp);
-		}
+		size_t k = atomic_fetch_add(&next, batch);
+		if (k >= npaths || !cp)
+			break;
+		stage_batch(k, npaths - k < batch ? npaths - k : batch, cp);
 	}
+	free(cp);
+	return NULL;
 }
 
 static int add_path(const char *p, size_t index, size_t *cap)
@@ -134,9 +165,11 @@ int main(int argc, char **argv)
 {
 	static const struct option lopts[] = {{"help", no_argument, NULL, 'H'}, {0}};
 	long bufsize = -1, chunk = -1, threads = 4;
+	const char *list = NULL;
 	int c, async = 0;
-	while ((c = getopt_long(argc, argv, "ab:c:j:v", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "ab:c:f:j:v", lopts, NULL)) != -1) {
 		switch (c) {
+		case 'f': list = optarg; break;
 		case 'a': async = 1; break;
 		case 'b': bufsize = parse_size(optarg); break;
 		case 'c': chunk = parse_size(optarg); break;
@@ -163,18 +196,30 @@ int main(int argc, char **argv)
 		for (int i = optind; i < argc; i++)
 			if (add_path(argv[i], index++, &cap) < 0)
 				return 1;
-	} else {
+	}
+	if (list || optind == argc) {
+		FILE *in = !list || strcmp(list, "-") == 0 ? stdin : fopen(list, "r");
+		if (!in) {
+			fprintf(stderr, "chstagein: %s: %s\n", list, strerror(errno));
+			return 1;
+		}
 		char *line = NULL;
 		size_t lcap = 0;
 		ssize_t n;
-		while ((n = getline(&line, &lcap, stdin)) > 0) {
+		while ((n = getline(&line, &lcap, in)) > 0) {
 			if (line[n - 1] == '\n')
 				line[--n] = '\0';
 			if (n && add_path(line, index++, &cap) < 0)
 				return 1;
 		}
 		free(line);
+		if (in != stdin)
+			fclose(in);
 	}
+	/* Batches as large as leave every thread several (a few big files stay one per thread,
+	 * so their copies overlap; a thousand small ones go BATCH_MAX at a time). */
+	batch = npaths / ((size_t)threads * 4);
+	batch = batch < 1 ? 1 : batch > BATCH_MAX ? BATCH_MAX : batch;
 	if (chfs_init(NULL) < 0) {
 		fprintf(stderr, "chstagein: cannot reach a CHFS server (CHFS_SERVER): %s\n", strerror(errno));
 		return 1;

@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	unsigned op = req.h.op;
 	if (op == WOP_STAT || op == WOP_CREATE || op == WOP_UNLINK || op == WOP_RENAME || op == WOP_MKDIR ||
-	    op == WOP_READDIR || op == WOP_SETATTR) {
+	    op == WOP_READDIR || op == WOP_SETATTR || op == WOP_META_SETTLE) {
 		if (path_check_canonical(req.path, strlen(req.path), 1) != 0)
 			abort();
 	}
@@ -35,6 +35,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (op == WOP_WRITE && !req.has_rma && req.data_len != total)
 			abort();
 		if (req.data && (req.data < data || req.data + req.data_len > data + size))
+			abort();
+	}
+	if (op == WOP_STAGE_ENTRIES || op == WOP_STAGE_FILES) {
+		/* The handler reads the items back without checking: each must decode, in bounds. */
+		static struct wire_stage_file f;
+		struct wdec d;
+		if (req.items < data || req.items + req.items_len > data + size || req.nitems == 0 ||
+		    req.nitems > WIRE_STAGE_MAX)
+			abort();
+		wdec_init(&d, req.items, req.items_len);
+		for (uint32_t i = 0; i < req.nitems; i++) {
+			int rc = op == WOP_STAGE_FILES ? wire_stage_file_get(&d, &f)
+			                               : wire_stage_path_get(&d, f.path);
+			if (rc != 0 || path_check_canonical(f.path, strlen(f.path), 0) != 0)
+				abort();
+			if (op == WOP_STAGE_FILES && !(f.tag.flags & MD_BACKEND))
+				abort();
+		}
+		if (d.pos != d.len)
 			abort();
 	}
 	return 0;
