@@ -287,13 +287,15 @@ static int call_begin(xprt_t *x, struct xprt_call *c, xprt_peer_t *p, const void
 	pthread_cond_init(&c->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	c->x = x;
-	c->peer = p;
 	c->rep = rep;
 	c->repcap = repcap;
 	c->timeout_ms = timeout_ms;
 	c->id = atomic_fetch_add(&x->next_id, 1);
 	xprt_deadline(&c->deadline, timeout_ms);
 	xprt_deadline(&c->probe_at, XPRT_REACH_AFTER_MS);
+	/* A local peer connects on first use, or hands the call to libfabric (xprt_local.c). */
+	int rc = p->local ? xprt_local_route(x, p, &c->deadline, &p) : 0;
+	c->peer = p;
 	int want = x->nbufs_base + atomic_fetch_add(&x->calls_in_flight, 1) + 1;
 	if (!p->local && want > x->nbufs)
 		xprt_grow_bufs(x, want);
@@ -301,9 +303,10 @@ static int call_begin(xprt_t *x, struct xprt_call *c, xprt_peer_t *p, const void
 	call_insert(x, c);
 	pthread_mutex_unlock(&x->call_mu);
 	atomic_fetch_add(&x->st.calls, 1);
-	int rc = p->local ? xprt_local_send_request(x, p, c->id, req, reqlen)
-	                  : xprt_send_msg(x, p, XPRT_MSG_REQUEST, c->id, x->self_raw, x->self_rawlen, req,
-	                                  reqlen, &c->deadline);
+	if (rc == 0)
+		rc = p->local ? xprt_local_send_request(x, p, c->id, req, reqlen)
+		              : xprt_send_msg(x, p, XPRT_MSG_REQUEST, c->id, x->self_raw, x->self_rawlen, req,
+		                              reqlen, &c->deadline);
 	if (rc < 0) {
 		pthread_mutex_lock(&x->call_mu);
 		if (call_remove(x, c->id)) {

@@ -25,7 +25,8 @@
 #define LIBFABRIC_SONAME "libfabric.so.1"
 
 static struct {
-	int (*getinfo)(uint32_t, const char *, const char *, uint64_t, const struct fi_info *, struct fi_info **);
+	int (*getinfo)(uint32_t, const char *, const char *, uint64_t, const struct fi_info *,
+	               struct fi_info **);
 	void (*freeinfo)(struct fi_info *);
 	struct fi_info *(*dupinfo)(const struct fi_info *);
 	int (*fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
@@ -58,10 +59,7 @@ int xprt_fi_load(void)
 	return load_rc;
 }
 
-bool xprt_fi_loaded(void)
-{
-	return real.getinfo != NULL;
-}
+bool xprt_fi_loaded(void) { return real.getinfo != NULL; }
 
 int fi_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
                const struct fi_info *hints, struct fi_info **info)

@@ -282,6 +282,8 @@ bool xprt_reach_applies(const xprt_t *x, const xprt_peer_t *p);
 /* 0 (someone listens, or cannot tell), -ECONNREFUSED, -EHOSTUNREACH or -ENETUNREACH. */
 int xprt_reach_probe(const xprt_peer_t *p, int timeout_ms);
 /* xprt_addr.c */
+/* xprt_connect without the node-local transport (opens the libfabric endpoint if needed). */
+int xprt_ofi_connect(xprt_t *x, const char *addr, xprt_peer_t **out);
 int xprt_parse_proto(const char *proto, enum xprt_kind *kind);
 const char *xprt_kind_name(enum xprt_kind k);
 int xprt_format_addr(enum xprt_kind k, const void *raw, size_t rawlen, char *buf, size_t size);
@@ -331,6 +333,9 @@ int xprt_local_sock_path(const char *dir, const char *addr, char *buf, size_t si
 struct xprt_lconn;
 /* Client: a peer reached over addr's node-local socket, or -errno (use libfabric then). */
 int xprt_local_connect(xprt_t *x, const char *addr, xprt_peer_t **out);
+/* Before a call to local peer p: connect if not connected (within the call's deadline); *via
+ * is p, or the libfabric peer to use instead when the server cannot serve us locally. */
+int xprt_local_route(xprt_t *x, xprt_peer_t *p, const struct timespec *deadline, xprt_peer_t **via);
 int xprt_local_send_request(xprt_t *x, xprt_peer_t *p, uint64_t id, const void *body, size_t len);
 /* Server: publish x->self_addr's socket and accept connections. */
 int xprt_local_listen(xprt_t *x);

@@ -17,10 +17,12 @@
  * client's virtual address (xprt_mem.c), and the server copies with process_vm_readv/writev on
  * the client's pid, in XPRT_RMA_CHUNK pieces, bounded by the descriptor's length.
  *
- * A connection starts with a hello: the client sends the address and value of a cookie in its
- * memory; the server reads the cookie by process_vm_readv and answers whether it could. Where
- * the kernel refuses (another uid, a non-dumpable client, a foreign pid namespace), the client
- * closes the socket and uses libfabric for that server.
+ * xprt_connect only checks the file system (no traffic, as over libfabric: a hung server costs
+ * nothing until called); the first call connects. A connection starts with a hello: the client
+ * sends the address and value of a cookie in its memory; the server reads the cookie by
+ * process_vm_readv and answers whether it could. Where the kernel refuses (another uid, a
+ * non-dumpable client, a foreign pid namespace), the client closes the socket and uses
+ * libfabric for that server from then on.
  *
  * Client side: one reader thread per connection delivers replies by call id (xprt_call.c);
  * when the server goes away (EOF, ECONNRESET) every call in flight to it fails with
@@ -61,6 +63,8 @@ struct xprt_lconn {
 	bool thr_started;
 	pthread_mutex_t mu;       /* client: reconnecting */
 	char path[108];           /* client: the server's socket */
+	bool ever;                /* client: connected once (counted in local_peers) */
+	xprt_peer_t *_Atomic ofi; /* client: the libfabric peer used instead (hello refused) */
 	xprt_peer_t *peer;        /* client: the peer it serves; server: the synthetic peer below */
 	struct xprt_lconn *next;  /* x->local->conns */
 	struct xprt_peer srvpeer; /* server side: "local://<pid>" for xprt_req_peer_addr */
@@ -178,8 +182,22 @@ static void *client_reader(void *arg)
 	return NULL;
 }
 
-/* Connect to the socket at c->path and pass the hello; returns the fd or -errno. */
-static int dial(const char *path)
+/* Milliseconds until ts, for a socket timeout: at least 1; 0 (none) for "forever". */
+static int ms_left(const struct timespec *ts)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	long long ms = (long long)(ts->tv_sec - now.tv_sec) * 1000 + (ts->tv_nsec - now.tv_nsec) / 1000000;
+	if (ms > 365LL * 86400 * 1000)
+		return 0;
+	return ms < 1 ? 1 : ms > 1 << 30 ? 1 << 30 : (int)ms;
+}
+
+/* Connect to the socket at path and pass the hello, within the deadline of the call that
+ * needs it. Returns the fd; -ENOENT (nobody published it), -EHOSTUNREACH (a socket nobody
+ * listens on: its server is gone), -ETIMEDOUT, or -EPERM/-ESRCH/-EPROTO (the server cannot
+ * read our memory, or is not our user's). */
+static int dial(const char *path, const struct timespec *deadline)
 {
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -188,11 +206,13 @@ static int dial(const char *path)
 	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
 	struct ucred cr;
 	socklen_t crlen = sizeof cr;
-	int rc = 0;
-	set_timeout(fd, SO_SNDTIMEO, HELLO_TIMEOUT_MS);
-	set_timeout(fd, SO_RCVTIMEO, HELLO_TIMEOUT_MS);
+	int rc = 0, ms = ms_left(deadline);
+	set_timeout(fd, SO_SNDTIMEO, ms);
+	set_timeout(fd, SO_RCVTIMEO, ms);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-		rc = -errno;
+		rc = errno == ENOENT                           ? -ENOENT
+		     : errno == EAGAIN || errno == EINPROGRESS ? -ETIMEDOUT
+		                                               : -EHOSTUNREACH;
 	else if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0)
 		rc = -errno;
 	else if (cr.uid != geteuid())
@@ -200,8 +220,12 @@ static int dial(const char *path)
 	if (rc == 0) {
 		uint64_t hello[3] = {HELLO_MAGIC, (uint64_t)(uintptr_t)&hello_cookie, hello_cookie};
 		int32_t status = -EPROTO;
-		if (send(fd, hello, sizeof hello, MSG_NOSIGNAL) != sizeof hello ||
-		    recv(fd, &status, sizeof status, 0) != sizeof status)
+		ssize_t n = send(fd, hello, sizeof hello, MSG_NOSIGNAL);
+		if (n == (ssize_t)sizeof hello)
+			n = recv(fd, &status, sizeof status, 0);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			rc = -ETIMEDOUT; /* a hung server: the call times out, as over libfabric */
+		else if (n != (ssize_t)sizeof status)
 			rc = -EHOSTUNREACH;
 		else
 			rc = status; /* -EPERM: the server may not read our memory */
@@ -218,9 +242,16 @@ static int dial(const char *path)
 	return fd;
 }
 
-static int conn_start(struct xprt_lconn *c)
+/* c->mu held, c->dead: (re)connect and start the reader. */
+static int conn_start(struct xprt_lconn *c, const struct timespec *deadline)
 {
-	int fd = dial(c->path);
+	if (c->thr_started)
+		pthread_join(c->thr, NULL); /* it ended when the old connection did */
+	c->thr_started = false;
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	int fd = dial(c->path, deadline);
 	if (fd < 0)
 		return fd;
 	c->fd = fd;
@@ -228,14 +259,19 @@ static int conn_start(struct xprt_lconn *c)
 	int rc;
 	block_signals_create(&c->thr, client_reader, c, &rc);
 	if (rc < 0) {
-		close(fd);
-		c->fd = -1;
+		atomic_store(&c->dead, true);
 		return rc;
 	}
 	c->thr_started = true;
+	if (!c->ever) {
+		c->ever = true;
+		atomic_fetch_add(&c->x->st.local_peers, 1);
+	}
 	return 0;
 }
 
+/* Connecting costs no traffic (as xprt_connect promises): only the file system is checked
+ * here; the first call connects (xprt_local_route). */
 int xprt_local_connect(xprt_t *x, const char *addr, xprt_peer_t **out)
 {
 	char dir[XPRT_LOCAL_PATH_MAX];
@@ -259,34 +295,55 @@ int xprt_local_connect(xprt_t *x, const char *addr, xprt_peer_t **out)
 		rc = xprt_local_sock_path(dir, addr, c->path, sizeof c->path);
 	if (rc == 0)
 		rc = xprt_local_sock_check(c->path);
-	if (rc == 0 && !hello_cookie && getrandom(&hello_cookie, sizeof hello_cookie, 0) != sizeof hello_cookie)
-		hello_cookie = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull | 1;
-	if (rc == 0) {
-		c->x = x;
-		c->fd = -1;
-		c->peer = p;
-		atomic_init(&c->refs, 1);
-		pthread_mutex_init(&c->mu, NULL);
-		snprintf(p->addr, sizeof p->addr, "%s", addr);
-		p->local = c;
-		p->fi_addr = FI_ADDR_NOTAVAIL;
-		rc = conn_start(c);
-		if (rc < 0)
-			pthread_mutex_destroy(&c->mu);
-	}
 	if (rc < 0) {
 		free(c);
 		free(p);
 		return rc;
 	}
 	pthread_mutex_lock(&l->mu);
+	if (!hello_cookie && getrandom(&hello_cookie, sizeof hello_cookie, 0) != sizeof hello_cookie)
+		hello_cookie = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull | 1;
+	c->x = x;
+	c->fd = -1;
+	c->peer = p;
+	atomic_init(&c->refs, 1);
+	atomic_init(&c->dead, true); /* not connected yet */
+	pthread_mutex_init(&c->mu, NULL);
+	snprintf(p->addr, sizeof p->addr, "%s", addr);
+	p->local = c;
+	p->fi_addr = FI_ADDR_NOTAVAIL;
 	c->next = l->conns;
 	l->conns = c;
 	pthread_mutex_unlock(&l->mu);
 	atomic_fetch_add(&x->st.peers, 1);
-	atomic_fetch_add(&x->st.local_peers, 1);
 	*out = p;
 	return 0;
+}
+
+int xprt_local_route(xprt_t *x, xprt_peer_t *p, const struct timespec *deadline, xprt_peer_t **via)
+{
+	struct xprt_lconn *c = p->local;
+	*via = p;
+	if (!atomic_load(&c->dead) && !atomic_load(&c->ofi))
+		return 0;
+	pthread_mutex_lock(&c->mu);
+	int rc = 0;
+	xprt_peer_t *ofi = atomic_load(&c->ofi);
+	if (!ofi && atomic_load(&c->dead)) {
+		rc = conn_start(c, deadline);
+		/* The server cannot read our memory (another uid, we are not dumpable): libfabric
+		 * from now on. Nobody published the socket (any more): libfabric for this call. */
+		if (rc == -EPERM || rc == -ESRCH || rc == -EPROTO || rc == -ENOENT) {
+			bool forever = rc != -ENOENT;
+			rc = xprt_ofi_connect(x, p->addr, via);
+			if (rc == 0 && forever)
+				atomic_store(&c->ofi, *via);
+		}
+	} else if (ofi) {
+		*via = ofi;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return rc;
 }
 
 int xprt_local_send_request(xprt_t *x, xprt_peer_t *p, uint64_t id, const void *body, size_t len)
@@ -296,19 +353,7 @@ int xprt_local_send_request(xprt_t *x, xprt_peer_t *p, uint64_t id, const void *
 	/* Under c->mu: a reconnect replaces c->fd, and a descriptor number closed meanwhile may
 	 * already name another file of the program. */
 	pthread_mutex_lock(&c->mu);
-	int rc = 0;
-	if (atomic_load(&c->dead)) {
-		/* The server went away: once per call, see whether it (or a successor) is back. */
-		if (c->thr_started)
-			pthread_join(c->thr, NULL);
-		c->thr_started = false;
-		if (c->fd >= 0)
-			close(c->fd);
-		c->fd = -1;
-		rc = conn_start(c) < 0 ? -EHOSTUNREACH : 0;
-	}
-	if (rc == 0)
-		rc = send_msg(c->fd, XPRT_MSG_REQUEST, id, body, len);
+	int rc = atomic_load(&c->dead) ? -EHOSTUNREACH : send_msg(c->fd, XPRT_MSG_REQUEST, id, body, len);
 	pthread_mutex_unlock(&c->mu);
 	return rc;
 }
@@ -345,7 +390,8 @@ static void *server_conn(void *arg)
 				break;
 			ssize_t n = recv_msg(c->fd, b->data);
 			struct xprt_hdr h;
-			if (n <= 0 || xprt_get_hdr(b->data, (size_t)n, &h) < 0 || h.kind != XPRT_MSG_REQUEST) {
+			if (n <= 0 || xprt_get_hdr(b->data, (size_t)n, &h) < 0 ||
+			    h.kind != XPRT_MSG_REQUEST) {
 				xprt_rbuf_put(b);
 				break;
 			}
@@ -491,8 +537,8 @@ int xprt_local_reply(xprt_req_t *r, const void *rep, size_t len)
 
 /* Copy between our buffer and the client's memory at remote->addr + off (bounds checked by
  * the caller), in XPRT_RMA_CHUNK pieces; a short transfer (a page unmapped meanwhile) fails. */
-int xprt_local_rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local,
-                   size_t len, bool is_read)
+int xprt_local_rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local, size_t len,
+                   bool is_read)
 {
 	struct xprt_lconn *c = r->lconn;
 	size_t done = 0;

@@ -68,7 +68,8 @@ int xprt_local_sock_path(const char *dir, const char *addr, char *buf, size_t si
 	size_t n = 0;
 	for (const char *p = addr; *p && n + 1 < sizeof name; p++) {
 		char c = *p;
-		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.';
+		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		          c == '.';
 		name[n++] = ok ? c : '-';
 	}
 	name[n] = 0;

@@ -8,6 +8,8 @@
  *   rma       16 MiB server-read and server-write by process_vm_readv/writev
  *   cma       a client the server may not read (same uid, non-dumpable) falls back to libfabric
  *   death     a SIGKILLed server fails the call in flight and the next one at once
+ *   hung      connecting to a stopped server costs nothing; a call to it times out at its
+ *             timeout (not sooner, not never), and works again once the server runs
  *   planted   a socket another uid planted, or one in a directory open to others, is ignored
  * Bounded by alarm(); the server child dies with us (PR_SET_PDEATHSIG).
  */
@@ -112,6 +114,8 @@ static int echo(size_t n)
 
 static void case_calls(void)
 {
+	CHECK(local_peers() == 0, "connected before the first call");
+	echo(1);
 	CHECK(local_peers() == 1, "the server was not reached over its local socket");
 	size_t max = xprt_max_msg(cx);
 	size_t sizes[] = {0, 1, 64, 4096, 65536, max - 1};
@@ -167,6 +171,7 @@ static void *inflight_worker(void *arg)
 
 static void case_inflight(void)
 {
+	echo(1);
 	CHECK(local_peers() == 1, "the server was not reached over its local socket");
 	pthread_t th[IF_THREADS];
 	double t0 = now_s();
@@ -180,8 +185,8 @@ static void case_inflight(void)
 	}
 	double dt = now_s() - t0;
 	CHECK(bad == 0, "%ld of %d calls in flight failed", bad, IF_THREADS * IF_CALLS);
-	printf("local: %d calls in flight from %d threads: %.0f calls/s\n", IF_THREADS * IF_CALLS,
-	       IF_THREADS, IF_THREADS * IF_CALLS / dt);
+	printf("local: %d calls in flight from %d threads: %.0f calls/s\n", IF_THREADS * IF_CALLS, IF_THREADS,
+	       IF_THREADS * IF_CALLS / dt);
 }
 
 static void rma_one(char op, size_t len, uint32_t seed)
@@ -221,6 +226,7 @@ static void rma_one(char op, size_t len, uint32_t seed)
 
 static void case_rma(void)
 {
+	echo(1);
 	CHECK(local_peers() == 1, "the server was not reached over its local socket");
 	size_t sizes[] = {1, 4096, 16 << 20};
 	for (size_t i = 0; i < 3; i++) {
@@ -258,6 +264,7 @@ static int become_nobody(void)
 
 static void case_cma(void)
 {
+	echo(100);
 	CHECK(local_peers() == 0, "a client the server cannot read was connected locally");
 	echo(100);
 	rma_one('R', 1 << 20, 5);
@@ -266,8 +273,8 @@ static void case_cma(void)
 
 static void case_death(void)
 {
-	CHECK(local_peers() == 1, "the server was not reached over its local socket");
 	echo(10);
+	CHECK(local_peers() == 1, "the server was not reached over its local socket");
 	unsigned char s[5] = {'S'};
 	uint32_t ms = 20000;
 	memcpy(s + 1, &ms, 4);
@@ -291,6 +298,52 @@ static void case_death(void)
 	CHECK(rc == -EHOSTUNREACH && dt < 2.0, "next call to a killed server: rc %d after %.2f s", rc, dt);
 	waitpid(srv_pid, NULL, 0);
 	srv_pid = -1;
+}
+
+/* SIGSTOP, and wait until every thread of pid has stopped (delivery is asynchronous). */
+static void stop_server(void)
+{
+	kill(srv_pid, SIGSTOP);
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)srv_pid);
+	for (int i = 0; i < 1000; i++) {
+		FILE *f = fopen(path, "r");
+		char *p = f && fgets(buf, sizeof buf, f) ? strrchr(buf, ')') : NULL;
+		if (f)
+			fclose(f);
+		if (p && p[1] == ' ' && p[2] == 'T')
+			return;
+		usleep(1000);
+	}
+}
+
+static void case_hung(void)
+{
+	xprt_peer_t *again;
+	stop_server();
+	double t0 = now_s();
+	int rc = xprt_connect(cx, addr, &again);
+	CHECK(rc == 0 && again == srv && now_s() - t0 < 0.5, "connect to a stopped server: rc %d, %.2f s", rc,
+	      now_s() - t0);
+	t0 = now_s();
+	char rep[8];
+	size_t got;
+	rc = xprt_call(cx, srv, "E1", 2, rep, sizeof rep, &got, 1500);
+	double dt = now_s() - t0;
+	printf("local: call to a stopped server: %s after %.2f s (timeout 1.5 s)\n", strerror(-rc), dt);
+	CHECK(rc == -ETIMEDOUT && dt >= 1.4 && dt < 4.0, "call to a stopped server: rc %d after %.2f s", rc,
+	      dt);
+	kill(srv_pid, SIGCONT);
+	echo(10);
+	CHECK(local_peers() == 1, "the server was not reached over its local socket once it ran again");
+	/* stopped while connected: the call times out too, and the connection survives */
+	stop_server();
+	t0 = now_s();
+	rc = xprt_call(cx, srv, "E1", 2, rep, sizeof rep, &got, 1000);
+	dt = now_s() - t0;
+	CHECK(rc == -ETIMEDOUT && dt >= 0.9 && dt < 4.0, "connected, stopped: rc %d after %.2f s", rc, dt);
+	kill(srv_pid, SIGCONT);
+	echo(10);
 }
 
 /* A listener as `nobody` at path (in a forked child); returns its pid, or -1. */
@@ -332,8 +385,8 @@ static char *sock_path(char *buf, size_t size)
 {
 	size_t n = (size_t)snprintf(buf, size, "%s/", dir);
 	for (const char *a = addr; *a && n + 1 < size; a++)
-		buf[n++] = ((*a >= 'a' && *a <= 'z') || (*a >= 'A' && *a <= 'Z') || (*a >= '0' && *a <= '9') ||
-		            *a == '.')
+		buf[n++] = ((*a >= 'a' && *a <= 'z') || (*a >= 'A' && *a <= 'Z') ||
+		            (*a >= '0' && *a <= '9') || *a == '.')
 		                   ? *a
 		                   : '-';
 	buf[n] = 0;
@@ -349,8 +402,8 @@ static void planted_try(const char *what)
 	CHECK(lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_uid != 0, "%s: not planted", what);
 	cx = NULL;
 	if (open_client() == 0) {
-		CHECK(local_peers() == 0, "%s: the planted socket was used", what);
 		echo(64); /* over libfabric */
+		CHECK(local_peers() == 0, "%s: the planted socket was used", what);
 	}
 	int status = 0;
 	CHECK(waitpid(pl, &status, WNOHANG) == 0, "%s: the planted listener got a connection", what);
@@ -376,8 +429,8 @@ static void case_planted(void)
 	chmod(dir, 0700);
 	cx = NULL;
 	if (pl > 0 && open_client() == 0) {
-		CHECK(local_peers() == 0, "socket of another uid: used");
 		echo(64);
+		CHECK(local_peers() == 0, "socket of another uid: used");
 	}
 	int status = 0;
 	CHECK(pl > 0 && waitpid(pl, &status, WNOHANG) == 0, "socket of another uid: got a connection");
@@ -388,7 +441,7 @@ static void case_planted(void)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s <proto> calls|inflight|rma|cma|death|planted\n", argv[0]);
+		fprintf(stderr, "usage: %s <proto> calls|inflight|rma|cma|death|hung|planted\n", argv[0]);
 		return 2;
 	}
 	proto = argv[1];
@@ -422,6 +475,8 @@ int main(int argc, char **argv)
 			case_cma();
 		else if (!strcmp(c, "death"))
 			case_death();
+		else if (!strcmp(c, "hung"))
+			case_hung();
 		else if (planted)
 			case_planted();
 		else {
