@@ -225,6 +225,8 @@ static int dial(const char *path, const struct timespec *deadline)
 			n = recv(fd, &status, sizeof status, 0);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			rc = -ETIMEDOUT; /* a hung server: the call times out, as over libfabric */
+		else if (n == 0)
+			rc = -EPROTO; /* closed without an answer: it cannot see our pid (namespaces) */
 		else if (n != (ssize_t)sizeof status)
 			rc = -EHOSTUNREACH;
 		else

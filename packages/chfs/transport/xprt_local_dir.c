@@ -57,8 +57,17 @@ int xprt_local_sock_check(const char *path)
 	return S_ISSOCK(st.st_mode) && st.st_uid == geteuid() ? 0 : -EPERM;
 }
 
-/* "<dir>/<address with every character outside [A-Za-z0-9.-] made '-'>", or a hash of the
- * address when that would not fit in sun_path. */
+/* The network namespace this process is in (0 if unknown). Part of a socket's name: processes
+ * in other network namespaces (the simulated nodes of ci/testlib/netns.py share this file
+ * system) are other nodes, and must not reach each other past their network. */
+static unsigned long long netns_id(void)
+{
+	struct stat st;
+	return stat("/proc/self/ns/net", &st) == 0 ? (unsigned long long)st.st_ino : 0;
+}
+
+/* "<dir>/<address with every character outside [A-Za-z0-9.-] made '-'>@<netns>", or a hash of
+ * the address when that would not fit in sun_path. */
 int xprt_local_sock_path(const char *dir, const char *addr, char *buf, size_t size)
 {
 	size_t max = sizeof(((struct sockaddr_un *)0)->sun_path);
@@ -73,12 +82,13 @@ int xprt_local_sock_path(const char *dir, const char *addr, char *buf, size_t si
 		name[n++] = ok ? c : '-';
 	}
 	name[n] = 0;
-	int w = snprintf(buf, size, "%s/%s", dir, name);
+	unsigned long long ns = netns_id();
+	int w = snprintf(buf, size, "%s/%s@%llu", dir, name, ns);
 	if (w >= 0 && (size_t)w < size)
 		return 0;
 	uint64_t h = 1469598103934665603ull;
 	for (const char *p = addr; *p; p++)
 		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	w = snprintf(buf, size, "%s/h%016llx", dir, (unsigned long long)h);
+	w = snprintf(buf, size, "%s/h%016llx@%llu", dir, (unsigned long long)h, ns);
 	return w < 0 || (size_t)w >= size ? -ENAMETOOLONG : 0;
 }

@@ -389,7 +389,9 @@ static char *sock_path(char *buf, size_t size)
 		            (*a >= '0' && *a <= '9') || *a == '.')
 		                   ? *a
 		                   : '-';
-	buf[n] = 0;
+	struct stat st;
+	snprintf(buf + n, size - n, "@%llu",
+	         stat("/proc/self/ns/net", &st) == 0 ? (unsigned long long)st.st_ino : 0ULL);
 	return buf;
 }
 
