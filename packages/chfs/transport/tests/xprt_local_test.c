@@ -10,6 +10,8 @@
  *   death     a SIGKILLed server fails the call in flight and the next one at once
  *   hung      connecting to a stopped server costs nothing; a call to it times out at its
  *             timeout (not sooner, not never), and works again once the server runs
+ *   mixed     one client, one local server and one over libfabric: the same registered buffer
+ *             serves RMA to both (desc.addr is the virtual address; tcp ignores it)
  *   planted   a socket another uid planted, or one in a directory open to others, is ignored
  * Bounded by alarm(); the server child dies with us (PR_SET_PDEATHSIG).
  */
@@ -346,6 +348,59 @@ static void case_hung(void)
 	echo(10);
 }
 
+static void case_mixed(void)
+{
+	char addr2[256];
+	setenv("CHFSD_LOCAL_SOCKET", "0", 1);
+	pid_t pid2 = echo_server_start(proto, NULL, 4, addr2, sizeof addr2);
+	unsetenv("CHFSD_LOCAL_SOCKET");
+	xprt_peer_t *srv2 = NULL;
+	int rc = pid2 > 0 ? xprt_connect(cx, addr2, &srv2) : -ECHILD;
+	CHECK(rc == 0, "second server: %s", strerror(-rc));
+	if (rc == 0) {
+		echo(1);
+		size_t len = 3 << 20;
+		char *buf = aligned_alloc(4096, len);
+		fill_pattern(buf, len, 77);
+		xprt_mem_t *mr;
+		struct echo_rma_req q = {.len = len, .seed = 77};
+		rc = xprt_mem_register(cx, buf, len, XPRT_MEM_REMOTE_READ | XPRT_MEM_REMOTE_WRITE, &mr,
+		                       &q.desc);
+		CHECK(rc == 0, "register: %s", strerror(-rc));
+		unsigned char req[1 + sizeof q] = {'R'};
+		memcpy(req + 1, &q, sizeof q);
+		xprt_peer_t *to[2] = {srv, srv2};
+		for (int i = 0; i < 2; i++) {
+			int64_t out[2] = {-1, 0};
+			size_t got;
+			rc = xprt_call(cx, to[i], req, sizeof req, out, sizeof out, &got, 30000);
+			CHECK(rc == 0 && out[0] == 0 && (uint64_t)out[1] == fnv1a(buf, len),
+			      "server-read from the %s server: rc %d server %d", i ? "libfabric" : "local",
+			      rc, (int)out[0]);
+		}
+		req[0] = 'W';
+		for (int i = 0; i < 2; i++) {
+			memset(buf, 0, len);
+			q.seed = 80 + (uint32_t)i;
+			memcpy(req + 1, &q, sizeof q);
+			int64_t out[2] = {-1, 0};
+			size_t got;
+			rc = xprt_call(cx, to[i], req, sizeof req, out, sizeof out, &got, 30000);
+			char *want = malloc(len);
+			fill_pattern(want, len, q.seed);
+			CHECK(rc == 0 && out[0] == 0 && memcmp(buf, want, len) == 0,
+			      "server-write from the %s server: rc %d", i ? "libfabric" : "local", rc);
+			free(want);
+		}
+		xprt_mem_deregister(mr);
+		free(buf);
+		CHECK(local_peers() == 1, "expected exactly one local peer");
+		CHECK(libfabric_mapped(), "a client with a remote peer has no libfabric");
+	}
+	if (pid2 > 0)
+		echo_server_kill(pid2);
+}
+
 /* A listener as `nobody` at path (in a forked child); returns its pid, or -1. */
 static pid_t plant(const char *path)
 {
@@ -443,7 +498,8 @@ static void case_planted(void)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s <proto> calls|inflight|rma|cma|death|hung|planted\n", argv[0]);
+		fprintf(stderr, "usage: %s <proto> calls|inflight|rma|cma|death|hung|mixed|planted\n",
+		        argv[0]);
 		return 2;
 	}
 	proto = argv[1];
@@ -479,6 +535,8 @@ int main(int argc, char **argv)
 			case_death();
 		else if (!strcmp(c, "hung"))
 			case_hung();
+		else if (!strcmp(c, "mixed"))
+			case_mixed();
 		else if (planted)
 			case_planted();
 		else {
