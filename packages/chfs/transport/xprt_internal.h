@@ -8,7 +8,8 @@
  * (cheap libfabric start-up), xprt_reach.c (failing fast on a refused tcp peer), xprt_shm.c (everything only the shm provider needs: incarnation
  * names, peers that follow restarts, the sleeping progress loop), shm_doorbell.c (the futex
  * wake-up file it uses, as shm has no CQ wait object in libfabric 1.17), xprt_local.c (the
- * node-local transport: Unix sockets and process_vm_readv/writev, no libfabric),
+ * node-local transport: Unix sockets and process_vm_readv/writev, no libfabric; its server side
+ * in xprt_local_serve.c, what both share in xprt_local.h),
  * xprt_local_dir.c (where its sockets live and when they are trusted), xprt_fi_dl.c
  * (libfabric loaded on first use).
  *

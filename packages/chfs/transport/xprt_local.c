@@ -31,11 +31,9 @@
  * requests. Sockets are SOCK_CLOEXEC, and after fork() the child closes its copies.
  */
 #define _GNU_SOURCE
-#include "xprt_internal.h"
+#include "xprt_local.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,44 +45,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define HELLO_MAGIC 0x4f4c4843u /* "CHLO" */
-#define HELLO_TIMEOUT_MS 2000
-#define SEND_TIMEOUT_MS 10000
-#define SOCK_BUF (1 << 20)
-
-struct xprt_lconn {
-	xprt_t *x;
-	int fd;
-	atomic_int refs;
-	atomic_bool dead;
-	pid_t pid; /* server side: the client's, from SO_PEERCRED */
-	uid_t uid;
-	pthread_t thr;
-	bool thr_started;
-	pthread_mutex_t mu;       /* client: reconnecting */
-	char path[108];           /* client: the server's socket */
-	bool ever;                /* client: connected once (counted in local_peers) */
-	xprt_peer_t *_Atomic ofi; /* client: the libfabric peer used instead (hello refused) */
-	xprt_peer_t *peer;        /* client: the peer it serves; server: the synthetic peer below */
-	struct xprt_lconn *next;  /* x->local->conns */
-	struct xprt_peer srvpeer; /* server side: "local://<pid>" for xprt_req_peer_addr */
-};
-
-struct xprt_local {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct xprt_lconn *conns; /* server: open connections; client: every local peer's */
-	int nthreads;             /* server: connection threads still running */
-	int lfd;                  /* server: listening socket, -1 if none */
-	int stop[2];              /* server: wakes the acceptor */
-	pthread_t acceptor;
-	bool acceptor_started;
-	char path[108];
-};
-
 static uint64_t hello_cookie; /* client: what the server must be able to read from us */
 
-static void block_signals_create(pthread_t *t, void *(*fn)(void *), void *arg, int *rc)
+void xprt_local_thread(pthread_t *t, void *(*fn)(void *), void *arg, int *rc)
 {
 	sigset_t all, old;
 	sigfillset(&all); /* see xprt_progress_start: the program's signals are not for us */
@@ -93,13 +56,13 @@ static void block_signals_create(pthread_t *t, void *(*fn)(void *), void *arg, i
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-static void set_timeout(int fd, int opt, int ms)
+void xprt_local_timeout(int fd, int opt, int ms)
 {
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
 	setsockopt(fd, SOL_SOCKET, opt, &tv, sizeof tv);
 }
 
-static struct xprt_local *local_state(xprt_t *x)
+struct xprt_local *xprt_local_state(xprt_t *x)
 {
 	pthread_mutex_lock(&x->peer_mu);
 	if (!x->local) {
@@ -115,7 +78,7 @@ static struct xprt_local *local_state(xprt_t *x)
 	return x->local;
 }
 
-static void lconn_put(struct xprt_lconn *c)
+void xprt_local_conn_put(struct xprt_lconn *c)
 {
 	if (atomic_fetch_sub(&c->refs, 1) != 1)
 		return;
@@ -125,10 +88,8 @@ static void lconn_put(struct xprt_lconn *c)
 	free(c);
 }
 
-void xprt_local_conn_put(struct xprt_lconn *c) { lconn_put(c); }
-
 /* One message out (header, optional one-byte address placeholder, body) in one sendmsg. */
-static int send_msg(int fd, int kind, uint64_t id, const void *body, size_t len)
+int xprt_local_send(int fd, int kind, uint64_t id, const void *body, size_t len)
 {
 	unsigned char hdr[XPRT_HDR_SIZE], addr = 0;
 	bool req = kind == XPRT_MSG_REQUEST;
@@ -147,7 +108,7 @@ static int send_msg(int fd, int kind, uint64_t id, const void *body, size_t len)
 
 /* Receive one message into buf (XPRT_RBUF_SIZE bytes); 0 at EOF, -errno on error or when the
  * message was larger than any valid one. */
-static ssize_t recv_msg(int fd, void *buf)
+ssize_t xprt_local_recv(int fd, void *buf)
 {
 	struct iovec iov = {buf, XPRT_RBUF_SIZE};
 	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
@@ -168,7 +129,7 @@ static void *client_reader(void *arg)
 	xprt_t *x = c->x;
 	char *buf = malloc(XPRT_RBUF_SIZE);
 	while (buf) {
-		ssize_t n = recv_msg(c->fd, buf);
+		ssize_t n = xprt_local_recv(c->fd, buf);
 		struct xprt_hdr h;
 		if (n <= 0 || xprt_get_hdr(buf, (size_t)n, &h) < 0 || h.kind != XPRT_MSG_REPLY)
 			break;
@@ -207,8 +168,8 @@ static int dial(const char *path, const struct timespec *deadline)
 	struct ucred cr;
 	socklen_t crlen = sizeof cr;
 	int rc = 0, ms = ms_left(deadline);
-	set_timeout(fd, SO_SNDTIMEO, ms);
-	set_timeout(fd, SO_RCVTIMEO, ms);
+	xprt_local_timeout(fd, SO_SNDTIMEO, ms);
+	xprt_local_timeout(fd, SO_RCVTIMEO, ms);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
 		rc = errno == ENOENT                           ? -ENOENT
 		     : errno == EAGAIN || errno == EINPROGRESS ? -ETIMEDOUT
@@ -239,8 +200,8 @@ static int dial(const char *path, const struct timespec *deadline)
 	int sz = SOCK_BUF;
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
-	set_timeout(fd, SO_SNDTIMEO, SEND_TIMEOUT_MS);
-	set_timeout(fd, SO_RCVTIMEO, 0);
+	xprt_local_timeout(fd, SO_SNDTIMEO, SEND_TIMEOUT_MS);
+	xprt_local_timeout(fd, SO_RCVTIMEO, 0);
 	return fd;
 }
 
@@ -259,7 +220,7 @@ static int conn_start(struct xprt_lconn *c, const struct timespec *deadline)
 	c->fd = fd;
 	atomic_store(&c->dead, false);
 	int rc;
-	block_signals_create(&c->thr, client_reader, c, &rc);
+	xprt_local_thread(&c->thr, client_reader, c, &rc);
 	if (rc < 0) {
 		atomic_store(&c->dead, true);
 		return rc;
@@ -277,7 +238,7 @@ static int conn_start(struct xprt_lconn *c, const struct timespec *deadline)
 int xprt_local_connect(xprt_t *x, const char *addr, xprt_peer_t **out)
 {
 	char dir[XPRT_LOCAL_PATH_MAX];
-	struct xprt_local *l = local_state(x);
+	struct xprt_local *l = xprt_local_state(x);
 	if (!l)
 		return -ENOMEM;
 	pthread_mutex_lock(&l->mu);
@@ -355,208 +316,10 @@ int xprt_local_send_request(xprt_t *x, xprt_peer_t *p, uint64_t id, const void *
 	/* Under c->mu: a reconnect replaces c->fd, and a descriptor number closed meanwhile may
 	 * already name another file of the program. */
 	pthread_mutex_lock(&c->mu);
-	int rc = atomic_load(&c->dead) ? -EHOSTUNREACH : send_msg(c->fd, XPRT_MSG_REQUEST, id, body, len);
+	int rc = atomic_load(&c->dead) ? -EHOSTUNREACH
+	                               : xprt_local_send(c->fd, XPRT_MSG_REQUEST, id, body, len);
 	pthread_mutex_unlock(&c->mu);
 	return rc;
-}
-
-/* ---------------- server ---------------- */
-
-/* The hello: can we read the client's memory (process_vm_readv is what RMA will use)? */
-static int hello_check(struct xprt_lconn *c)
-{
-	uint64_t hello[3], v = 0;
-	if (recv(c->fd, hello, sizeof hello, 0) != sizeof hello || hello[0] != HELLO_MAGIC)
-		return -EPROTO;
-	struct iovec li = {&v, sizeof v}, ri = {(void *)(uintptr_t)hello[1], sizeof v};
-	int32_t status = 0;
-	if (process_vm_readv(c->pid, &li, 1, &ri, 1, 0) != (ssize_t)sizeof v)
-		status = errno == ESRCH ? -ESRCH : -EPERM;
-	else if (v != hello[2])
-		status = -EPERM; /* not the memory of the process that connected */
-	if (send(c->fd, &status, sizeof status, MSG_NOSIGNAL) != sizeof status)
-		return -EHOSTUNREACH;
-	return status;
-}
-
-static void *server_conn(void *arg)
-{
-	struct xprt_lconn *c = arg;
-	xprt_t *x = c->x;
-	if (hello_check(c) == 0) {
-		set_timeout(c->fd, SO_RCVTIMEO, 0);
-		set_timeout(c->fd, SO_SNDTIMEO, SEND_TIMEOUT_MS);
-		for (;;) {
-			struct xprt_rbuf *b = xprt_rbuf_get();
-			if (!b)
-				break;
-			ssize_t n = recv_msg(c->fd, b->data);
-			struct xprt_hdr h;
-			if (n <= 0 || xprt_get_hdr(b->data, (size_t)n, &h) < 0 ||
-			    h.kind != XPRT_MSG_REQUEST) {
-				xprt_rbuf_put(b);
-				break;
-			}
-			atomic_fetch_add(&c->refs, 1); /* the request's */
-			xprt_serve_local_request(x, &c->srvpeer, c, b, &h);
-		}
-	}
-	atomic_store(&c->dead, true);
-	shutdown(c->fd, SHUT_RDWR);
-	struct xprt_local *l = x->local;
-	pthread_mutex_lock(&l->mu);
-	for (struct xprt_lconn **pp = &l->conns; *pp; pp = &(*pp)->next)
-		if (*pp == c) {
-			*pp = c->next;
-			break;
-		}
-	l->nthreads--;
-	pthread_cond_broadcast(&l->cv);
-	pthread_mutex_unlock(&l->mu);
-	lconn_put(c);
-	return NULL;
-}
-
-static void accept_one(xprt_t *x, struct xprt_local *l, int fd)
-{
-	struct ucred cr;
-	socklen_t crlen = sizeof cr;
-	struct xprt_lconn *c = NULL;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 || cr.pid <= 0 ||
-	    !(c = calloc(1, sizeof *c))) {
-		close(fd);
-		return;
-	}
-	int sz = SOCK_BUF;
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
-	set_timeout(fd, SO_RCVTIMEO, HELLO_TIMEOUT_MS);
-	c->x = x;
-	c->fd = fd;
-	c->pid = cr.pid;
-	c->uid = cr.uid;
-	atomic_init(&c->refs, 1);
-	pthread_mutex_init(&c->mu, NULL);
-	c->peer = &c->srvpeer;
-	c->srvpeer.fi_addr = FI_ADDR_NOTAVAIL;
-	c->srvpeer.local = c;
-	snprintf(c->srvpeer.addr, sizeof c->srvpeer.addr, "local://pid-%d-uid-%u", (int)cr.pid,
-	         (unsigned)cr.uid);
-	pthread_mutex_lock(&l->mu);
-	c->next = l->conns;
-	l->conns = c;
-	l->nthreads++;
-	pthread_mutex_unlock(&l->mu);
-	pthread_attr_t a;
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = pthread_create(&c->thr, &a, server_conn, c);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&a);
-	if (rc) {
-		pthread_mutex_lock(&l->mu);
-		for (struct xprt_lconn **pp = &l->conns; *pp; pp = &(*pp)->next)
-			if (*pp == c) {
-				*pp = c->next;
-				break;
-			}
-		l->nthreads--;
-		pthread_mutex_unlock(&l->mu);
-		lconn_put(c);
-	}
-}
-
-static void *acceptor_main(void *arg)
-{
-	xprt_t *x = arg;
-	struct xprt_local *l = x->local;
-	for (;;) {
-		struct pollfd p[2] = {{l->lfd, POLLIN, 0}, {l->stop[0], POLLIN, 0}};
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			break;
-		if (p[1].revents)
-			break;
-		if (!(p[0].revents & POLLIN))
-			continue;
-		int fd = accept4(l->lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd >= 0)
-			accept_one(x, l, fd);
-		else if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
-			usleep(10000); /* out of descriptors: let the pending one wait */
-	}
-	return NULL;
-}
-
-int xprt_local_listen(xprt_t *x)
-{
-	char dir[XPRT_LOCAL_PATH_MAX];
-	struct xprt_local *l = local_state(x);
-	if (!l)
-		return -ENOMEM;
-	int rc = xprt_local_dir(dir, sizeof dir);
-	if (rc == 0)
-		rc = xprt_local_dir_make(dir);
-	if (rc == 0)
-		rc = xprt_local_sock_path(dir, x->self_addr, l->path, sizeof l->path);
-	if (rc < 0)
-		return rc;
-	/* A socket left by a killed predecessor with our address (ours: the directory is ours). */
-	struct stat st;
-	if (lstat(l->path, &st) == 0 && S_ISSOCK(st.st_mode))
-		unlink(l->path);
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", l->path);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 256) < 0 ||
-	    pipe2(l->stop, O_CLOEXEC) < 0) {
-		rc = -errno;
-		close(fd);
-		l->path[0] = 0;
-		return rc;
-	}
-	l->lfd = fd;
-	block_signals_create(&l->acceptor, acceptor_main, x, &rc);
-	if (rc < 0)
-		return rc;
-	l->acceptor_started = true;
-	return 0;
-}
-
-/* ---------------- requests of local connections (server) ---------------- */
-
-int xprt_local_reply(xprt_req_t *r, const void *rep, size_t len)
-{
-	struct xprt_lconn *c = r->lconn;
-	if (atomic_load(&c->dead))
-		return -EHOSTUNREACH;
-	return send_msg(c->fd, XPRT_MSG_REPLY, r->id, rep, len);
-}
-
-/* Copy between our buffer and the client's memory at remote->addr + off (bounds checked by
- * the caller), in XPRT_RMA_CHUNK pieces; a short transfer (a page unmapped meanwhile) fails. */
-int xprt_local_rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local, size_t len,
-                   bool is_read)
-{
-	struct xprt_lconn *c = r->lconn;
-	size_t done = 0;
-	while (done < len) {
-		size_t k = len - done > XPRT_RMA_CHUNK ? XPRT_RMA_CHUNK : len - done;
-		struct iovec li = {(char *)local + done, k};
-		struct iovec ri = {(void *)(uintptr_t)(remote->addr + off + done), k};
-		ssize_t n = is_read ? process_vm_readv(c->pid, &li, 1, &ri, 1, 0)
-		                    : process_vm_writev(c->pid, &li, 1, &ri, 1, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 && errno == ESRCH ? -EHOSTUNREACH : n < 0 ? -errno : -EFAULT;
-		done += (size_t)n;
-	}
-	return 0;
 }
 
 /* ---------------- teardown ---------------- */
@@ -604,7 +367,7 @@ void xprt_local_free(xprt_t *x)
 		if (c->thr_started)
 			pthread_join(c->thr, NULL);
 		free(c->peer);
-		lconn_put(c);
+		xprt_local_conn_put(c);
 	}
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv);
