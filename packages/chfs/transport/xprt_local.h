@@ -44,7 +44,7 @@ struct xprt_local {
 
 void xprt_local_thread(pthread_t *t, void *(*fn)(void *), void *arg, int *rc); /* signals blocked */
 void xprt_local_timeout(int fd, int opt, int ms); /* SO_SNDTIMEO / SO_RCVTIMEO, 0 = none */
-struct xprt_local *xprt_local_state(xprt_t *x); /* created on first use */
+struct xprt_local *xprt_local_state(xprt_t *x);   /* created on first use */
 /* One message (header, for requests a one-byte address placeholder, body) in one sendmsg. */
 int xprt_local_send(int fd, int kind, uint64_t id, const void *body, size_t len);
 /* One message into buf (XPRT_RBUF_SIZE bytes): its length, 0 at EOF, -errno (-EPROTO: too big). */

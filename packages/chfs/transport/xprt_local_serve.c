@@ -216,4 +216,3 @@ int xprt_local_rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t o
 	}
 	return 0;
 }
-
