@@ -19,6 +19,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "xprt_internal.h"
 
@@ -34,12 +37,44 @@ static struct {
 static int load_rc;
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 
+/* The kernel's struct sigaction on x86-64 (rt_sigaction with an 8-byte mask): saved and put back
+ * byte for byte, restorer included. */
+struct kernel_sigaction {
+	void *handler;
+	unsigned long flags;
+	void *restorer;
+	unsigned long mask;
+};
+#define NSIGNALS 64
+
+/* libpsm_infinipath's and libpsm2's constructors install handlers for SIGSEGV, SIGBUS, SIGILL,
+ * SIGABRT, SIGINT and SIGTERM (and ignore others) when libfabric is loaded. Loaded at process
+ * start (a DT_NEEDED library) the program installed its own over them; loaded now, in the
+ * middle of a program (a hooked one, an MPI rank), they would replace the program's. Every
+ * disposition the load changed is put back. */
+static void load_keeping_signal_dispositions(void **h)
+{
+	static struct kernel_sigaction saved[NSIGNALS + 1]; /* under load_once */
+	for (int sig = 1; sig <= NSIGNALS; sig++)
+		if (syscall(SYS_rt_sigaction, sig, NULL, &saved[sig], 8) != 0)
+			saved[sig].handler = (void *)-1; /* not a signal one can query */
+	*h = dlopen(LIBFABRIC_SONAME, RTLD_NOW | RTLD_LOCAL);
+	for (int sig = 1; sig <= NSIGNALS; sig++) {
+		struct kernel_sigaction now;
+		if (saved[sig].handler == (void *)-1 || syscall(SYS_rt_sigaction, sig, NULL, &now, 8) != 0 ||
+		    memcmp(&now, &saved[sig], sizeof now) == 0)
+			continue;
+		syscall(SYS_rt_sigaction, sig, &saved[sig], NULL, 8);
+	}
+}
+
 static void load(void)
 {
 	/* RTLD_LOCAL: libfabric's symbols stay out of the global scope (a program that links its
 	 * own libfabric sees no difference). Never dlclose'd: providers keep threads and atexit
 	 * handlers. */
-	void *h = dlopen(LIBFABRIC_SONAME, RTLD_NOW | RTLD_LOCAL);
+	void *h;
+	load_keeping_signal_dispositions(&h);
 	if (h) {
 		*(void **)&real.getinfo = dlsym(h, "fi_getinfo");
 		*(void **)&real.freeinfo = dlsym(h, "fi_freeinfo");
