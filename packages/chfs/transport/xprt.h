@@ -64,6 +64,9 @@ const char *xprt_proto(const xprt_t *x);
 size_t xprt_max_msg(const xprt_t *x);
 
 /* Resolve an address string (cached: the same string gives the same peer). No traffic. */
+/* With CHFS_XPRT_LOCAL=1 a client reaches a server of its own user on its node over the
+ * server's Unix socket and process_vm_readv/writev (xprt_local.c) and opens the libfabric
+ * endpoint only for the first peer without one. */
 int xprt_connect(xprt_t *x, const char *addr, xprt_peer_t **out);
 const char *xprt_peer_addr(const xprt_peer_t *p);
 /* Who serves an "shm://name" address on this node, for error messages: 0 (this user), -EACCES
@@ -87,7 +90,7 @@ int xprt_call_wait(xprt_call_t *c, size_t *replen);
 #define XPRT_MEM_REMOTE_READ 1
 #define XPRT_MEM_REMOTE_WRITE 2
 struct xprt_rma_desc { /* travels inside a request, fixed 24 bytes, little endian on the wire */
-	uint64_t addr; /* provider-specific base (virtual address or 0) */
+	uint64_t addr; /* the buffer's virtual address (providers without FI_MR_VIRT_ADDR ignore it) */
 	uint64_t key;  /* remote key */
 	uint64_t len;  /* bytes exposed */
 };
@@ -142,8 +145,9 @@ int xprt_transfer_timeout_ms(int base_ms, uint64_t bytes);
 /* Counters for benchmarks and tests. */
 struct xprt_stats {
 	uint64_t calls, requests, replies, rma_reads, rma_writes, rma_bytes, timeouts, wakeups;
-	uint64_t refused; /* requests the admission function rejected */
-	uint64_t peers;   /* entries in the peer cache */
+	uint64_t refused;     /* requests the admission function rejected */
+	uint64_t peers;       /* entries in the peer cache */
+	uint64_t local_peers; /* of which reached over their node-local socket (CHFS_XPRT_LOCAL=1) */
 };
 void xprt_get_stats(const xprt_t *x, struct xprt_stats *s);
 

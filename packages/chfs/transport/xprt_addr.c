@@ -127,7 +127,7 @@ static int parse_inet(const char *rest, struct sockaddr_in *sin)
 
 void xprt_peer_check(xprt_t *x, xprt_peer_t *p)
 {
-	if (x->kind == XPRT_SHM)
+	if (x->kind == XPRT_SHM && !p->local)
 		xprt_shm_peer_check(x, p);
 }
 
@@ -200,9 +200,9 @@ void xprt_peers_free(xprt_t *x)
 	xprt_shm_retired_free(x);
 }
 
-int xprt_connect(xprt_t *x, const char *addr, xprt_peer_t **out)
+static int split_addr(xprt_t *x, const char *addr, const char **rest, struct sockaddr_in *sin)
 {
-	if (!x || !addr || !out)
+	if (!x || !addr)
 		return -EINVAL;
 	const char *sep = strstr(addr, "://");
 	if (!sep)
@@ -216,16 +216,39 @@ int xprt_connect(xprt_t *x, const char *addr, xprt_peer_t **out)
 	enum xprt_kind k;
 	if (xprt_parse_proto(proto, &k) < 0 || k != x->kind)
 		return -EINVAL;
-	const char *rest = sep + 3;
-	if (k == XPRT_SHM) {
-		if (!xprt_shm_name_ok(rest))
-			return -EINVAL;
-		return xprt_peer_by_raw(x, rest, strlen(rest) + 1, out);
-	}
-	struct sockaddr_in sin;
-	if (parse_inet(rest, &sin) < 0)
+	*rest = sep + 3;
+	if (k == XPRT_SHM ? !xprt_shm_name_ok(*rest) : parse_inet(*rest, sin) < 0)
 		return -EINVAL;
+	return 0;
+}
+
+int xprt_ofi_connect(xprt_t *x, const char *addr, xprt_peer_t **out)
+{
+	const char *rest;
+	struct sockaddr_in sin;
+	int rc = split_addr(x, addr, &rest, &sin);
+	if (rc == 0)
+		rc = xprt_ofi_ensure(x);
+	if (rc < 0)
+		return rc;
+	if (x->kind == XPRT_SHM)
+		return xprt_peer_by_raw(x, rest, strlen(rest) + 1, out);
 	return xprt_peer_by_raw(x, &sin, sizeof sin, out);
+}
+
+int xprt_connect(xprt_t *x, const char *addr, xprt_peer_t **out)
+{
+	const char *rest;
+	struct sockaddr_in sin;
+	if (!out)
+		return -EINVAL;
+	int rc = split_addr(x, addr, &rest, &sin);
+	if (rc < 0)
+		return rc;
+	/* A server of ours on this node: no libfabric (xprt_local.c); else open it now. */
+	if (x->local_on && xprt_local_connect(x, addr, out) == 0)
+		return 0;
+	return xprt_ofi_connect(x, addr, out);
 }
 
 const char *xprt_peer_addr(const xprt_peer_t *p) { return p->addr; }

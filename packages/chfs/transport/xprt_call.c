@@ -258,6 +258,22 @@ void xprt_call_deliver(xprt_t *x, uint64_t id, const void *body, size_t len, int
 	pthread_mutex_unlock(&x->call_mu);
 }
 
+void xprt_call_fail_peer(xprt_t *x, xprt_peer_t *p, int err)
+{
+	for (;;) {
+		uint64_t id = 0;
+		pthread_mutex_lock(&x->call_mu);
+		for (int i = 0; i < XPRT_HASH && !id; i++)
+			for (struct xprt_call *c = x->calls[i]; c && !id; c = c->next)
+				if (c->peer == p)
+					id = c->id;
+		pthread_mutex_unlock(&x->call_mu);
+		if (!id)
+			return;
+		xprt_call_deliver(x, id, NULL, 0, err);
+	}
+}
+
 static int call_begin(xprt_t *x, struct xprt_call *c, xprt_peer_t *p, const void *req, size_t reqlen,
                       void *rep, size_t repcap, int timeout_ms)
 {
@@ -271,22 +287,26 @@ static int call_begin(xprt_t *x, struct xprt_call *c, xprt_peer_t *p, const void
 	pthread_cond_init(&c->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	c->x = x;
-	c->peer = p;
 	c->rep = rep;
 	c->repcap = repcap;
 	c->timeout_ms = timeout_ms;
 	c->id = atomic_fetch_add(&x->next_id, 1);
 	xprt_deadline(&c->deadline, timeout_ms);
 	xprt_deadline(&c->probe_at, XPRT_REACH_AFTER_MS);
+	/* A local peer connects on first use, or hands the call to libfabric (xprt_local.c). */
+	int rc = p->local ? xprt_local_route(x, p, &c->deadline, &p) : 0;
+	c->peer = p;
 	int want = x->nbufs_base + atomic_fetch_add(&x->calls_in_flight, 1) + 1;
-	if (want > x->nbufs)
+	if (!p->local && want > x->nbufs)
 		xprt_grow_bufs(x, want);
 	pthread_mutex_lock(&x->call_mu);
 	call_insert(x, c);
 	pthread_mutex_unlock(&x->call_mu);
 	atomic_fetch_add(&x->st.calls, 1);
-	int rc = xprt_send_msg(x, p, XPRT_MSG_REQUEST, c->id, x->self_raw, x->self_rawlen, req, reqlen,
-	                       &c->deadline);
+	if (rc == 0)
+		rc = p->local ? xprt_local_send_request(x, p, c->id, req, reqlen)
+		              : xprt_send_msg(x, p, XPRT_MSG_REQUEST, c->id, x->self_raw, x->self_rawlen, req,
+		                              reqlen, &c->deadline);
 	if (rc < 0) {
 		pthread_mutex_lock(&x->call_mu);
 		if (call_remove(x, c->id)) {
@@ -403,11 +423,12 @@ static void call_wait_polling(xprt_t *x, struct xprt_call *c, bool probe)
 static int call_finish(struct xprt_call *c, size_t *replen)
 {
 	xprt_t *x = c->x;
-	bool probe = xprt_reach_applies(x, c->peer) && ts_before(&c->probe_at, &c->deadline);
-	if (!x->caller_progress)
+	bool local = c->peer->local != NULL; /* its replies come from a reader thread, not the CQ */
+	bool probe = !local && xprt_reach_applies(x, c->peer) && ts_before(&c->probe_at, &c->deadline);
+	if (!x->caller_progress && !local)
 		xprt_poll_before_wait(x, &c->done);
 	pthread_mutex_lock(&x->call_mu);
-	if (x->caller_progress)
+	if (x->caller_progress && !local)
 		call_wait_polling(x, c, probe);
 	while (!c->done) {
 		const struct timespec *until = probe ? &c->probe_at : &c->deadline;

@@ -7,7 +7,11 @@
  * (request queue, worker pool, replies, RMA), xprt_mem.c (memory registration), xprt_fastinit.c
  * (cheap libfabric start-up), xprt_reach.c (failing fast on a refused tcp peer), xprt_shm.c (everything only the shm provider needs: incarnation
  * names, peers that follow restarts, the sleeping progress loop), shm_doorbell.c (the futex
- * wake-up file it uses, as shm has no CQ wait object in libfabric 1.17).
+ * wake-up file it uses, as shm has no CQ wait object in libfabric 1.17), xprt_local.c (the
+ * node-local transport: Unix sockets and process_vm_readv/writev, no libfabric; its server side
+ * in xprt_local_serve.c, what both share in xprt_local.h),
+ * xprt_local_dir.c (where its sockets live and when they are trusted), xprt_fi_dl.c
+ * (libfabric loaded on first use).
  *
  * Every posted libfabric operation carries a struct xprt_op as its context; the progress thread
  * dispatches on op->kind. Messages are untagged (fi_send/fi_recv): libfabric 1.17's shm matches
@@ -98,6 +102,9 @@ struct xprt_peer {
 	bool pinned;
 	char ep[XPRT_ADDR_MAX]; /* shm: endpoint name fi_addr was inserted for ("" = none) */
 	atomic_bool answered;   /* a reply from it arrived (xprt_reach.c probes only before) */
+	/* Reached over its node-local socket (xprt_local.c), not libfabric: client side, the
+	 * server's connection; server side, the connection a local request came on. */
+	struct xprt_lconn *local;
 };
 
 struct xprt_call {
@@ -126,12 +133,23 @@ struct xprt_req {
 	size_t bodylen;
 	struct xprt_rbuf *buf;      /* owns body */
 	struct xprt_rma_late *late; /* RMA operations given up on but maybe still running */
+	struct xprt_lconn *lconn;   /* a local connection's request (holds a reference), else NULL */
 };
 
 #define XPRT_HASH 1024
 
 struct xprt {
 	enum xprt_kind kind;
+	/* The libfabric endpoint: opened by xprt_open, except on a client with CHFS_XPRT_LOCAL=1,
+	 * where the first peer without a node-local socket opens it (xprt_ofi_ensure). */
+	pthread_mutex_t ofi_mu;
+	atomic_bool ofi_open;
+	int ofi_rc; /* the first failed attempt's error, returned to every later one */
+	bool ofi_tried;
+	char ofi_host[256]; /* xprt_opts.host, kept for the deferred open */
+	bool ofi_has_host;
+	bool local_on;            /* client: use servers' node-local sockets (CHFS_XPRT_LOCAL=1) */
+	struct xprt_local *local; /* xprt_local.c state, NULL until used */
 	char proto[16];
 	bool is_server;
 	struct fi_info *info;
@@ -210,7 +228,7 @@ struct xprt {
 
 	struct {
 		atomic_uint_fast64_t calls, requests, replies, rma_reads, rma_writes, rma_bytes, timeouts,
-		        wakeups, refused, peers;
+		        wakeups, refused, peers, local_peers;
 	} st;
 };
 
@@ -265,6 +283,8 @@ bool xprt_reach_applies(const xprt_t *x, const xprt_peer_t *p);
 /* 0 (someone listens, or cannot tell), -ECONNREFUSED, -EHOSTUNREACH or -ENETUNREACH. */
 int xprt_reach_probe(const xprt_peer_t *p, int timeout_ms);
 /* xprt_addr.c */
+/* xprt_connect without the node-local transport (opens the libfabric endpoint if needed). */
+int xprt_ofi_connect(xprt_t *x, const char *addr, xprt_peer_t **out);
 int xprt_parse_proto(const char *proto, enum xprt_kind *kind);
 const char *xprt_kind_name(enum xprt_kind k);
 int xprt_format_addr(enum xprt_kind k, const void *raw, size_t rawlen, char *buf, size_t size);
@@ -279,6 +299,8 @@ fi_addr_t xprt_peer_fi_addr(xprt_t *x, xprt_peer_t *p);
 /* xprt_call.c */
 int xprt_grow_bufs(xprt_t *x, int want);
 void xprt_call_deliver(xprt_t *x, uint64_t id, const void *body, size_t len, int err);
+/* Fail every call in flight to p with err (its local connection ended). */
+void xprt_call_fail_peer(xprt_t *x, xprt_peer_t *p, int err);
 /* Post a message (header already in place), retrying -FI_EAGAIN until the deadline. */
 int xprt_send_msg(xprt_t *x, xprt_peer_t *p, int kind, uint64_t id, const void *addr, size_t addrlen,
                   const void *body, size_t bodylen, const struct timespec *deadline);
@@ -293,7 +315,45 @@ void xprt_put_hdr(void *buf, const struct xprt_hdr *h);
 /* Decode and bounds-check a received message of len bytes; -EPROTO if malformed. */
 int xprt_get_hdr(const void *buf, size_t len, struct xprt_hdr *h);
 
+/* xprt_open.c: open the libfabric endpoint now if it is not open (once; a failure sticks). */
+int xprt_ofi_ensure(xprt_t *x);
+
+/* xprt_fi_dl.c */
+int xprt_fi_load(void); /* dlopen libfabric.so.1 (once); -ELIBACC with a message if impossible */
+bool xprt_fi_loaded(void);
+
+/* xprt_local_dir.c */
+#define XPRT_LOCAL_PATH_MAX 108 /* sun_path */
+int xprt_local_dir(char *buf, size_t size);
+int xprt_local_dir_make(const char *dir);  /* server: create or accept our own 0700 directory */
+int xprt_local_dir_check(const char *dir); /* client: ours, a directory, closed to others */
+int xprt_local_sock_check(const char *path);
+int xprt_local_sock_path(const char *dir, const char *addr, char *buf, size_t size);
+
+/* xprt_local.c */
+struct xprt_lconn;
+/* Client: a peer reached over addr's node-local socket, or -errno (use libfabric then). */
+int xprt_local_connect(xprt_t *x, const char *addr, xprt_peer_t **out);
+/* Before a call to local peer p: connect if not connected (within the call's deadline); *via
+ * is p, or the libfabric peer to use instead when the server cannot serve us locally. */
+int xprt_local_route(xprt_t *x, xprt_peer_t *p, const struct timespec *deadline, xprt_peer_t **via);
+int xprt_local_send_request(xprt_t *x, xprt_peer_t *p, uint64_t id, const void *body, size_t len);
+/* Server: publish x->self_addr's socket and accept connections. */
+int xprt_local_listen(xprt_t *x);
+int xprt_local_reply(xprt_req_t *r, const void *rep, size_t len);
+int xprt_local_rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local, size_t len,
+                   bool is_read);
+void xprt_local_conn_put(struct xprt_lconn *c);
+void xprt_local_stop(xprt_t *x); /* stop accepting, end the server's connections, unlink */
+void xprt_local_free(xprt_t *x); /* after the workers stopped */
+void xprt_local_after_fork(xprt_t *x);
+
 /* xprt_serve.c */
+struct xprt_rbuf *xprt_rbuf_get(void);
+void xprt_rbuf_put(struct xprt_rbuf *b);
+/* A request read from a local connection (which the request holds a reference to). */
+void xprt_serve_local_request(xprt_t *x, xprt_peer_t *peer, struct xprt_lconn *lc, struct xprt_rbuf *b,
+                              const struct xprt_hdr *h);
 void xprt_enqueue_request(xprt_t *x, struct xprt_rbuf *b, const struct xprt_hdr *h);
 void xprt_rma_complete(struct xprt_rmaop *op, int err);
 void xprt_workers_stop(xprt_t *x);

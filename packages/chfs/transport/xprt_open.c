@@ -214,21 +214,30 @@ static int open_endpoint(xprt_t *x)
 	return xprt_format_addr(x->kind, x->self_raw, len, x->self_addr, sizeof x->self_addr);
 }
 
-int xprt_open(const struct xprt_opts *o, xprt_t **out)
+/* The libfabric endpoint, its receive buffers and progress thread (xprt_ofi_ensure). */
+static int ofi_open(xprt_t *x, const struct xprt_opts *o)
 {
-	if (!o || !out)
-		return -EINVAL;
-	xprt_t *x = calloc(1, sizeof *x);
-	if (!x)
-		return -ENOMEM;
-	int rc = xprt_parse_proto(o->proto, &x->kind);
-	if (rc < 0) {
-		free(x);
-		return rc;
-	}
+	int rc = xprt_fi_load();
+	if (!rc)
+		rc = get_info(x, o, x->shm_name, sizeof x->shm_name);
+	if (!rc)
+		rc = open_endpoint(x);
+	if (!rc && x->kind == XPRT_SHM)
+		rc = xprt_shm_open_doorbell(x);
+	if (!rc)
+		rc = xprt_grow_bufs(x, x->nbufs_base);
+	if (!rc)
+		rc = xprt_progress_start(x);
+	return rc;
+}
+
+/* Everything of an xprt_t but the endpoint. */
+static void init_state(xprt_t *x, const struct xprt_opts *o)
+{
 	snprintf(x->proto, sizeof x->proto, "%s", xprt_kind_name(x->kind));
 	x->is_server = o->is_server;
 	x->nworkers = o->nworkers ? o->nworkers : 4;
+	pthread_mutex_init(&x->ofi_mu, NULL);
 	pthread_mutex_init(&x->peer_mu, NULL);
 	pthread_mutex_init(&x->call_mu, NULL);
 	pthread_mutex_init(&x->cq_mu, NULL);
@@ -247,17 +256,61 @@ int xprt_open(const struct xprt_opts *o, xprt_t **out)
 	x->caller_progress = !x->is_server && cp && strcmp(cp, "1") == 0;
 	atomic_init(&x->next_id, 1);
 	atomic_init(&x->next_key, 1);
-
-	rc = get_info(x, o, x->shm_name, sizeof x->shm_name);
-	if (!rc)
-		rc = open_endpoint(x);
-	if (!rc && x->kind == XPRT_SHM)
-		rc = xprt_shm_open_doorbell(x);
 	x->nbufs_base = x->is_server ? XPRT_NBUFS_SERVER : XPRT_NBUFS_CLIENT;
-	if (!rc)
-		rc = xprt_grow_bufs(x, x->nbufs_base);
-	if (!rc)
-		rc = xprt_progress_start(x);
+	if (o->host && snprintf(x->ofi_host, sizeof x->ofi_host, "%s", o->host) < (int)sizeof x->ofi_host)
+		x->ofi_has_host = true;
+}
+
+int xprt_ofi_ensure(xprt_t *x)
+{
+	if (atomic_load(&x->ofi_open))
+		return 0;
+	pthread_mutex_lock(&x->ofi_mu);
+	if (!x->ofi_tried) {
+		struct xprt_opts o = {.proto = x->proto,
+		                      .host = x->ofi_has_host ? x->ofi_host : NULL,
+		                      .is_server = x->is_server};
+		x->ofi_tried = true;
+		x->ofi_rc = ofi_open(x, &o);
+		if (x->ofi_rc == 0)
+			atomic_store(&x->ofi_open, true);
+	}
+	int rc = x->ofi_rc;
+	pthread_mutex_unlock(&x->ofi_mu);
+	return rc;
+}
+
+/* CHFS_XPRT_LOCAL: 1 = a client uses node-local sockets where servers publish them. */
+static int local_option(bool *on)
+{
+	const char *e = getenv("CHFS_XPRT_LOCAL");
+	*on = false;
+	if (!e || !*e || strcmp(e, "0") == 0)
+		return 0;
+	if (strcmp(e, "1") != 0) {
+		fprintf(stderr, "chfs: CHFS_XPRT_LOCAL=%s: expected 0 or 1\n", e);
+		return -EINVAL;
+	}
+	*on = true;
+	return 0;
+}
+
+int xprt_open(const struct xprt_opts *o, xprt_t **out)
+{
+	if (!o || !out)
+		return -EINVAL;
+	xprt_t *x = calloc(1, sizeof *x);
+	if (!x)
+		return -ENOMEM;
+	int rc = xprt_parse_proto(o->proto, &x->kind);
+	if (rc == 0 && !o->is_server)
+		rc = local_option(&x->local_on);
+	if (rc < 0) {
+		free(x);
+		return rc;
+	}
+	init_state(x, o);
+	rc = x->local_on ? 0 : xprt_ofi_ensure(x);
 	if (rc) {
 		xprt_close(x);
 		return rc;
@@ -270,6 +323,7 @@ void xprt_close(xprt_t *x)
 {
 	if (!x)
 		return;
+	xprt_local_stop(x);
 	xprt_workers_stop(x);
 	xprt_progress_stop(x);
 	if (x->ep)
@@ -288,6 +342,7 @@ void xprt_close(xprt_t *x)
 		free(x->bufs[i]);
 	free(x->bufs);
 	xprt_sends_free(x);
+	xprt_local_free(x);
 	xprt_peers_free(x);
 	fi_freeinfo(x->info);
 	free(x->workers);
@@ -297,8 +352,9 @@ void xprt_close(xprt_t *x)
 void xprt_abandon_after_fork(xprt_t *x)
 {
 	/* The parent still owns the endpoint, files and threads; the child keeps its hands off and
-	 * leaks the bookkeeping (threads do not exist in the child, locks may be held). */
-	(void)x;
+	 * leaks the bookkeeping (threads do not exist in the child, locks may be held); only the
+	 * descriptors of local connections are closed, so the servers see the parent alone. */
+	xprt_local_after_fork(x);
 }
 
 size_t xprt_max_msg(const xprt_t *x)
@@ -319,4 +375,5 @@ void xprt_get_stats(const xprt_t *x, struct xprt_stats *s)
 	s->wakeups = x->st.wakeups;
 	s->refused = x->st.refused;
 	s->peers = x->st.peers;
+	s->local_peers = x->st.local_peers;
 }

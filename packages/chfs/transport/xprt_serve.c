@@ -41,7 +41,7 @@ static struct xprt_rbuf *free_rbufs[FREE_RBUFS_MAX];
 static int nfree_rbufs;
 static pthread_mutex_t free_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static struct xprt_rbuf *rbuf_get(void)
+struct xprt_rbuf *xprt_rbuf_get(void)
 {
 	struct xprt_rbuf *b = NULL;
 	pthread_mutex_lock(&free_mu);
@@ -51,7 +51,7 @@ static struct xprt_rbuf *rbuf_get(void)
 	return b ? b : malloc(sizeof *b);
 }
 
-static void rbuf_put(struct xprt_rbuf *b)
+void xprt_rbuf_put(struct xprt_rbuf *b)
 {
 	pthread_mutex_lock(&free_mu);
 	if (nfree_rbufs < FREE_RBUFS_MAX) {
@@ -61,6 +61,9 @@ static void rbuf_put(struct xprt_rbuf *b)
 	pthread_mutex_unlock(&free_mu);
 	free(b);
 }
+
+static void dispatch(xprt_t *x, struct xprt_req *r, xprt_peer_t *peer, struct xprt_lconn *lc,
+                     struct xprt_rbuf *b, const struct xprt_hdr *h);
 
 void xprt_enqueue_request(xprt_t *x, struct xprt_rbuf *b, const struct xprt_hdr *h)
 {
@@ -75,7 +78,7 @@ void xprt_enqueue_request(xprt_t *x, struct xprt_rbuf *b, const struct xprt_hdr 
 		return;
 	}
 	if (xprt_peer_by_raw(x, b->data + XPRT_HDR_SIZE, h->addrlen, &peer) < 0 || !(r = malloc(sizeof *r)) ||
-	    !(nb = rbuf_get())) {
+	    !(nb = xprt_rbuf_get())) {
 		/* keep the receive posted; this request is dropped and its caller times out */
 		free(r);
 		if (xprt_post_recv(x, b) < 0)
@@ -90,6 +93,29 @@ void xprt_enqueue_request(xprt_t *x, struct xprt_rbuf *b, const struct xprt_hdr 
 	if (!atomic_load(&x->stopping) && xprt_post_recv(x, nb) < 0)
 		fprintf(stderr, "xprt: cannot post a receive buffer\n");
 
+	dispatch(x, r, peer, NULL, b, h);
+}
+
+void xprt_serve_local_request(xprt_t *x, xprt_peer_t *peer, struct xprt_lconn *lc, struct xprt_rbuf *b,
+                              const struct xprt_hdr *h)
+{
+	struct xprt_req *r = NULL;
+	xprt_admit_fn admit = atomic_load_explicit(&x->admit, memory_order_acquire);
+	bool ok = !admit || admit(b->data + XPRT_HDR_SIZE + h->addrlen, h->bodylen, x->admit_arg);
+	if (!ok)
+		atomic_fetch_add(&x->st.refused, 1);
+	if (!ok || !(r = malloc(sizeof *r))) { /* dropped: its caller times out, as over libfabric */
+		xprt_rbuf_put(b);
+		xprt_local_conn_put(lc);
+		return;
+	}
+	dispatch(x, r, peer, lc, b, h);
+}
+
+/* Hand an admitted request to the inline function, else to the worker queue. */
+static void dispatch(xprt_t *x, struct xprt_req *r, xprt_peer_t *peer, struct xprt_lconn *lc,
+                     struct xprt_rbuf *b, const struct xprt_hdr *h)
+{
 	r->next = NULL;
 	r->x = x;
 	r->peer = peer;
@@ -98,6 +124,7 @@ void xprt_enqueue_request(xprt_t *x, struct xprt_rbuf *b, const struct xprt_hdr 
 	r->bodylen = h->bodylen;
 	r->buf = b;
 	r->late = NULL;
+	r->lconn = lc;
 	atomic_fetch_add(&x->st.requests, 1);
 	static _Thread_local int in_inline;
 	xprt_inline_fn inl = atomic_load_explicit(&x->inline_fn, memory_order_acquire);
@@ -140,7 +167,9 @@ static void req_free(struct xprt_req *r)
 		r->late = NULL;
 		late_put(l);
 	}
-	rbuf_put(r->buf);
+	xprt_rbuf_put(r->buf);
+	if (r->lconn)
+		xprt_local_conn_put(r->lconn);
 	free(r);
 }
 
@@ -197,6 +226,15 @@ int xprt_serve(xprt_t *x, xprt_handler_fn h, void *arg)
 			return -rc;
 		x->nworkers_started++;
 	}
+	/* The node-local socket (xprt_local.c), unless CHFSD_LOCAL_SOCKET=0. Not fatal: clients
+	 * then use libfabric. */
+	const char *e = getenv("CHFSD_LOCAL_SOCKET");
+	if (!(e && strcmp(e, "0") == 0)) {
+		int rc = xprt_local_listen(x);
+		if (rc < 0)
+			fprintf(stderr, "xprt: no node-local socket for %s: %s\n", x->self_addr,
+			        strerror(-rc));
+	}
 	return 0;
 }
 
@@ -238,7 +276,9 @@ int xprt_reply(xprt_req_t *r, const void *rep, size_t len)
 	if (rep || !len) {
 		struct timespec deadline;
 		xprt_deadline(&deadline, REPLY_SEND_TIMEOUT_MS);
-		rc = xprt_send_msg(x, r->peer, XPRT_MSG_REPLY, r->id, NULL, 0, rep, len, &deadline);
+		rc = r->lconn
+		             ? xprt_local_reply(r, rep, len)
+		             : xprt_send_msg(x, r->peer, XPRT_MSG_REPLY, r->id, NULL, 0, rep, len, &deadline);
 	}
 	req_free(r);
 	return rc;
@@ -364,6 +404,16 @@ static int rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, 
 	if (len == 0)
 		return 0;
 	xprt_t *x = r->x;
+	if (r->lconn) {
+		int rc = xprt_local_rma(r, remote, off, local, len, is_read);
+		if (rc == 0) {
+			atomic_fetch_add(is_read ? &x->st.rma_reads : &x->st.rma_writes, 1);
+			atomic_fetch_add(&x->st.rma_bytes, len);
+		}
+		return rc;
+	}
+	/* Without FI_MR_VIRT_ADDR the provider addresses a region by offset (xprt_mem.c). */
+	uint64_t base = (x->mr_mode & FI_MR_VIRT_ADDR) ? remote->addr : 0;
 	fi_addr_t dest = xprt_peer_fi_addr(x, r->peer);
 	if (dest == FI_ADDR_NOTAVAIL)
 		return -EHOSTUNREACH;
@@ -377,8 +427,8 @@ static int rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, 
 		while (err == 0 && posted < len && n < RMA_WINDOW) {
 			size_t k = len - posted > XPRT_RMA_CHUNK ? XPRT_RMA_CHUNK : len - posted;
 			struct xprt_rmaop *op = rmaop_new();
-			err = op ? rma_post(r, dest, op, (char *)local + posted, k,
-			                    remote->addr + off + posted, remote->key, is_read, &deadline)
+			err = op ? rma_post(r, dest, op, (char *)local + posted, k, base + off + posted,
+			                    remote->key, is_read, &deadline)
 			         : -ENOMEM;
 			if (err) {
 				if (op)

@@ -2,7 +2,7 @@
  * xprt_bench.c — round-trip time and call rate of the transport against a forked echo server,
  * beside a raw libfabric ping-pong (raw_pingpong.c) measured in the same run.
  *
- * Usage: xprt-bench [-p tcp|shm|both] [-s seconds] [-r reps] [-o out.csv] [-x]
+ * Usage: xprt-bench [-p tcp|shm|both] [-s seconds] [-r reps] [-o out.csv] [-x] [-m all|both|new|handoff|local]
  * For each protocol and repetition, alternately: the raw ping-pong, the transport, and the
  * transport with caller progress and inline handlers turned off ("xprt-handoff", the path with
  * a thread hand-off at each end, as before; CHFS_XPRT_CALLER_PROGRESS=0, CHFS_XPRT_INLINE=0), 64 B
@@ -11,6 +11,8 @@
  * "threads" (one blocking xprt_call per thread). Per line: the median and 90th percentile time
  * per call (robust on a shared, noisy host) and calls/s; the same rows go to the CSV. -x adds the
  * bulk measurements (inline 16/32/64 KiB echo, RMA 1 MiB server-read and server-write, window 4).
+ * "xprt-local" is the node-local transport (xprt_local.c: Unix socket + process_vm_readv/writev)
+ * against the same server.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -220,12 +222,14 @@ static int run_raw(const char *proto)
 	return 0;
 }
 
-/* handoff: the path before caller progress and inline handlers, for the A/B comparison. */
-static int run_xprt(const char *proto, int bulk, int handoff)
+/* handoff: the path before caller progress and inline handlers, for the A/B comparison;
+ * local: the client reaches the server over its node-local socket (CHFS_XPRT_LOCAL=1). */
+static int run_xprt(const char *proto, int bulk, int handoff, int local)
 {
 	setenv("CHFS_XPRT_CALLER_PROGRESS", handoff ? "0" : "1", 1);
 	setenv("CHFS_XPRT_INLINE", handoff ? "0" : "1", 1);
-	cur_path = handoff ? "xprt-handoff" : "xprt";
+	setenv("CHFS_XPRT_LOCAL", local ? "1" : "0", 1);
+	cur_path = handoff ? "xprt-handoff" : local ? "xprt-local" : "xprt";
 	char addr[256];
 	pid_t pid = echo_server_start(proto, NULL, 4, addr, sizeof addr);
 	if (pid < 0)
@@ -245,8 +249,10 @@ static int run_xprt(const char *proto, int bulk, int handoff)
 	for (int i = 0; i < NWIN; i++)
 		measure_async(windows[i]);
 	for (int i = 1; i < NWIN; i++)
-		measure(strcmp(cur_path, "xprt") ? "xprt-handoff 64 B thr" : "xprt 64 B threads", 'E', 63,
-		        windows[i]);
+		measure(handoff ? "xprt-handoff 64 B thr"
+		        : local ? "xprt-local 64 B thr"
+		                : "xprt 64 B threads",
+		        'E', 63, windows[i]);
 	if (bulk) {
 		measure("inline echo 16 KiB", 'E', 16383, 4);
 		measure("inline echo 32 KiB", 'E', 32767, 4);
@@ -262,7 +268,7 @@ static int run_xprt(const char *proto, int bulk, int handoff)
 int main(int argc, char **argv)
 {
 	const char *protos = "both", *out = NULL;
-	int reps = 1, bulk = 0, opt, paths = 3;
+	int reps = 1, bulk = 0, opt, paths = 7;
 	while ((opt = getopt(argc, argv, "p:s:r:o:xm:h")) != -1) {
 		switch (opt) {
 		case 'p': protos = optarg; break;
@@ -270,13 +276,20 @@ int main(int argc, char **argv)
 		case 'r': reps = atoi(optarg); break;
 		case 'o': out = optarg; break;
 		case 'x': bulk = 1; break;
-		case 'm': paths = !strcmp(optarg, "new") ? 1 : !strcmp(optarg, "handoff") ? 2 : 3; break;
+		case 'm':
+			paths = !strcmp(optarg, "new")       ? 1
+			        : !strcmp(optarg, "handoff") ? 2
+			        : !strcmp(optarg, "local")   ? 4
+			        : !strcmp(optarg, "both")    ? 3
+			                                     : 7;
+			break;
 		default:
 			printf("usage: xprt-bench [-p tcp|shm|both] [-s seconds per test] [-r reps] [-o out.csv] [-x]\n"
-			       "                  [-m both|new|handoff]\n"
+			       "                  [-m all|both|new|handoff|local]\n"
 			       "64 B RTT and calls/s at 1, 4, 16 in flight over the CHFS transport, the transport with the\n"
 			       "old thread hand-offs (xprt-handoff) and a raw libfabric ping-pong, alternately;\n"
-			       "-x adds inline and RMA bandwidth.\n");
+			       "-x adds inline and RMA bandwidth. -m local: only the node-local transport\n"
+			       "(xprt-local, CHFS_XPRT_LOCAL=1); all (default): raw, xprt, handoff, local.\n");
 			return opt == 'h' ? 0 : 2;
 		}
 	}
@@ -298,12 +311,14 @@ int main(int argc, char **argv)
 			cur_proto = list[k];
 			cur_rep = rep;
 			printf("== %s, rep %d, %.1f s per test\n", list[k], rep, secs);
-			if (paths == 3 && (strcmp(list[k], "tcp") == 0 || strcmp(list[k], "shm") == 0))
+			if ((paths & 3) == 3 && (strcmp(list[k], "tcp") == 0 || strcmp(list[k], "shm") == 0))
 				run_raw(list[k]);
 			if (paths & 1)
-				rc |= run_xprt(list[k], bulk, 0);
+				rc |= run_xprt(list[k], bulk, 0, 0);
 			if (paths & 2)
-				rc |= run_xprt(list[k], 0, 1);
+				rc |= run_xprt(list[k], 0, 1, 0);
+			if (paths & 4)
+				rc |= run_xprt(list[k], bulk, 0, 1);
 		}
 	if (csv)
 		fclose(csv);

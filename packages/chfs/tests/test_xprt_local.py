@@ -1,0 +1,109 @@
+"""The node-local transport (transport/xprt_local.c) in a real pool: with CHFS_XPRT_LOCAL=1 a
+client whose servers are all on its node talks to them over their Unix sockets and
+process_vm_readv/writev and never loads libfabric; data written and read that way is intact,
+and chfsd removes its socket when it exits."""
+import os
+import shutil
+import tempfile
+
+import pytest
+
+from chfsutil import get, io, put, rand, sha, stat
+
+CHUNK = 65536
+
+
+@pytest.fixture
+def local_dir():
+    d = tempfile.mkdtemp(prefix="chfs-local-t-")  # mode 0700, ours: what chfsd accepts
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def local_pool(request_dir, **kw):
+    return {"extra_env": {"CHFS_XPRT_LOCAL": "1", "CHFS_LOCAL_DIR": request_dir}, **kw}
+
+
+@pytest.fixture
+def lpool(request, local_dir, tmp_path):
+    from ci.testlib.chfs_pool import ChfsPool
+    params = dict(getattr(request, "param", {}) or {})
+    pool = ChfsPool(tmp=str(tmp_path / "pool"), **local_pool(local_dir, **params))
+    pool.local_dir = local_dir
+    try:
+        yield pool
+    finally:
+        pool.stop()
+
+
+def loaded_objects(pool, *args, env=None):
+    """Shared objects chfs-io loads (LD_DEBUG=files) while running args."""
+    e = dict(env or pool.env, LD_DEBUG="files")
+    r = io(pool, *args, env=e)
+    return r.stderr.decode()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("lpool", [{}, {"proto": "shm"}], indirect=True, ids=["tcp", "shm"])
+def test_local_transport_round_trips_data(lpool):
+    assert len(os.listdir(lpool.local_dir)) == lpool.n, "every chfsd publishes one socket"
+    sizes = [0, 1, CHUNK - 1, CHUNK + 1, 3 * CHUNK + 17, 5 * (1 << 20) + 3]
+    for i, n in enumerate(sizes):
+        data = rand(n, 40 + i)
+        put(lpool, f"/l{i}", data)
+        assert stat(lpool, f"/l{i}")[1] == n
+        assert sha(get(lpool, f"/l{i}")) == sha(data)
+    big = rand(5 * (1 << 20) + 3, 45)
+    for off, ln in [(CHUNK - 10, 20), (CHUNK * 3 - 1, CHUNK * 2 + 2), (100, 1 << 20)]:
+        assert get(lpool, "/l5", off, ln) == big[off:off + ln]
+    # what went in over the local sockets reads back the same over libfabric, and back
+    ofi = dict(lpool.env, CHFS_XPRT_LOCAL="0")
+    assert sha(io(lpool, "get", "/l5", env=ofi).stdout) == sha(big)
+    data = rand(2 * (1 << 20) + 5, 49)
+    io(lpool, "put", "/ofi", 0, "create", input=data, env=ofi)
+    assert sha(get(lpool, "/ofi")) == sha(data)
+
+
+@pytest.mark.timeout(180)
+def test_local_transport_many_small_files(lpool):
+    io(lpool, "mkdir", "/many")
+    for i in range(150):
+        put(lpool, f"/many/f{i}", rand(100 + i, i))
+    for i in range(0, 150, 7):
+        assert get(lpool, f"/many/f{i}") == rand(100 + i, i)
+    names = io(lpool, "ls", "/many").stdout.decode().split()
+    assert sorted(names) == sorted(f"f{i}" for i in range(150))
+
+
+@pytest.mark.timeout(120)
+def test_client_never_loads_libfabric_when_every_server_is_local(lpool):
+    put(lpool, "/f", rand(300000, 1))
+    local = loaded_objects(lpool, "get", "/f")
+    assert "libchfs" in local, "LD_DEBUG output does not list the objects loaded"
+    assert "libfabric" not in local, "a client of an all-local pool loaded libfabric"
+    # the same command without the local transport does load it (the check can see it)
+    ofi = loaded_objects(lpool, "get", "/f", env=dict(lpool.env, CHFS_XPRT_LOCAL="0"))
+    assert "libfabric" in ofi
+
+
+@pytest.mark.timeout(120)
+def test_chfsd_removes_its_socket_at_exit(lpool):
+    assert len(os.listdir(lpool.local_dir)) == lpool.n
+    lpool.stop()
+    assert os.listdir(lpool.local_dir) == []
+
+
+@pytest.mark.timeout(120)
+def test_no_socket_with_chfsd_local_socket_0(local_dir, tmp_path):
+    from ci.testlib.chfs_pool import ChfsPool
+    pool = ChfsPool(tmp=str(tmp_path / "pool"), servers=2,
+                    extra_env={"CHFS_XPRT_LOCAL": "1", "CHFS_LOCAL_DIR": local_dir,
+                               "CHFSD_LOCAL_SOCKET": "0"})
+    try:
+        assert os.listdir(local_dir) == []
+        put(pool, "/x", b"over libfabric")  # the client falls back
+        assert get(pool, "/x") == b"over libfabric"
+    finally:
+        pool.stop()

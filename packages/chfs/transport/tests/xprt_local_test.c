@@ -1,0 +1,558 @@
+/*
+ * xprt_local_test.c — the node-local transport (xprt_local.c) against a real server in a forked
+ * child (echo_server.c), with CHFS_XPRT_LOCAL=1 and a private CHFS_LOCAL_DIR.
+ *
+ * Usage: xprt_local_test <proto> <case>; cases:
+ *   calls     calls of every size go over the local socket, and libfabric is never mapped here
+ *   inflight  1000 calls in flight from 4 threads
+ *   rma       16 MiB server-read and server-write by process_vm_readv/writev
+ *   cma       a client the server may not read (same uid, non-dumpable) falls back to libfabric
+ *   death     a SIGKILLed server fails the call in flight and the next one at once
+ *   hung      connecting to a stopped server costs nothing; a call to it times out at its
+ *             timeout (not sooner, not never), and works again once the server runs
+ *   mixed     one client, one local server and one over libfabric: the same registered buffer
+ *             serves RMA to both (desc.addr is the virtual address; tcp ignores it)
+ *   planted   a socket another uid planted, or one in a directory open to others, is ignored
+ * Bounded by alarm(); the server child dies with us (PR_SET_PDEATHSIG).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "echo_server.h"
+#include "xprt.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                     \
+	do {                                                                 \
+		if (!(cond)) {                                               \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                        \
+			fputc('\n', stderr);                                 \
+			failures++;                                          \
+		}                                                            \
+	} while (0)
+
+static const char *proto;
+static char dir[64];
+static char addr[256];
+static pid_t srv_pid = -1;
+static xprt_t *cx;
+static xprt_peer_t *srv;
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static bool libfabric_mapped(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	bool found = false;
+	while (f && fgets(line, sizeof line, f))
+		found |= strstr(line, "libfabric") != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
+static uint64_t local_peers(void)
+{
+	struct xprt_stats st;
+	xprt_get_stats(cx, &st);
+	return st.local_peers;
+}
+
+static int start_server(void)
+{
+	srv_pid = echo_server_start(proto, NULL, 4, addr, sizeof addr);
+	if (srv_pid < 0) {
+		fprintf(stderr, "cannot start %s server: %s\n", proto, strerror((int)-srv_pid));
+		return -1;
+	}
+	return 0;
+}
+
+static int open_client(void)
+{
+	struct xprt_opts o = {.proto = proto};
+	int rc = xprt_open(&o, &cx);
+	if (rc == 0)
+		rc = xprt_connect(cx, addr, &srv);
+	if (rc < 0)
+		fprintf(stderr, "client on %s to %s: %s\n", proto, addr, strerror(-rc));
+	return rc;
+}
+
+static int echo(size_t n)
+{
+	char *req = malloc(n + 1), *rep = malloc(n + 1);
+	req[0] = 'E';
+	fill_pattern(req + 1, n, (uint32_t)n);
+	size_t got = 0;
+	int rc = xprt_call(cx, srv, req, n + 1, rep, n + 1, &got, 5000);
+	CHECK(rc == 0, "echo %zu: %s", n, strerror(-rc));
+	CHECK(rc != 0 || (got == n && memcmp(rep, req + 1, n) == 0), "echo %zu: wrong reply (%zu B)", n, got);
+	free(req);
+	free(rep);
+	return rc;
+}
+
+static void case_calls(void)
+{
+	CHECK(local_peers() == 0, "connected before the first call");
+	echo(1);
+	CHECK(local_peers() == 1, "the server was not reached over its local socket");
+	size_t max = xprt_max_msg(cx);
+	size_t sizes[] = {0, 1, 64, 4096, 65536, max - 1};
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+		echo(sizes[i]);
+	unsigned char z[5] = {'Z'};
+	uint32_t n = 1000;
+	memcpy(z + 1, &n, 4);
+	char small[10];
+	size_t got = 0;
+	int rc = xprt_call(cx, srv, z, sizeof z, small, sizeof small, &got, 5000);
+	CHECK(rc == -EMSGSIZE && got == 1000, "short reply buffer: rc %d got %zu", rc, got);
+	char *big = calloc(1, max + 2);
+	rc = xprt_call(cx, srv, big, max + 1, NULL, 0, &got, 5000);
+	CHECK(rc == -EMSGSIZE, "oversized request: rc %d", rc);
+	free(big);
+	/* the admission function applies to local requests too: no reply */
+	double t0 = now_s();
+	rc = xprt_call(cx, srv, "X", 1, NULL, 0, &got, 300);
+	CHECK(rc == -ETIMEDOUT && now_s() - t0 >= 0.25, "refused request: rc %d", rc);
+	echo(10);
+	CHECK(!libfabric_mapped(), "libfabric is mapped in a client whose only server is local");
+}
+
+#define IF_THREADS 4
+#define IF_CALLS 250
+static void *inflight_worker(void *arg)
+{
+	long t = (long)arg, bad = 0;
+	xprt_call_t **c = calloc(IF_CALLS, sizeof *c);
+	char(*rep)[32] = calloc(IF_CALLS, sizeof *rep);
+	for (int i = 0; i < IF_CALLS; i++) {
+		char req[32];
+		int n = snprintf(req, sizeof req, "E%ld-%d", t, i);
+		if (xprt_call_start(cx, srv, req, (size_t)n, rep[i], sizeof rep[i], 20000, &c[i]) < 0) {
+			c[i] = NULL;
+			bad++;
+		}
+	}
+	for (int i = IF_CALLS - 1; i >= 0; i--) { /* reverse order: replies arrive out of order */
+		if (!c[i])
+			continue;
+		size_t got = 0;
+		char want[32];
+		int n = snprintf(want, sizeof want, "%ld-%d", t, i);
+		if (xprt_call_wait(c[i], &got) != 0 || got != (size_t)n || memcmp(rep[i], want, got) != 0)
+			bad++;
+	}
+	free(c);
+	free(rep);
+	return (void *)bad;
+}
+
+static void case_inflight(void)
+{
+	echo(1);
+	CHECK(local_peers() == 1, "the server was not reached over its local socket");
+	pthread_t th[IF_THREADS];
+	double t0 = now_s();
+	for (long i = 0; i < IF_THREADS; i++)
+		pthread_create(&th[i], NULL, inflight_worker, (void *)i);
+	long bad = 0;
+	for (int i = 0; i < IF_THREADS; i++) {
+		void *r;
+		pthread_join(th[i], &r);
+		bad += (long)r;
+	}
+	double dt = now_s() - t0;
+	CHECK(bad == 0, "%ld of %d calls in flight failed", bad, IF_THREADS * IF_CALLS);
+	printf("local: %d calls in flight from %d threads: %.0f calls/s\n", IF_THREADS * IF_CALLS, IF_THREADS,
+	       IF_THREADS * IF_CALLS / dt);
+}
+
+static void rma_one(char op, size_t len, uint32_t seed)
+{
+	char *buf = aligned_alloc(4096, len);
+	if (op == 'R')
+		fill_pattern(buf, len, seed);
+	else
+		memset(buf, 0, len);
+	xprt_mem_t *mr;
+	struct echo_rma_req q = {.len = len, .seed = seed};
+	int rc = xprt_mem_register(cx, buf, len, op == 'R' ? XPRT_MEM_REMOTE_READ : XPRT_MEM_REMOTE_WRITE,
+	                           &mr, &q.desc);
+	CHECK(rc == 0, "register %zu: %s", len, strerror(-rc));
+	unsigned char req[1 + sizeof q];
+	req[0] = (unsigned char)op;
+	memcpy(req + 1, &q, sizeof q);
+	int64_t out[2] = {-1, 0};
+	size_t got;
+	double t0 = now_s();
+	rc = xprt_call(cx, srv, req, sizeof req, out, sizeof out, &got, 60000);
+	double dt = now_s() - t0;
+	CHECK(rc == 0 && got == sizeof out && out[0] == 0, "rma %c %zu: rc %d server %d", op, len, rc,
+	      (int)out[0]);
+	if (op == 'R') {
+		CHECK((uint64_t)out[1] == fnv1a(buf, len), "server-read %zu: checksum mismatch", len);
+	} else {
+		char *want = malloc(len);
+		fill_pattern(want, len, seed);
+		CHECK(memcmp(buf, want, len) == 0, "server-write %zu: data mismatch", len);
+		free(want);
+	}
+	printf("local RMA %s %zu B: %.2f ms\n", op == 'R' ? "server-read" : "server-write", len, dt * 1e3);
+	xprt_mem_deregister(mr);
+	free(buf);
+}
+
+static void case_rma(void)
+{
+	echo(1);
+	CHECK(local_peers() == 1, "the server was not reached over its local socket");
+	size_t sizes[] = {1, 4096, 16 << 20};
+	for (size_t i = 0; i < 3; i++) {
+		rma_one('R', sizes[i], (uint32_t)i + 1);
+		rma_one('W', sizes[i], (uint32_t)i + 11);
+	}
+	/* a descriptor is bounded by its length: one byte past it is refused by the server */
+	char *buf = calloc(1, 4096);
+	xprt_mem_t *mr;
+	struct echo_rma_req q = {.len = 4097, .seed = 1};
+	xprt_mem_register(cx, buf, 4096, XPRT_MEM_REMOTE_WRITE, &mr, &q.desc);
+	unsigned char req[1 + sizeof q] = {'W'};
+	memcpy(req + 1, &q, sizeof q);
+	int64_t out[2] = {0, 0};
+	size_t got;
+	int rc = xprt_call(cx, srv, req, sizeof req, out, sizeof out, &got, 10000);
+	CHECK(rc == 0 && out[0] == -EINVAL, "write past the descriptor: rc %d server %d", rc, (int)out[0]);
+	xprt_mem_deregister(mr);
+	free(buf);
+	CHECK(!libfabric_mapped(), "libfabric is mapped in a client whose only server is local");
+}
+
+/* Both processes run as `nobody`; the client is non-dumpable, so the server's process_vm_readv
+ * is refused (EPERM) and the hello fails: the client uses libfabric for that server. */
+static int become_nobody(void)
+{
+	struct passwd *pw = getpwnam("nobody");
+	if (!pw || setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid) < 0 ||
+	    setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) < 0) {
+		fprintf(stderr, "cannot become nobody: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void case_cma(void)
+{
+	echo(100);
+	CHECK(local_peers() == 0, "a client the server cannot read was connected locally");
+	echo(100);
+	rma_one('R', 1 << 20, 5);
+	rma_one('W', 1 << 20, 6);
+}
+
+static void case_death(void)
+{
+	echo(10);
+	CHECK(local_peers() == 1, "the server was not reached over its local socket");
+	unsigned char s[5] = {'S'};
+	uint32_t ms = 20000;
+	memcpy(s + 1, &ms, 4);
+	char rep[16];
+	xprt_call_t *c;
+	int rc = xprt_call_start(cx, srv, s, sizeof s, rep, sizeof rep, 30000, &c);
+	CHECK(rc == 0, "start: %s", strerror(-rc));
+	usleep(200 * 1000);
+	double t0 = now_s();
+	kill(srv_pid, SIGKILL);
+	rc = xprt_call_wait(c, NULL);
+	double dt = now_s() - t0;
+	printf("local: call in flight failed %.1f ms after the server was killed: %s\n", dt * 1e3,
+	       strerror(-rc));
+	CHECK(rc == -EHOSTUNREACH && dt < 2.0, "call in flight to a killed server: rc %d after %.2f s", rc,
+	      dt);
+	t0 = now_s();
+	size_t got;
+	rc = xprt_call(cx, srv, "E1", 2, rep, sizeof rep, &got, 30000);
+	dt = now_s() - t0;
+	CHECK(rc == -EHOSTUNREACH && dt < 2.0, "next call to a killed server: rc %d after %.2f s", rc, dt);
+	waitpid(srv_pid, NULL, 0);
+	srv_pid = -1;
+}
+
+/* SIGSTOP, and wait until every thread of pid has stopped (delivery is asynchronous). */
+static void stop_server(void)
+{
+	kill(srv_pid, SIGSTOP);
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)srv_pid);
+	for (int i = 0; i < 1000; i++) {
+		FILE *f = fopen(path, "r");
+		char *p = f && fgets(buf, sizeof buf, f) ? strrchr(buf, ')') : NULL;
+		if (f)
+			fclose(f);
+		if (p && p[1] == ' ' && p[2] == 'T')
+			return;
+		usleep(1000);
+	}
+}
+
+static void case_hung(void)
+{
+	xprt_peer_t *again;
+	stop_server();
+	double t0 = now_s();
+	int rc = xprt_connect(cx, addr, &again);
+	CHECK(rc == 0 && again == srv && now_s() - t0 < 0.5, "connect to a stopped server: rc %d, %.2f s", rc,
+	      now_s() - t0);
+	t0 = now_s();
+	char rep[8];
+	size_t got;
+	rc = xprt_call(cx, srv, "E1", 2, rep, sizeof rep, &got, 1500);
+	double dt = now_s() - t0;
+	printf("local: call to a stopped server: %s after %.2f s (timeout 1.5 s)\n", strerror(-rc), dt);
+	CHECK(rc == -ETIMEDOUT && dt >= 1.4 && dt < 4.0, "call to a stopped server: rc %d after %.2f s", rc,
+	      dt);
+	kill(srv_pid, SIGCONT);
+	echo(10);
+	CHECK(local_peers() == 1, "the server was not reached over its local socket once it ran again");
+	/* stopped while connected: the call times out too, and the connection survives */
+	stop_server();
+	t0 = now_s();
+	rc = xprt_call(cx, srv, "E1", 2, rep, sizeof rep, &got, 1000);
+	dt = now_s() - t0;
+	CHECK(rc == -ETIMEDOUT && dt >= 0.9 && dt < 4.0, "connected, stopped: rc %d after %.2f s", rc, dt);
+	kill(srv_pid, SIGCONT);
+	echo(10);
+}
+
+static void case_mixed(void)
+{
+	char addr2[256];
+	setenv("CHFSD_LOCAL_SOCKET", "0", 1);
+	pid_t pid2 = echo_server_start(proto, NULL, 4, addr2, sizeof addr2);
+	unsetenv("CHFSD_LOCAL_SOCKET");
+	xprt_peer_t *srv2 = NULL;
+	int rc = pid2 > 0 ? xprt_connect(cx, addr2, &srv2) : -ECHILD;
+	CHECK(rc == 0, "second server: %s", strerror(-rc));
+	if (rc == 0) {
+		echo(1);
+		size_t len = 3 << 20;
+		char *buf = aligned_alloc(4096, len);
+		fill_pattern(buf, len, 77);
+		xprt_mem_t *mr;
+		struct echo_rma_req q = {.len = len, .seed = 77};
+		rc = xprt_mem_register(cx, buf, len, XPRT_MEM_REMOTE_READ | XPRT_MEM_REMOTE_WRITE, &mr,
+		                       &q.desc);
+		CHECK(rc == 0, "register: %s", strerror(-rc));
+		unsigned char req[1 + sizeof q] = {'R'};
+		memcpy(req + 1, &q, sizeof q);
+		xprt_peer_t *to[2] = {srv, srv2};
+		for (int i = 0; i < 2; i++) {
+			int64_t out[2] = {-1, 0};
+			size_t got;
+			rc = xprt_call(cx, to[i], req, sizeof req, out, sizeof out, &got, 30000);
+			CHECK(rc == 0 && out[0] == 0 && (uint64_t)out[1] == fnv1a(buf, len),
+			      "server-read from the %s server: rc %d server %d", i ? "libfabric" : "local",
+			      rc, (int)out[0]);
+		}
+		req[0] = 'W';
+		for (int i = 0; i < 2; i++) {
+			memset(buf, 0, len);
+			q.seed = 80 + (uint32_t)i;
+			memcpy(req + 1, &q, sizeof q);
+			int64_t out[2] = {-1, 0};
+			size_t got;
+			rc = xprt_call(cx, to[i], req, sizeof req, out, sizeof out, &got, 30000);
+			char *want = malloc(len);
+			fill_pattern(want, len, q.seed);
+			CHECK(rc == 0 && out[0] == 0 && memcmp(buf, want, len) == 0,
+			      "server-write from the %s server: rc %d", i ? "libfabric" : "local", rc);
+			free(want);
+		}
+		xprt_mem_deregister(mr);
+		free(buf);
+		CHECK(local_peers() == 1, "expected exactly one local peer");
+		CHECK(libfabric_mapped(), "a client with a remote peer has no libfabric");
+	}
+	if (pid2 > 0)
+		echo_server_kill(pid2);
+}
+
+/* A listener as `nobody` at path (in a forked child); returns its pid, or -1. */
+static pid_t plant(const char *path)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(p[0]);
+		if (become_nobody() < 0)
+			_exit(1);
+		int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+		if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 8) < 0) {
+			perror("plant");
+			_exit(1);
+		}
+		if (write(p[1], "k", 1) != 1)
+			_exit(1);
+		/* Count connections until killed: the parent checks none came. */
+		for (;;) {
+			int c = accept(fd, NULL, NULL);
+			if (c >= 0)
+				_exit(3);
+		}
+	}
+	close(p[1]);
+	char k;
+	bool ok = read(p[0], &k, 1) == 1;
+	close(p[0]);
+	return ok ? pid : -1;
+}
+
+static char *sock_path(char *buf, size_t size)
+{
+	size_t n = (size_t)snprintf(buf, size, "%s/", dir);
+	for (const char *a = addr; *a && n + 1 < size; a++)
+		buf[n++] = ((*a >= 'a' && *a <= 'z') || (*a >= 'A' && *a <= 'Z') ||
+		            (*a >= '0' && *a <= '9') || *a == '.')
+		                   ? *a
+		                   : '-';
+	struct stat st;
+	snprintf(buf + n, size - n, "@%llu",
+	         stat("/proc/self/ns/net", &st) == 0 ? (unsigned long long)st.st_ino : 0ULL);
+	return buf;
+}
+
+static void planted_try(const char *what)
+{
+	char path[128];
+	pid_t pl = plant(sock_path(path, sizeof path));
+	CHECK(pl > 0, "%s: cannot plant the socket", what);
+	struct stat st;
+	CHECK(lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_uid != 0, "%s: not planted", what);
+	cx = NULL;
+	if (open_client() == 0) {
+		echo(64); /* over libfabric */
+		CHECK(local_peers() == 0, "%s: the planted socket was used", what);
+	}
+	int status = 0;
+	CHECK(waitpid(pl, &status, WNOHANG) == 0, "%s: the planted listener got a connection", what);
+	kill(pl, SIGKILL);
+	waitpid(pl, NULL, 0);
+	xprt_close(cx);
+	cx = NULL;
+	unlink(path);
+}
+
+static void case_planted(void)
+{
+	/* 1: the directory belongs to nobody (created first by another user) */
+	CHECK(chown(dir, 65534, 65534) == 0, "chown: %s", strerror(errno));
+	planted_try("directory of another uid");
+	/* 2: our directory, but open to others */
+	CHECK(chown(dir, 0, 0) == 0 && chmod(dir, 0777) == 0, "chmod: %s", strerror(errno));
+	planted_try("directory open to others");
+	/* 3: our closed directory, the socket another uid's (planted while it was open) */
+	chmod(dir, 0777);
+	char path[128];
+	pid_t pl = plant(sock_path(path, sizeof path));
+	chmod(dir, 0700);
+	cx = NULL;
+	if (pl > 0 && open_client() == 0) {
+		echo(64);
+		CHECK(local_peers() == 0, "socket of another uid: used");
+	}
+	int status = 0;
+	CHECK(pl > 0 && waitpid(pl, &status, WNOHANG) == 0, "socket of another uid: got a connection");
+	kill(pl, SIGKILL);
+	waitpid(pl, NULL, 0);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 3) {
+		fprintf(stderr, "usage: %s <proto> calls|inflight|rma|cma|death|hung|mixed|planted\n",
+		        argv[0]);
+		return 2;
+	}
+	proto = argv[1];
+	const char *c = argv[2];
+	alarm(120);
+	bool cma = !strcmp(c, "cma"), planted = !strcmp(c, "planted");
+	if (cma && become_nobody() < 0)
+		return 1;
+	snprintf(dir, sizeof dir, "/tmp/chfs-local-test-XXXXXX");
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	setenv("CHFS_LOCAL_DIR", dir, 1);
+	setenv("CHFS_XPRT_LOCAL", "1", 1);
+	if (planted)
+		setenv("CHFSD_LOCAL_SOCKET", "0", 1); /* the server publishes nothing: the plant does */
+	int rc = start_server();
+	if (cma)
+		prctl(PR_SET_DUMPABLE, 0); /* after the fork: the server child stays dumpable */
+	if (rc == 0 && !planted)
+		rc = open_client();
+	if (rc == 0) {
+		if (!strcmp(c, "calls"))
+			case_calls();
+		else if (!strcmp(c, "inflight"))
+			case_inflight();
+		else if (!strcmp(c, "rma"))
+			case_rma();
+		else if (cma)
+			case_cma();
+		else if (!strcmp(c, "death"))
+			case_death();
+		else if (!strcmp(c, "hung"))
+			case_hung();
+		else if (!strcmp(c, "mixed"))
+			case_mixed();
+		else if (planted)
+			case_planted();
+		else {
+			fprintf(stderr, "unknown case %s\n", c);
+			failures++;
+		}
+	} else {
+		failures++;
+	}
+	xprt_close(cx);
+	if (srv_pid > 0)
+		echo_server_kill(srv_pid);
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", dir);
+	printf("local %s %s: %s\n", proto, c, failures ? "FAILED" : "ok");
+	return failures ? 1 : 0;
+}
