@@ -24,9 +24,9 @@
  * neither the caller's buffer nor its lifetime matters. -FI_EAGAIN (queue full, connection being
  * set up) is retried, kicking the progress thread, until the call's deadline.
  *
- * A call to a tcp peer that has never answered checks, after a short wait, that anyone listens
- * at its address at all (xprt_reach.c): rxm would otherwise retry a refused connection
- * silently until the deadline.
+ * A call to a tcp peer still waiting after a short while checks that anyone listens at its
+ * address at all, and again every second (xprt_reach.c): rxm would otherwise retry a refused
+ * connection silently until the deadline — also to a server that died under the call.
  */
 #include "xprt_internal.h"
 
@@ -117,18 +117,18 @@ int xprt_send_msg(xprt_t *x, xprt_peer_t *p, int kind, uint64_t id, const void *
 		x->sends = s;
 		pthread_mutex_unlock(&x->send_mu);
 	}
-	/* A request to a peer that never answered: while rxm keeps the send pending (connecting),
-	 * check once after a short while that anyone listens there at all (xprt_reach.c). */
+	/* A request: while rxm keeps the send pending (connecting), check after a short while, and
+	 * then every second, that anyone listens there at all (xprt_reach.c). */
 	bool probe = kind == XPRT_MSG_REQUEST && xprt_reach_applies(x, p);
 	struct timespec probe_at;
-	xprt_deadline(&probe_at, XPRT_REACH_AFTER_MS);
+	xprt_deadline(&probe_at, xprt_reach_first_ms(p));
 	for (unsigned spins = 0;; spins++) {
 		ssize_t rc = inject ? fi_inject(x->ep, msg, total, dest)
 		                    : fi_send(x->ep, msg, total, NULL, dest, &s->op);
 		if (rc == 0)
 			break;
 		if (rc == -FI_EAGAIN && probe && xprt_past(&probe_at)) {
-			probe = false;
+			xprt_deadline(&probe_at, XPRT_REACH_AGAIN_MS);
 			int r = xprt_reach_probe(p, XPRT_REACH_PROBE_MS);
 			if (r < 0)
 				rc = r; /* an errno value, as libfabric's codes below FI_ERRNO_OFFSET */
@@ -292,10 +292,10 @@ static int call_begin(xprt_t *x, struct xprt_call *c, xprt_peer_t *p, const void
 	c->timeout_ms = timeout_ms;
 	c->id = atomic_fetch_add(&x->next_id, 1);
 	xprt_deadline(&c->deadline, timeout_ms);
-	xprt_deadline(&c->probe_at, XPRT_REACH_AFTER_MS);
 	/* A local peer connects on first use, or hands the call to libfabric (xprt_local.c). */
 	int rc = p->local ? xprt_local_route(x, p, &c->deadline, &p) : 0;
 	c->peer = p;
+	xprt_deadline(&c->probe_at, xprt_reach_first_ms(p));
 	int want = x->nbufs_base + atomic_fetch_add(&x->calls_in_flight, 1) + 1;
 	if (!p->local && want > x->nbufs)
 		xprt_grow_bufs(x, want);
@@ -334,9 +334,10 @@ static int ms_until(const struct timespec *ts)
 	return ms <= 0 ? 0 : ms > 1 << 30 ? 1 << 30 : (int)ms;
 }
 
-/* The call is still waiting for a peer that never answered: if nobody listens at its address,
- * fail the call now instead of at its deadline (xprt_reach.c). Called with call_mu held. */
-static void call_check_reach(xprt_t *x, struct xprt_call *c)
+/* The call is still waiting: if nobody listens at its peer's address, fail the call now instead
+ * of at its deadline, else look again a second later (xprt_reach.c). Called with call_mu held;
+ * whether to probe again. */
+static bool call_check_reach(xprt_t *x, struct xprt_call *c)
 {
 	int left = ms_until(&c->deadline);
 	pthread_mutex_unlock(&x->call_mu);
@@ -346,6 +347,8 @@ static void call_check_reach(xprt_t *x, struct xprt_call *c)
 		c->result = rc;
 		c->done = true;
 	}
+	xprt_deadline(&c->probe_at, XPRT_REACH_AGAIN_MS);
+	return ts_before(&c->probe_at, &c->deadline);
 }
 
 /* The call timed out (call_mu held): fail it, unless a reply is being copied into it. */
@@ -407,8 +410,7 @@ static void call_wait_polling(xprt_t *x, struct xprt_call *c, bool probe)
 			continue;
 		}
 		if (probe) {
-			probe = false;
-			call_check_reach(x, c);
+			probe = call_check_reach(x, c);
 		} else {
 			call_timeout(x, c);
 		}
@@ -435,8 +437,7 @@ static int call_finish(struct xprt_call *c, size_t *replen)
 		if (pthread_cond_timedwait(&c->cv, &x->call_mu, until) != ETIMEDOUT || c->done)
 			continue;
 		if (probe) {
-			probe = false;
-			call_check_reach(x, c);
+			probe = call_check_reach(x, c);
 		} else {
 			call_timeout(x, c);
 		}

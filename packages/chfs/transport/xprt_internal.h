@@ -274,12 +274,14 @@ bool xprt_shm_poll_until(xprt_t *x, atomic_bool *flag, const struct timespec *un
 void xprt_fastinit_begin(void);
 void xprt_fastinit_end(void);
 
-/* xprt_reach.c: a call to a peer that never answered, without a reply after
- * XPRT_REACH_AFTER_MS, probes the peer's TCP port (at most XPRT_REACH_PROBE_MS) and fails at
- * once if nobody listens there. */
+/* xprt_reach.c: a call without a reply after XPRT_REACH_AFTER_MS (peer never answered) or
+ * XPRT_REACH_AGAIN_MS (it did), and every XPRT_REACH_AGAIN_MS after, probes the peer's TCP port
+ * (at most XPRT_REACH_PROBE_MS) and fails at once if nobody listens there. */
 #define XPRT_REACH_AFTER_MS 100
+#define XPRT_REACH_AGAIN_MS 1000
 #define XPRT_REACH_PROBE_MS 1000
-bool xprt_reach_applies(const xprt_t *x, const xprt_peer_t *p);
+bool xprt_reach_applies(const xprt_t *x, const xprt_peer_t *p); /* a tcp/sockets peer */
+int xprt_reach_first_ms(const xprt_peer_t *p);                  /* when to probe first */
 /* 0 (someone listens, or cannot tell), -ECONNREFUSED, -EHOSTUNREACH or -ENETUNREACH. */
 int xprt_reach_probe(const xprt_peer_t *p, int timeout_ms);
 /* xprt_addr.c */

@@ -332,6 +332,59 @@ static void case_timeout(void)
 	free(big);
 }
 
+/* A server that answered and then died (SIGKILL) fails the calls to it within a couple of
+ * seconds, not at their 30 s timeout: one waiting for its reply when it died, and one sent
+ * afterwards (rxm keeps that send queued while it reconnects in vain). xprt_reach.c probes
+ * a peer that answered before every XPRT_REACH_AGAIN_MS. */
+struct died_call {
+	int rc;
+	double dt;
+};
+
+static void *died_sleeper(void *arg)
+{
+	struct died_call *d = arg;
+	unsigned char req[5] = {'S'};
+	uint32_t ms = 20000; /* the server would reply after 20 s */
+	memcpy(req + 1, &ms, 4);
+	char rep[64];
+	size_t got;
+	double t0 = now_s();
+	d->rc = xprt_call(cx, srv, req, sizeof req, rep, sizeof rep, &got, 30000);
+	d->dt = now_s() - t0;
+	return NULL;
+}
+
+static void case_died(void)
+{
+	echo(10);
+	struct died_call d = {0};
+	pthread_t th;
+	pthread_create(&th, NULL, died_sleeper, &d);
+	usleep(300 * 1000);
+	double t0 = now_s();
+	echo_server_kill(srv_pid);
+	srv_pid = -1;
+	pthread_join(th, NULL);
+	double after_kill = now_s() - t0;
+	printf("%s call awaiting a reply when its server died: %s %.2f s after the kill\n", proto,
+	       strerror(-d.rc), after_kill);
+	CHECK(d.rc == -ECONNREFUSED || d.rc == -EHOSTUNREACH || d.rc == -ECONNRESET,
+	      "awaited reply of a killed server: rc %d (%s)", d.rc, strerror(-d.rc));
+	CHECK(after_kill < 3.0, "awaited reply of a killed server: failed %.2f s after the kill",
+	      after_kill);
+	char req[] = "Eafter", rep[16];
+	size_t got;
+	t0 = now_s();
+	int rc = xprt_call(cx, srv, req, sizeof req, rep, sizeof rep, &got, 30000);
+	double dt = now_s() - t0;
+	printf("%s call to a server that answered before and died: %s after %.2f s\n", proto,
+	       strerror(-rc), dt);
+	CHECK(rc == -ECONNREFUSED || rc == -EHOSTUNREACH || rc == -ECONNRESET,
+	      "call to a killed server: rc %d (%s)", rc, strerror(-rc));
+	CHECK(dt < 3.0, "call to a killed server (30 s timeout) took %.2f s", dt);
+}
+
 static void case_late(void)
 {
 	/* The server sleeps 800 ms before replying; we give up after 200 ms and free the reply
@@ -898,7 +951,7 @@ int main(int argc, char **argv)
 {
 	if (argc != 3) {
 		fprintf(stderr,
-		        "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|admit|bufs|onehop|sweep|sweep_attack|dblife(shm)|stall|slow(tcp)\n",
+		        "usage: %s <proto> echo|rma|concurrent|timeout|late|badaddr|restart|fork|idle|admit|bufs|onehop|sweep|sweep_attack|dblife(shm)|stall|slow|died(tcp)\n",
 		        argv[0]);
 		return 2;
 	}
@@ -937,6 +990,8 @@ int main(int argc, char **argv)
 		case_stall();
 	else if (!strcmp(c, "slow") && !strcmp(proto, "tcp"))
 		case_slow();
+	else if (!strcmp(c, "died") && !strcmp(proto, "tcp"))
+		case_died();
 	else if (!strcmp(c, "idle"))
 		case_idle();
 	else if (!strcmp(c, "onehop"))
