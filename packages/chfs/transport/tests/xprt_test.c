@@ -371,15 +371,14 @@ static void case_died(void)
 	       strerror(-d.rc), after_kill);
 	CHECK(d.rc == -ECONNREFUSED || d.rc == -EHOSTUNREACH || d.rc == -ECONNRESET,
 	      "awaited reply of a killed server: rc %d (%s)", d.rc, strerror(-d.rc));
-	CHECK(after_kill < 3.0, "awaited reply of a killed server: failed %.2f s after the kill",
-	      after_kill);
+	CHECK(after_kill < 3.0, "awaited reply of a killed server: failed %.2f s after the kill", after_kill);
 	char req[] = "Eafter", rep[16];
 	size_t got;
 	t0 = now_s();
 	int rc = xprt_call(cx, srv, req, sizeof req, rep, sizeof rep, &got, 30000);
 	double dt = now_s() - t0;
-	printf("%s call to a server that answered before and died: %s after %.2f s\n", proto,
-	       strerror(-rc), dt);
+	printf("%s call to a server that answered before and died: %s after %.2f s\n", proto, strerror(-rc),
+	       dt);
 	CHECK(rc == -ECONNREFUSED || rc == -EHOSTUNREACH || rc == -ECONNRESET,
 	      "call to a killed server: rc %d (%s)", rc, strerror(-rc));
 	CHECK(dt < 3.0, "call to a killed server (30 s timeout) took %.2f s", dt);
