@@ -74,7 +74,9 @@ int rpc_status(struct srvlist *s, unsigned idx, int xrc, const uint8_t *rep, siz
 		log_err("server %s is down (reported by the pool's failure detector)", addr);
 		return -EIO;
 	}
-	if (xrc == -ETIMEDOUT)
+	/* No reply, or nobody listens there any more (xprt_reach.c): the next call fetches the
+	 * member list, which says a server found dead is down (failing its calls at once). */
+	if (xrc == -ETIMEDOUT || xrc == -ECONNREFUSED || xrc == -EHOSTUNREACH || xrc == -ENETUNREACH)
 		client_list_stale();
 	if (xrc < 0 && client_cached_list_failed(s, idx, xrc))
 		return -ERESTART;
