@@ -355,6 +355,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		else if (rc == 0 && (q->which & (WIRE_SET_MODE | WIRE_SET_ATIME | WIRE_SET_MTIME |
 		                                 WIRE_SET_UID | WIRE_SET_GID)))
 			bmeta_note(d, S_ISREG(md.mode) ? BM_FATTR : BM_ATTR, q->path, NULL);
+		else if (rc == 0 && S_ISREG(md.mode) && (q->which & WIRE_SET_SIZE_MAX))
+			bmeta_note_written(d, q->path); /* its new mtime: on the backend after the data */
 		if (rc == 0) {
 			if (q->which & WIRE_SET_SIZE)
 				st_data_truncate(d->st, md.fileid, q->size); /* local-placement home */
