@@ -59,6 +59,7 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_STAGE_ENTRIES] = "stage-entries",
         [WOP_STAGE_FILES] = "stage-files",
         [WOP_META_SETTLE] = "meta-settle",
+        [WOP_RELINK_OWED] = "relink-owed",
 };
 
 const char *wire_op_name(unsigned op)
@@ -821,6 +822,11 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 			bad = -EINVAL;
 		break;
 	case WOP_META_SETTLE: dec_path(&d, r->path, 0, &bad); break;
+	case WOP_RELINK_OWED:
+		wdec_str(&d, r->addr, sizeof r->addr);
+		if (!d.err && !wire_addr_ok(r->addr, strlen(r->addr)))
+			bad = -EINVAL;
+		break;
 	case WOP_STAGE_ENTRY:
 		dec_path(&d, r->path, 0, &bad);
 		r->flags = wdec_u32(&d);

@@ -121,6 +121,9 @@ enum wire_op {
 	WOP_META_SETTLE,   /* str path (server to server: a create at path, which a rename to
 	                    * another server's name left, has the pending changes of path applied
 	                    * to the backend first; server/flush_settle.c) */
+	WOP_RELINK_OWED,   /* str addr (server to server: the server at addr starts; the receiver
+	                    * sends it the WOP_RELINKs it could not deliver before answering;
+	                    * server/relink_owed.c) */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);

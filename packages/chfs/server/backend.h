@@ -97,6 +97,9 @@ int bflocal_copy(struct chfsd *d, uint64_t fileid, const char *path, uint64_t *s
  * are then flushed only by bflush_wait and at shutdown); delay_s: flush a file this long after
  * its last write (< 0: at once). */
 int bflush_init(struct chfsd *d, int nthreads, double delay_s);
+/* Once the server is in the pool: fetch the backend names it missed while down (relink_owed.c),
+ * then let flushing begin (nothing is flushed before). */
+void bflush_release(struct chfsd *d);
 /* Shutdown: flush everything (failures stay dirty for the next run), stop the threads. */
 void bflush_stop(struct chfsd *d);
 /* A WRITE of a file to flush (MD_FLUSH) went to these segments here. */

@@ -399,6 +399,7 @@ int main(int argc, char **argv)
 		                          : strerror(-rc));
 		return 1;
 	}
+	bflush_release(&d);    /* (names renamed on the backend while it was down first) */
 	rebalance_publish(&d); /* direct access may start (unless a rebalance runs) */
 	if (pidfile) {
 		char pid[32];
@@ -441,8 +442,11 @@ int main(int argc, char **argv)
 	handover_stop(&d);
 	heartbeat_stop(&d);
 	members_stop_broadcaster(&d);
+	/* Everything written reaches the backend before we exit — while the transport still
+	 * works: a rename applied now tells the other servers the file's new backend name
+	 * (relink.c), and a local file's mtime is asked of its home. */
+	bflush_stop(&d);
 	xprt_close(d.x);
-	bflush_stop(&d); /* everything written reaches the backend before we exit */
 	st_close(d.st);
 	backend_close(d.bk);
 	ioe_stop();

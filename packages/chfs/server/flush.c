@@ -23,7 +23,9 @@
  * A local-placement file has no chunk bytes: its clients write its backing file directly, so
  * its entry stays for as long as the file exists and is dirty while the backing file's size or
  * mtime differ from its last flush, which copies the whole file (flush_local.c). A rename that
- * reached the backend moves an entry to the file's new name (relink.c).
+ * reached the backend moves an entry to the file's new name (relink.c). Nothing is flushed
+ * before bflush_release, once the server is in the pool: a rename may have reached the
+ * backend while it was down, and it first asks the others for such new names (relink_owed.c).
  *
  * Changes of names and attributes (flush_meta.c) are applied after the data: by bflush_wait's
  * meta phase (chfs_sync asks every server for the data phase first) and at shutdown.
@@ -78,6 +80,7 @@ static struct {
 	struct dirty *head;
 	struct chfsd *d;
 	int dirfd, stopping, nthreads;
+	int held; /* until bflush_release: no flush (this server may still miss backend names) */
 	unsigned round;
 	double delay;
 	pthread_t *threads;
@@ -332,6 +335,10 @@ static void *flusher(void *arg)
 	(void)arg;
 	pthread_mutex_lock(&fl.lock);
 	while (!fl.stopping) {
+		if (fl.held) {
+			pthread_cond_wait(&fl.work, &fl.lock);
+			continue;
+		}
 		double now = now_s(), next = now + 1.0;
 		struct dirty *pick = NULL;
 		for (struct dirty *e = fl.head; e && !pick; e = e->next) {
@@ -368,6 +375,8 @@ static void *flusher(void *arg)
 /* Flush every file once (delay ignored), waiting for busy ones (lock held). */
 static void flush_all(void)
 {
+	while (fl.held && !fl.stopping)
+		pthread_cond_wait(&fl.work, &fl.lock);
 	unsigned round = ++fl.round;
 	for (;;) {
 		struct dirty *e = fl.head;
@@ -413,6 +422,8 @@ static int reply_errors(struct chfsd *d, struct wenc *e, size_t budget, int flus
 	put32(np, 0);
 	if (!d->bk)
 		return 0;
+	if (flush)
+		brelink_deliver(d, NULL); /* backend names a member missed (relink_owed.c) */
 	pthread_mutex_lock(&fl.lock);
 	if (flush && phase != BFLUSH_META)
 		flush_all();
@@ -534,10 +545,22 @@ static void load_one(const char *name)
 	log_notice("write-back: %s still to flush from before the restart", path);
 }
 
+void bflush_release(struct chfsd *d)
+{
+	if (!d->bk || fl.dirfd < 0)
+		return;
+	brelink_pull(d); /* renames that reached the backend while this server was down */
+	pthread_mutex_lock(&fl.lock);
+	fl.held = 0;
+	pthread_cond_broadcast(&fl.work);
+	pthread_mutex_unlock(&fl.lock);
+}
+
 int bflush_init(struct chfsd *d, int nthreads, double delay_s)
 {
 	fl.d = d;
 	fl.delay = delay_s;
+	fl.held = 1;
 	int root = st_rootfd(d->st);
 	if (mkdirat(root, "bdirty", 0700) < 0 && errno != EEXIST)
 		return -errno;

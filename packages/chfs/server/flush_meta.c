@@ -12,7 +12,8 @@
  * "meta"; see lib/sync.c) and at shutdown after the data. Applying after the data is what makes
  * a rename right: data chunks are flushed to the name the file had when they were written
  * (md.link), and the rename then moves that file to its new name. Attribute records (a new
- * file, a chmod, a utimens, a rename's new name) copy the entry's current mode and times from
+ * file, a chmod, a utimens, a rename's new name, a write: its client's size report moved the
+ * mtime, which the data flush's copy does not carry) copy the entry's current mode and times from
  * CHFS, so whichever order the records of one path from several servers are applied in, the
  * last one leaves what CHFS shows. Once a rename is on the backend, the entry's md.link (where
  * its data go and come from) becomes the new name.
@@ -37,6 +38,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,7 @@
 struct mop {
 	off_t off; /* of the record in the log */
 	int op, err;
+	int busy; /* being applied (its entry may have been read already) */
 	char *path, *path2;
 	struct mop *next;
 };
@@ -142,6 +145,24 @@ void bmeta_note(struct chfsd *d, int op, const char *path, const char *path2)
 	if (rc)
 		log_err("backend change log (%s of %s): %s; this change may not reach the backend",
 		        bmeta_op_name(op), path, strerror(-rc));
+}
+
+void bmeta_note_written(struct chfsd *d, const char *path)
+{
+	if (!d->bk || mq.fd < 0)
+		return;
+	/* The last record queued already copies path's attributes (its create, a utimens, the
+	 * previous write report) and is not being applied: it will read the new mtime too. */
+	pthread_mutex_lock(&mq.lock);
+	const struct mop *last =
+	        mq.tail == &mq.head
+	                ? NULL
+	                : (const struct mop *)((const char *)mq.tail - offsetof(struct mop, next));
+	int covered = last && !last->busy && (last->op == BM_FATTR || last->op == BM_TRUNC) &&
+	              strcmp(last->path, path) == 0;
+	pthread_mutex_unlock(&mq.lock);
+	if (!covered)
+		bmeta_note(d, BM_FATTR, path, NULL);
 }
 
 void bmeta_note_create(struct chfsd *d, const char *path, const struct chfs_md *md)
@@ -434,17 +455,19 @@ static void apply(struct chfsd *d, const char *only, int background)
 	for (;;) {
 		pthread_mutex_lock(&mq.lock);
 		m = *pp;
+		int skip = m && ((only && !touches(m, only)) || (background && after_data(m->op)) ||
+		                 held_has(&held, m->path) || (*m->path2 && held_has(&held, m->path2)));
+		if (m && !skip)
+			m->busy = 1; /* a write reported from now on notes a record of its own */
 		pthread_mutex_unlock(&mq.lock);
 		if (!m)
 			break;
-		int rc = (only && !touches(m, only)) || (background && after_data(m->op)) ||
-		                         held_has(&held, m->path) || (*m->path2 && held_has(&held, m->path2))
-		                 ? 1
-		                 : apply_one(d, m);
+		int rc = skip ? 1 : apply_one(d, m);
 		if (rc < 0 && m->err != -rc)
 			log_err("%s of %s on the backend failed: %s (kept; retried at the next sync)",
 			        bmeta_op_name(m->op), m->path, strerror(-rc));
 		pthread_mutex_lock(&mq.lock);
+		m->busy = 0;
 		if (rc < 0)
 			m->err = -rc;
 		if (rc && m->op == BM_CHOWN) { /* a refused owner holds nothing else back */

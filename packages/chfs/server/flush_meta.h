@@ -36,6 +36,9 @@ void bmeta_stop(void);
 void bmeta_note(struct chfsd *d, int op, const char *path, const char *path2);
 /* What a new entry (CREATE) and a rename (both names here: from and to; INSERT: to only;
  * REMOVE_IF: from only) of md leave to do on the backend. */
+/* A write to regular file path was reported (its mtime moved): a BM_FATTR record, unless the
+ * last one queued is already path's attributes and not yet being applied. */
+void bmeta_note_written(struct chfsd *d, const char *path);
 void bmeta_note_create(struct chfsd *d, const char *path, const struct chfs_md *md);
 void bmeta_note_rename(struct chfsd *d, const char *from, const char *to, const struct chfs_md *md);
 /* 1 if a pending change removes or moves away the backend entry at path (a tombstone). */

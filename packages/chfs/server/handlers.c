@@ -355,6 +355,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		else if (rc == 0 && (q->which & (WIRE_SET_MODE | WIRE_SET_ATIME | WIRE_SET_MTIME |
 		                                 WIRE_SET_UID | WIRE_SET_GID)))
 			bmeta_note(d, S_ISREG(md.mode) ? BM_FATTR : BM_ATTR, q->path, NULL);
+		else if (rc == 0 && S_ISREG(md.mode) && (q->which & WIRE_SET_SIZE_MAX))
+			bmeta_note_written(d, q->path); /* its new mtime: on the backend after the data */
 		if (rc == 0) {
 			if (q->which & WIRE_SET_SIZE)
 				st_data_truncate(d->st, md.fileid, q->size); /* local-placement home */
@@ -384,6 +386,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	case WOP_STAGE_FILES: return stage_files(d, q, e);
 	case WOP_RELINK: return brelink_note(d, q->fileid, q->path);
 	case WOP_META_SETTLE: bmeta_settle_here(d, q->path); return 0;
+	case WOP_RELINK_OWED: brelink_deliver(d, q->addr); return 0;
 	case WOP_FLUSH: return bflush_wait(d, e, WIRE_HDR_LEN + WIRE_READDIR_MAX, (int)q->flags);
 	case WOP_WRITE: return do_write(d, r, q, w, e);
 	case WOP_READ: return do_read(d, r, q, w, e);
@@ -463,6 +466,7 @@ static int placed(unsigned op)
 	case WOP_ORPHAN_HOLD: /* renewed where the holder registered it, whatever the ring says */
 	case WOP_ORPHAN_DROP:
 	case WOP_META_SETTLE:
+	case WOP_RELINK_OWED:
 	case WOP_FLUSH_ERRORS:
 	case WOP_MOVED:
 	case WOP_LOCAL_PATH:

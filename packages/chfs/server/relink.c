@@ -8,7 +8,8 @@
  * as the file) still holds it: their next flush would make a new file under the old name. So
  * the server that applied the rename tells every member the file's new backend name
  * (WOP_RELINK); each keeps fileid → name in a table, rewrites its dirty entry, and maps the
- * path of later data requests of that file through the table.
+ * path of later data requests of that file through the table. A member that was down is told
+ * when it starts again, before it flushes (relink_owed.c).
  *
  * The table is appended to STORAGE/bdirty/relink.log (u64 fileid, u32 length, name; the last
  * record of a file wins) before WOP_RELINK is answered, so a restarted server still maps old
@@ -94,7 +95,7 @@ int brelink_init(struct chfsd *d, int bdirty_fd)
 	}
 	rl.end = off;
 	free(buf);
-	return 0;
+	return bowed_init(bdirty_fd); /* what other members missed (relink_owed.c) */
 }
 
 int brelink_note(struct chfsd *d, uint64_t fileid, const char *path)
@@ -147,37 +148,55 @@ void brelink_forget(struct chfsd *d, uint64_t fileid)
 	pthread_mutex_unlock(&rl.lock);
 }
 
+int brelink_name(struct chfsd *d, uint64_t fileid, char *path, size_t size)
+{
+	(void)d;
+	pthread_mutex_lock(&rl.lock);
+	struct link *l = *slot(fileid);
+	int rc = !l ? -ENOENT : strlen(l->path) >= size ? -ENAMETOOLONG : 0;
+	if (rc == 0)
+		strcpy(path, l->path);
+	pthread_mutex_unlock(&rl.lock);
+	return rc;
+}
+
+struct told {
+	uint64_t fileid;
+	struct wenc *e;
+};
+
+static void tell(struct chfsd *d, const char *addr, int down, void *arg)
+{
+	struct told *t = arg;
+	uint8_t rep[WIRE_HDR_LEN + 16];
+	int rc = down ? -EHOSTDOWN : chfsd_call(d, addr, t->e, rep, sizeof rep, NULL, d->timeout_ms);
+	if (rc) {
+		log_err("backend rename (file %016llx): server %s not told (%s); it is told when it starts "
+		        "again or at the next sync",
+		        (unsigned long long)t->fileid, addr, strerror(-rc));
+		bowed_add(d, addr, t->fileid);
+	}
+}
+
 void brelink_announce(struct chfsd *d, uint64_t fileid, const char *path)
 {
 	size_t cap = WIRE_HDR_LEN + 16 + strlen(path);
-	char *list = malloc(WIRE_LIST_MAX);
-	uint8_t *msg = malloc(cap), rep[WIRE_HDR_LEN + 16];
+	uint8_t *msg = malloc(cap);
 	int rc = brelink_note(d, fileid, path);
 	if (rc)
 		log_err("backend name of %s (file %016llx): %s", path, (unsigned long long)fileid,
 		        strerror(-rc));
-	if (!list || !msg) {
+	if (!msg) {
 		log_err("backend rename of %s: out of memory; other servers may flush it under its old name",
 		        path);
-		free(list);
-		free(msg);
 		return;
 	}
-	unsigned vnodes;
-	members_get(&d->mem, list, WIRE_LIST_MAX, &vnodes);
 	struct wenc e;
 	wenc_init(&e, msg, cap);
 	chfsd_req_hdr(d, &e, WOP_RELINK);
 	wenc_u64(&e, fileid);
 	wenc_str(&e, path);
-	for (char *sv = NULL, *ent = strtok_r(list, ",", &sv); ent; ent = strtok_r(NULL, ",", &sv)) {
-		const char *a = ent + WIRE_ID_LEN + 1;
-		if (strcmp(a, d->self) == 0)
-			continue;
-		if ((rc = chfsd_call(d, a, &e, rep, sizeof rep, NULL, d->timeout_ms)) != 0)
-			log_err("backend rename of %s: server %s not told (%s); it may flush the file under its old name",
-			        path, a, strerror(-rc));
-	}
-	free(list);
+	struct told t = {.fileid = fileid, .e = &e};
+	brelink_peers(d, tell, &t);
 	free(msg);
 }

@@ -112,6 +112,37 @@ def test_dirty_data_of_a_killed_server_reach_the_backend_after_its_restart(make_
     assert wait_for(lambda: backend_bytes(pool.backend, "k") == data, 30)
 
 
+def chfs_stat(pool, path):
+    """(size, mtime in whole seconds) as CHFS shows them."""
+    _, size, _, mtime = io(pool, "stat", path).stdout.split()
+    return int(size), int(mtime)
+
+
+@pytest.mark.timeout(90)
+def test_a_write_during_a_flush_leaves_the_last_bytes_size_and_mtime_on_the_backend(make_pool):
+    """A synced file rewritten: the flush thread (-U 1) starts copying, another write lands
+    while it copies, the thread copies again a second later, then chfs_sync. The backend ends
+    with the last bytes and CHFS's size and mtime — not the time of the last copy."""
+    pool = make_pool("-F", "1", "-U", "1")
+    path = os.path.join(pool.backend, "w")
+    put(pool, "/w", random.Random(7).randbytes(16 << 20))
+    io(pool, "sync")
+    flushed = os.stat(path).st_mtime_ns
+    time.sleep(1.1)
+    data = bytearray(random.Random(8).randbytes(16 << 20))
+    put(pool, "/w", data, create=False)
+    assert wait_for(lambda: os.stat(path).st_mtime_ns != flushed, 15)   # the copy has begun
+    put(pool, "/w", b"last write", off=len(data) - 5, create=False)      # (also grows the file)
+    data[len(data) - 5:] = b"last write"
+    time.sleep(2.5)                      # the thread copies it again, a second after that write
+    io(pool, "sync")
+    st = os.stat(path)
+    assert backend_bytes(pool.backend, "w") == bytes(data)
+    size, mtime = chfs_stat(pool, "/w")
+    assert size == len(data)
+    assert (st.st_size, int(st.st_mtime)) == (size, mtime)
+
+
 @pytest.mark.timeout(90)
 def test_a_full_backend_gives_a_clear_error_and_keeps_the_data_in_chfs(tmp_path, small_tmpfs):
     from ci.testlib.chfs_pool import ChfsPool

@@ -3,12 +3,14 @@ and a file written through a descriptor opened before its rename reached the bac
 DIR under their final name only, with every byte — striped or of local placement."""
 import os
 import random
+import signal
 import subprocess
 import sys
 
 import pytest
 
-from chfsutil import get, io, python_env
+import poolstatus
+from chfsutil import get, io, owner, python_env
 
 from test_backend_flush import backend_bytes, make_pool  # noqa: F401 (fixture)
 
@@ -124,3 +126,34 @@ def test_a_new_file_under_a_renamed_files_old_name_keeps_both_before_a_sync(make
     assert backend_files(pool) == sorted(want)
     for p, data in want.items():                          # and CHFS serves the same
         assert io(pool, "get", "/" + p, env=env).stdout == data
+
+
+
+@pytest.mark.timeout(180)
+def test_a_server_down_when_a_rename_reached_the_backend_flushes_under_the_new_name(make_pool):
+    """a -> b while a server holding dirty chunks of the file is killed; the server recording
+    the rename stops (SIGTERM: it flushes its data, then applies the rename on the backend —
+    the other server still down) and starts again; then the killed server restarts, b is
+    written again, and a sync. The restarted server must flush neither the old chunks nor the
+    new writes under the old name: the backend has b with every byte and no a."""
+    pool = make_pool("-F", "0")
+    a, b = "/old", "/new"
+    q = pool.addrs.index(owner(pool, b))            # holds the rename's record
+    x = next(j for j, addr in enumerate(pool.addrs) if j != q and addr != owner(pool, a))
+    data = bytearray(random.Random(9).randbytes(2 << 20))   # 32 chunks: some on every server
+    io(pool, "put", a, "0", "create", input=bytes(data))
+    pool.kill(x, signal.SIGKILL)           # its chunks of a stay dirty in its map (-F 0)
+    io(pool, "rename", a, b)
+    xaddr, pool.addrs[x] = pool.addrs[x], None     # (q rejoins through a live server)
+    pool.restart(q)                        # the rename reaches the backend, x down
+    assert backend_files(pool) == [b[1:]]
+    pool.addrs[x] = xaddr
+    pool.restart(x)
+    poolstatus.wait_settled(pool.env, pool.n)
+    patch = b"written after the restart" * 4000       # 100 kB over chunks of several servers
+    io(pool, "put", b, "300000", input=patch)
+    data[300000:300000 + len(patch)] = patch
+    io(pool, "sync")
+    assert get(pool, b) == bytes(data)
+    assert backend_files(pool) == [b[1:]]
+    assert backend_bytes(pool.backend, b[1:]) == bytes(data)

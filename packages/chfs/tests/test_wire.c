@@ -299,6 +299,13 @@ int main(void)
 	wenc_str(&e, "tcp://1.2.3.4:5");
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_JOIN), &req), -EINVAL);
 	begin(&e, buf, sizeof buf);
+	wenc_str(&e, "tcp://1.2.3.4:5");
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_RELINK_OWED), &req), 0);
+	CHECK(strcmp(req.addr, "tcp://1.2.3.4:5") == 0);
+	begin(&e, buf, sizeof buf);
+	wenc_str(&e, "not an address");
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_RELINK_OWED), &req), -EINVAL);
+	begin(&e, buf, sizeof buf);
 	list_put(&e, 3, 64, ID1 "=tcp://a:1," ID2 "=shm://b", ID2);
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), 0);
 	CHECK(req.epoch == 3 && req.vnodes == 64);

@@ -23,6 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (path_check_canonical(req.path, strlen(req.path), 1) != 0)
 			abort();
 	}
+	if (op == WOP_RELINK_OWED && !wire_addr_ok(req.addr, strlen(req.addr)))
+		abort();
 	if (op == WOP_WRITE || op == WOP_READ) {
 		uint64_t total = 0;
 		for (uint32_t i = 0; i < req.nseg; i++) {
