@@ -373,6 +373,43 @@ def test_auto_follows_the_guideline(tmp_path):
     assert explain(empty, guide, [PROBE_STATIC]) == "none"
 
 
+# run 3's figures (2026-11-25) with start-up and per-call columns: fuse is cheap per call but
+# slow to start, which the ratio column alone cannot see
+GUIDE_COSTS = "method,syscall,procs,comm,startup_ms,syscall_us,procs_us,comm_us\n" \
+    "none,1.10,0.57,0.38,0,0,0,0\nrewrite,0.86,1.50,0.98,2,0,250,0\nseccomp,7.35,5.80,0.71,4,9.0,2400,0\n" \
+    "ptrace,6.93,6.11,1.04,6,8.5,2600,0.4\nfuse,2.03,1.25,0.48,60,1.5,130,0\nexpected_calls,{calls},50,100000\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the fuse candidate needs root")
+def test_auto_adds_start_up_to_per_call_cost(tmp_path):
+    guide = tmp_path / "g.csv"
+    guide.write_text(GUIDE_COSTS.format(calls=1000))
+    pol = tmp_path / "app.yaml"  # the bench's application policy: a denial elsewhere, root allowed
+    pol.write_text(f"paths:\n  {tmp_path}/denied: deny\nrequire: {{root: true}}\n")
+    # the static writer: few trapped calls, so start-up decides: seccomp 4 + 1000 x 9 us = 13 ms
+    # beats fuse's 60 + 1000 x 1.5 us = 61.5 ms (the ratio alone, 2.03x against 7.35x, says fuse)
+    writer = [PROBE_STATIC, "write", str(tmp_path / "big"), "100", "4096"]
+    r = job(["explain", "-p", str(pol), "-g", str(guide), "--"] + writer)
+    assert r.returncode == 0 and r.stdout.startswith(f"auto: seccomp for {PROBE_STATIC} (static, kind syscall)"), \
+        r.stdout + r.stderr
+    # -v / explain print the estimate of every usable method and why rewrite is out
+    for est in ("seccomp 13.0 ms = start-up 4.0 + 1000 x 9.00 us", "ptrace 14.5 ms = start-up 6.0 + 1000 x 8.50 us",
+                "fuse 61.5 ms = start-up 60.0 + 1000 x 1.50 us", "not rewrite: rewrite applies only chfs:"):
+        assert est in r.stdout, r.stdout
+    # a shell job: 50 processes x 2.4 ms under seccomp outweigh fuse's start-up -> fuse
+    assert explain(pol, guide, ["sh", "-c", "ls | wc -l"]) == "fuse"
+    # a job expected to make many trapped calls: the per-call cost wins again -> fuse
+    guide.write_text(GUIDE_COSTS.format(calls=100000))
+    assert explain(pol, guide, writer) == "fuse"
+    # the kept rules: without root fuse is out, a static program never gets rewrite
+    pol.write_text(f"paths:\n  {tmp_path}/denied: deny\nrequire: {{root: false}}\n")
+    assert explain(pol, guide, writer) == "ptrace"  # 6 + 100000 x 8.5 us < 4 + 100000 x 9 us
+    chfs = tmp_path / "chfs.yaml"
+    chfs.write_text("paths:\n  /chfs: chfs:/\n")
+    assert explain(chfs, guide, [PROBE_STATIC]) == "ptrace"
+    assert explain(chfs, guide, ["/bin/cat"]) == "rewrite"  # dynamic: 2 ms + 0 per call
+
+
 def test_auto_runs_its_pick_and_says_why_with_v(tree):
     r = job(["-v", "-p", str(tree / "policy.yaml"), "--", PROBE_STATIC, "open", str(tree / "secret" / "key")])
     assert r.stdout == "ERR ENOENT\n"
