@@ -76,7 +76,9 @@ int cj_guideline_read(const char *path, struct cj_guideline *g)
 			continue;
 		char *rest = line, *name = strsep(&rest, ",");
 		bool header = strcmp(name, "method") == 0;
-		int row = header ? -1 : strcmp(name, "expected_calls") == 0 ? CJ_NMETHODS : cj_method_parse(name);
+		int row = header                                ? -1
+		          : strcmp(name, "expected_calls") == 0 ? CJ_NMETHODS
+		                                                : cj_method_parse(name);
 		if (header)
 			ncols = 1;
 		for (int c = 1; rest && c < 16; c++) {
