@@ -119,6 +119,35 @@ def test_denial_and_mapping_hold_for_raw_syscalls(tree, method, opts, probe):
 
 
 @pytest.mark.parametrize("method,opts", TRAPPING, ids=TRAP_IDS)
+def test_every_kind_of_link_into_a_denial_is_caught(tree, method, opts):
+    """The symlink check's shortcut (a path the kernel walks without meeting a link resolves to
+    itself) must still send every path with a link in it through the full resolution."""
+    pol = tree / "policy.yaml"
+    links = tree / "links"
+    links.mkdir()
+    os.symlink(tree / "link", links / "chain")                    # a link to a link to the secret
+    os.symlink(tree / "secret" / "key", links / "keylink")        # the last component is the link
+    os.symlink("../secret", links / "rel")                        # a relative link
+    os.symlink("/proc/self/cwd", links / "cwd")                   # a link to a magic link
+    os.symlink(tree / "nowhere", links / "dangling")
+
+    def out(*argv):
+        return run_method(method, opts, pol, [PROBE_STATIC] + list(argv), cwd=tree).stdout
+
+    assert out("open", "links/chain/key") == "ERR ENOENT\n"
+    assert out("open", "links/keylink") == "ERR ENOENT\n"
+    assert out("open", "links/rel/key") == "ERR ENOENT\n"
+    assert out("open", "links/cwd/secret/key") == "ERR ENOENT\n"
+    assert out("write", "links/rel/new", "0", "4096") == "ERR ENOENT\n"  # a file that does not exist yet
+    assert not (tree / "secret" / "new").exists()
+    # what the shortcut answers itself: no link met, or none before a missing component
+    assert out("open", "public/p") == "PUBLIC\n"
+    assert out("open", "links/missing/key") == "ERR ENOENT\n"
+    assert out("open", "links/dangling") == "ERR ENOENT\n"
+    assert out("stat", "shown.txt/x") == "ERR Not a directory\n"  # the probe names only ENOENT
+
+
+@pytest.mark.parametrize("method,opts", TRAPPING, ids=TRAP_IDS)
 def test_unmodified_programs_under_policy(tree, method, opts):
     pol = tree / "policy.yaml"
     r = run_method(method, opts, pol, ["cat", "real.txt"], cwd=tree)
