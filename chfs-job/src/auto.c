@@ -4,9 +4,10 @@
  * a shell, make or a script -> "procs" (many processes); anything else -> "syscall". The
  * guideline table (guideline.c, written by `chfs-job bench`) prices each method for each kind.
  * auto estimates each usable method's added wall time as its fixed start-up plus the calls a job
- * of that kind is expected to make times the method's added cost per call, and takes the
- * smallest: a ratio alone would pick a method that is cheap per call but slow to start for a job
- * that makes few trapped calls (a static writer whose writes no method traps). A table without
+ * is expected to make times the method's added cost per call (path calls for every job, and
+ * processes or round trips for a procs or comm job), and takes the smallest: a ratio alone
+ * would pick a method that is cheap per call but slow to start for a job that makes few trapped
+ * calls (a static writer whose writes no method traps). A table without
  * those figures (the original method,syscall,procs,comm) is read as before: the lowest ratio in
  * the kind's column. A method absent from the table is used only if nothing in it is usable. */
 #define _GNU_SOURCE
@@ -95,13 +96,15 @@ static int cheapest(const bool *usable, const double *cost)
 
 #define APPEND(buf, ...) snprintf((buf) + strlen(buf), sizeof(buf) - strlen(buf), __VA_ARGS__)
 
-/* The usable method g prices lowest for kind k (estimates, else ratios, else the order), or -1;
- * figs: the figures it was chosen by. */
-static int choose(const struct cj_guideline *g, enum cj_kind k, const bool *usable, char *figs, size_t flen)
+/* The usable method g prices lowest: by the estimates for kind priced, else by the ratios for
+ * kind k (older tables), else the first in order; -1 if none is usable. figs: the figures it was
+ * chosen by. */
+static int choose(const struct cj_guideline *g, enum cj_kind k, enum cj_kind priced, const bool *usable,
+                  char *figs, size_t flen)
 {
 	double est[CJ_NMETHODS], ratio[CJ_NMETHODS];
 	for (int m = 0; m < CJ_NMETHODS; m++) {
-		est[m] = cj_guideline_estimate_ms(g, (enum cj_method)m, k);
+		est[m] = cj_guideline_estimate_ms(g, (enum cj_method)m, priced);
 		ratio[m] = g->ratio[m][k];
 	}
 	int best = cheapest(usable, est);
@@ -110,11 +113,15 @@ static int choose(const struct cj_guideline *g, enum cj_kind k, const bool *usab
 		size_t n = 0;
 		for (int i = 0; i < ORDER_N && n < flen; i++) {
 			enum cj_method m = order[i];
-			if (usable[m] && est[m] >= 0)
-				n += (size_t)snprintf(figs + n, flen - n,
-				                      "%s%s %.1f ms = start-up %.1f + %.0f x %.2f us",
-				                      n ? "; " : "", cj_method_name(m), est[m],
-				                      g->startup_ms[m], g->expect[k], g->call_us[m][k]);
+			if (!usable[m] || est[m] < 0)
+				continue;
+			n += (size_t)snprintf(figs + n, flen - n,
+			                      "%s%s %.1f ms = start-up %.1f + %.0f x %.2f us", n ? "; " : "",
+			                      cj_method_name(m), est[m], g->startup_ms[m],
+			                      g->expect[CJ_K_SYSCALL], g->call_us[m][CJ_K_SYSCALL]);
+			if (priced != CJ_K_SYSCALL && n < flen)
+				n += (size_t)snprintf(figs + n, flen - n, " + %.0f x %.2f us",
+				                      g->expect[priced], g->call_us[m][priced]);
 		}
 		return best;
 	}
@@ -152,15 +159,20 @@ int cj_auto_pick(const struct cj_policy *p, char **argv, const char *guideline, 
 		if (!usable[m] && m != CJ_NONE)
 			APPEND(skipped, "; not %s: %s", cj_method_name(m), why);
 	}
-	int best = choose(g, k, usable, figs, sizeof(figs));
+	/* round trips are trapped only to hold them to io_limit.net: without it they cost no method
+	 * anything and a comm job is priced by its path calls alone */
+	enum cj_kind priced = k == CJ_K_COMM && !p->limit[CJ_NET] ? CJ_K_SYSCALL : k;
+	int best = choose(g, k, priced, usable, figs, sizeof(figs));
 	const char *linkage = !prog->elf ? "not ELF" : prog->dynamic ? "dynamic" : "static";
 	if (best < 0)
 		snprintf(reason, len, "no method can run %s (%s%s)%s", prog->path, linkage,
 		         prog->mpi ? ", MPI" : "", skipped);
 	else if (figs[0])
-		snprintf(reason, len, "auto: %s for %s (%s%s%s, kind %s): %s in %s%s", cj_method_name(best),
+		snprintf(reason, len, "auto: %s for %s (%s%s%s, kind %s%s): %s in %s%s", cj_method_name(best),
 		         prog->path, linkage, prog->mpi ? ", MPI" : "", prog->script ? ", script" : "",
-		         cj_kind_names[k], figs, guideline, skipped);
+		         cj_kind_names[k],
+		         priced != k ? ", round trips not trapped without io_limit.net" : "", figs, guideline,
+		         skipped);
 	else
 		snprintf(reason, len, "auto: %s for %s (%s, kind %s): no usable method measured in %s%s",
 		         cj_method_name(best), prog->path, linkage, cj_kind_names[k],

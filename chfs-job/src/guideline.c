@@ -9,8 +9,10 @@
  * open/close pair, a 64-process fork fan-out, a socket ping-pong). startup_ms is the method's fixed
  * cost (chfs-job -m M -- true, less bare true); X_us the added cost of one call of kind X over
  * bare (an open/close pair, one process of the fan-out, one round trip). The `expected_calls` row
- * says how many such calls a job of each kind is assumed to make. Lines starting with '#' are
- * comments; an empty field is a figure not measured. */
+ * says how many such calls a job of each kind is assumed to make. Every job makes path calls
+ * (its libraries, its files; MPI's start-up alone makes hundreds), so the estimate of a procs
+ * or comm job counts the syscall term too. Lines starting with '#' are comments; an empty field
+ * is a figure not measured. */
 #define _GNU_SOURCE
 #include "guideline.h"
 
@@ -96,7 +98,11 @@ int cj_guideline_read(const char *path, struct cj_guideline *g)
 
 double cj_guideline_estimate_ms(const struct cj_guideline *g, enum cj_method m, enum cj_kind k)
 {
-	if (g->startup_ms[m] < 0 || g->call_us[m][k] < 0 || g->expect[k] < 0)
-		return -1;
-	return g->startup_ms[m] + g->expect[k] * g->call_us[m][k] / 1000.0;
+	const enum cj_kind ks[2] = {CJ_K_SYSCALL, k};
+	double ms = g->startup_ms[m];
+	for (int i = 0; i < (k == CJ_K_SYSCALL ? 1 : 2) && ms >= 0; i++)
+		ms = g->call_us[m][ks[i]] < 0 || g->expect[ks[i]] < 0
+		             ? -1
+		             : ms + g->expect[ks[i]] * g->call_us[m][ks[i]] / 1000.0;
+	return ms;
 }

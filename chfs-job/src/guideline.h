@@ -21,8 +21,9 @@ struct cj_guideline {
 
 /* Read the CSV at path into g (figures it lacks left < 0). -errno if it cannot be read. */
 int cj_guideline_read(const char *path, struct cj_guideline *g);
-/* Estimated added wall time (ms) of method m for a job of kind k: start-up + expected calls x
- * per-call; < 0 if the table lacks one of the three figures. */
+/* Estimated added wall time (ms) of method m for a job of kind k: start-up + expected path
+ * calls x their cost (every job makes them) + for procs and comm, expected calls of the kind x
+ * theirs; < 0 if the table lacks a figure. */
 double cj_guideline_estimate_ms(const struct cj_guideline *g, enum cj_method m, enum cj_kind k);
 
 #endif

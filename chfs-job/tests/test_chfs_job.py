@@ -406,13 +406,14 @@ def test_auto_follows_the_guideline(tmp_path):
 # slow to start, which the ratio column alone cannot see
 GUIDE_COSTS = "method,syscall,procs,comm,startup_ms,syscall_us,procs_us,comm_us\n" \
     "none,1.10,0.57,0.38,0,0,0,0\nrewrite,0.86,1.50,0.98,2,0,250,0\nseccomp,7.35,5.80,0.71,4,9.0,2400,0\n" \
-    "ptrace,6.93,6.11,1.04,6,8.5,2600,0.4\nfuse,2.03,1.25,0.48,60,1.5,130,0\nexpected_calls,{calls},50,100000\n"
+    "ptrace,6.93,6.11,1.04,6,8.5,2600,0.4\nfuse,2.03,1.25,0.48,{fuse_start},1.5,130,0\n" \
+    "expected_calls,{calls},50,100000\n"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the fuse candidate needs root")
 def test_auto_adds_start_up_to_per_call_cost(tmp_path):
     guide = tmp_path / "g.csv"
-    guide.write_text(GUIDE_COSTS.format(calls=1000))
+    guide.write_text(GUIDE_COSTS.format(calls=1000, fuse_start=60))
     pol = tmp_path / "app.yaml"  # the bench's application policy: a denial elsewhere, root allowed
     pol.write_text(f"paths:\n  {tmp_path}/denied: deny\nrequire: {{root: true}}\n")
     # the static writer: few trapped calls, so start-up decides: seccomp 4 + 1000 x 9 us = 13 ms
@@ -427,8 +428,23 @@ def test_auto_adds_start_up_to_per_call_cost(tmp_path):
         assert est in r.stdout, r.stdout
     # a shell job: 50 processes x 2.4 ms under seccomp outweigh fuse's start-up -> fuse
     assert explain(pol, guide, ["sh", "-c", "ls | wc -l"]) == "fuse"
+    # an MPI job pays for its path calls; its round trips count only when io_limit.net traps
+    # them: here ptrace's 0.4 us x 100,000 is not charged, seccomp 4 + 1000 x 9 us wins ...
+    r = job(["explain", "-p", str(pol), "-g", str(guide), "--", MPI_PROG])
+    assert r.stdout.startswith("auto: seccomp") and "round trips not trapped without io_limit.net" in r.stdout \
+        and "ptrace 14.5 ms = start-up 6.0 + 1000 x 8.50 us in" in r.stdout, r.stdout
+    # ... and with fuse's start-up at 5 ms, fuse 5 + 1000 x 1.5 us beats seccomp's 13 ms
+    guide.write_text(GUIDE_COSTS.format(calls=1000, fuse_start=5))
+    assert explain(pol, guide, [MPI_PROG]) == "fuse"
+    # under a network limit (rewrite and fuse out) the round trips are priced too:
+    # seccomp 4 + 9 + 100000 x 0 us against ptrace 6 + 8.5 + 100000 x 0.4 us
+    net = tmp_path / "net.yaml"
+    net.write_text("io_limit: {net: 10MB/s}\n")
+    r = job(["explain", "-p", str(net), "-g", str(guide), "--", MPI_PROG])
+    assert r.stdout.startswith("auto: seccomp") and "ptrace 54.5 ms = start-up 6.0 + 1000 x 8.50 us + 100000 x 0.40 us" \
+        in r.stdout, r.stdout
     # a job expected to make many trapped calls: the per-call cost wins again -> fuse
-    guide.write_text(GUIDE_COSTS.format(calls=100000))
+    guide.write_text(GUIDE_COSTS.format(calls=100000, fuse_start=60))
     assert explain(pol, guide, writer) == "fuse"
     # the kept rules: without root fuse is out, a static program never gets rewrite
     pol.write_text(f"paths:\n  {tmp_path}/denied: deny\nrequire: {{root: false}}\n")
