@@ -7,9 +7,9 @@
  * is expected to make times the method's added cost per call (path calls for every job, and
  * processes or round trips for a procs or comm job), and takes the smallest: a ratio alone
  * would pick a method that is cheap per call but slow to start for a job that makes few trapped
- * calls (a static writer whose writes no method traps). A table without
- * those figures (the original method,syscall,procs,comm) is read as before: the lowest ratio in
- * the kind's column. A method absent from the table is used only if nothing in it is usable. */
+ * calls (a static writer whose writes no method traps). A table without those figures (the
+ * original method,syscall,procs,comm) is read as before: the lowest ratio in the kind's column.
+ * A method absent from the table is used only if nothing in it is usable. */
 #define _GNU_SOURCE
 #include "auto.h"
 #include "guideline.h"
