@@ -119,6 +119,35 @@ def test_denial_and_mapping_hold_for_raw_syscalls(tree, method, opts, probe):
 
 
 @pytest.mark.parametrize("method,opts", TRAPPING, ids=TRAP_IDS)
+def test_every_kind_of_link_into_a_denial_is_caught(tree, method, opts):
+    """The symlink check's shortcut (a path the kernel walks without meeting a link resolves to
+    itself) must still send every path with a link in it through the full resolution."""
+    pol = tree / "policy.yaml"
+    links = tree / "links"
+    links.mkdir()
+    os.symlink(tree / "link", links / "chain")                    # a link to a link to the secret
+    os.symlink(tree / "secret" / "key", links / "keylink")        # the last component is the link
+    os.symlink("../secret", links / "rel")                        # a relative link
+    os.symlink("/proc/self/cwd", links / "cwd")                   # a link to a magic link
+    os.symlink(tree / "nowhere", links / "dangling")
+
+    def out(*argv):
+        return run_method(method, opts, pol, [PROBE_STATIC] + list(argv), cwd=tree).stdout
+
+    assert out("open", "links/chain/key") == "ERR ENOENT\n"
+    assert out("open", "links/keylink") == "ERR ENOENT\n"
+    assert out("open", "links/rel/key") == "ERR ENOENT\n"
+    assert out("open", "links/cwd/secret/key") == "ERR ENOENT\n"
+    assert out("write", "links/rel/new", "0", "4096") == "ERR ENOENT\n"  # a file that does not exist yet
+    assert not (tree / "secret" / "new").exists()
+    # what the shortcut answers itself: no link met, or none before a missing component
+    assert out("open", "public/p") == "PUBLIC\n"
+    assert out("open", "links/missing/key") == "ERR ENOENT\n"
+    assert out("open", "links/dangling") == "ERR ENOENT\n"
+    assert out("stat", "shown.txt/x") == "ERR Not a directory\n"  # the probe names only ENOENT
+
+
+@pytest.mark.parametrize("method,opts", TRAPPING, ids=TRAP_IDS)
 def test_unmodified_programs_under_policy(tree, method, opts):
     pol = tree / "policy.yaml"
     r = run_method(method, opts, pol, ["cat", "real.txt"], cwd=tree)
@@ -371,6 +400,59 @@ def test_auto_follows_the_guideline(tmp_path):
     empty = tmp_path / "empty.yaml"
     empty.write_text("trace_fork: true\n")
     assert explain(empty, guide, [PROBE_STATIC]) == "none"
+
+
+# run 3's figures (2026-11-25) with start-up and per-call columns: fuse is cheap per call but
+# slow to start, which the ratio column alone cannot see
+GUIDE_COSTS = "method,syscall,procs,comm,startup_ms,syscall_us,procs_us,comm_us\n" \
+    "none,1.10,0.57,0.38,0,0,0,0\nrewrite,0.86,1.50,0.98,2,0,250,0\nseccomp,7.35,5.80,0.71,4,9.0,2400,0\n" \
+    "ptrace,6.93,6.11,1.04,6,8.5,2600,0.4\nfuse,2.03,1.25,0.48,{fuse_start},1.5,130,0\n" \
+    "expected_calls,{calls},50,100000\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the fuse candidate needs root")
+def test_auto_adds_start_up_to_per_call_cost(tmp_path):
+    guide = tmp_path / "g.csv"
+    guide.write_text(GUIDE_COSTS.format(calls=1000, fuse_start=60))
+    pol = tmp_path / "app.yaml"  # the bench's application policy: a denial elsewhere, root allowed
+    pol.write_text(f"paths:\n  {tmp_path}/denied: deny\nrequire: {{root: true}}\n")
+    # the static writer: few trapped calls, so start-up decides: seccomp 4 + 1000 x 9 us = 13 ms
+    # beats fuse's 60 + 1000 x 1.5 us = 61.5 ms (the ratio alone, 2.03x against 7.35x, says fuse)
+    writer = [PROBE_STATIC, "write", str(tmp_path / "big"), "100", "4096"]
+    r = job(["explain", "-p", str(pol), "-g", str(guide), "--"] + writer)
+    assert r.returncode == 0 and r.stdout.startswith(f"auto: seccomp for {PROBE_STATIC} (static, kind syscall)"), \
+        r.stdout + r.stderr
+    # -v / explain print the estimate of every usable method and why rewrite is out
+    for est in ("seccomp 13.0 ms = start-up 4.0 + 1000 x 9.00 us", "ptrace 14.5 ms = start-up 6.0 + 1000 x 8.50 us",
+                "fuse 61.5 ms = start-up 60.0 + 1000 x 1.50 us", "not rewrite: rewrite applies only chfs:"):
+        assert est in r.stdout, r.stdout
+    # a shell job: 50 processes x 2.4 ms under seccomp outweigh fuse's start-up -> fuse
+    assert explain(pol, guide, ["sh", "-c", "ls | wc -l"]) == "fuse"
+    # an MPI job pays for its path calls; its round trips count only when io_limit.net traps
+    # them: here ptrace's 0.4 us x 100,000 is not charged, seccomp 4 + 1000 x 9 us wins ...
+    r = job(["explain", "-p", str(pol), "-g", str(guide), "--", MPI_PROG])
+    assert r.stdout.startswith("auto: seccomp") and "round trips not trapped without io_limit.net" in r.stdout \
+        and "ptrace 14.5 ms = start-up 6.0 + 1000 x 8.50 us in" in r.stdout, r.stdout
+    # ... and with fuse's start-up at 5 ms, fuse 5 + 1000 x 1.5 us beats seccomp's 13 ms
+    guide.write_text(GUIDE_COSTS.format(calls=1000, fuse_start=5))
+    assert explain(pol, guide, [MPI_PROG]) == "fuse"
+    # under a network limit (rewrite and fuse out) the round trips are priced too:
+    # seccomp 4 + 9 + 100000 x 0 us against ptrace 6 + 8.5 + 100000 x 0.4 us
+    net = tmp_path / "net.yaml"
+    net.write_text("io_limit: {net: 10MB/s}\n")
+    r = job(["explain", "-p", str(net), "-g", str(guide), "--", MPI_PROG])
+    assert r.stdout.startswith("auto: seccomp") and "ptrace 54.5 ms = start-up 6.0 + 1000 x 8.50 us + 100000 x 0.40 us" \
+        in r.stdout, r.stdout
+    # a job expected to make many trapped calls: the per-call cost wins again -> fuse
+    guide.write_text(GUIDE_COSTS.format(calls=100000, fuse_start=60))
+    assert explain(pol, guide, writer) == "fuse"
+    # the kept rules: without root fuse is out, a static program never gets rewrite
+    pol.write_text(f"paths:\n  {tmp_path}/denied: deny\nrequire: {{root: false}}\n")
+    assert explain(pol, guide, writer) == "ptrace"  # 6 + 100000 x 8.5 us < 4 + 100000 x 9 us
+    chfs = tmp_path / "chfs.yaml"
+    chfs.write_text("paths:\n  /chfs: chfs:/\n")
+    assert explain(chfs, guide, [PROBE_STATIC]) == "ptrace"
+    assert explain(chfs, guide, ["/bin/cat"]) == "rewrite"  # dynamic: 2 ms + 0 per call
 
 
 def test_auto_runs_its_pick_and_says_why_with_v(tree):
