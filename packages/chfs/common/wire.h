@@ -121,6 +121,10 @@ enum wire_op {
 	WOP_META_SETTLE,   /* str path (server to server: a create at path, which a rename to
 	                    * another server's name left, has the pending changes of path applied
 	                    * to the backend first; server/flush_settle.c) */
+	WOP_WRITE_REPORT,  /* str path, u64 end, then WRITE's body -> u64 written, i32 report status:
+	                    * a WRITE to the owner of the file's name (path) that also reports the
+	                    * writer's size, as SETATTR WIRE_SET_SIZE_MAX of end after the data are
+	                    * written (lib/io.c; saves the close's SETATTR) */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);
