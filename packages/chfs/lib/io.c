@@ -18,7 +18,9 @@
  * report's end is not dirty: its close, fsync and stat send no SETATTR. Anything else (the
  * owner holds none of the pieces, the local fast path wrote them, a linked, renamed or orphan
  * file: the owner answers the report with an error) leaves the descriptor dirty as before, and
- * ns_report_size reports at close.
+ * ns_report_size reports at close. Each report costs the owner a record update: a descriptor
+ * reports on its first REPORT_EVERY writes, then on every REPORT_EVERY-th (a long stream of
+ * small writes pays 1/REPORT_EVERY of them; its close reports unless its last write did).
  *
  * Reads: each segment reports how many bytes the server's backing file had ("got"); missing
  * bytes read as zeros (holes). Only if some segment came back short does the client ask the
@@ -36,6 +38,7 @@
 #include <unistd.h>
 
 #define INLINE_MAX (64u * 1024)
+#define REPORT_EVERY 16
 
 struct piece {
 	unsigned server;
@@ -167,7 +170,9 @@ static int build_msg(struct ioreq *q, const struct chfs_md *md, int is_write, co
 static int plan_report(struct srvlist *s, struct chfs_file *f, struct ioreq *rq, size_t nrq, uint64_t end)
 {
 	pthread_mutex_lock(&f->lock);
-	int skip = f->orphan || (f->md.flags & MD_LINKED) || !f->md.fileid;
+	uint64_t n = f->writes++;
+	int skip = f->orphan || (f->md.flags & MD_LINKED) || !f->md.fileid ||
+	           (n >= REPORT_EVERY && n % REPORT_EVERY);
 	char *path = skip ? NULL : strdup(f->path);
 	pthread_mutex_unlock(&f->lock);
 	if (skip)

@@ -58,6 +58,19 @@ def test_close_of_a_file_written_at_its_owner_sends_no_setattr(chfs_pool):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 1}], indirect=True)
+def test_a_long_stream_of_small_writes_reports_on_every_16th_and_at_close(chfs_pool):
+    # Each report costs the owner a record update: the first 16 writes of a descriptor carry
+    # one, then every 16th (n = 16, 32); the 40th did not, so the close reports.
+    before = ops(chfs_pool)
+    io(chfs_pool, "smallwrites", "/s", 40, 4096)
+    d = delta(before, ops(chfs_pool))
+    assert (d.get("write-report"), d.get("write"), d.get("setattr")) == (18, 22, 1), d
+    assert stat(chfs_pool, "/s")[1] == 40 * 4096
+    assert get(chfs_pool, "/s") == bytes(k % 251 for k in range(40 * 4096))
+
+
+@pytest.mark.timeout(120)
 def test_writers_own_stat_before_close_sends_no_setattr_and_others_see_the_size(chfs_pool):
     io(chfs_pool, "create", "/held", SMALL_CHUNK)
     before = ops(chfs_pool)
