@@ -3,7 +3,8 @@
  * shared directory): every MPI rank works on its own NFILES names DIR/r<rank>.f<i>, phase by
  * phase, each phase timed from a barrier to the slowest rank's end:
  *
- *   create      chfs_create + chfs_close (an empty file)
+ *   create      chfs_create + chfs_close (an empty file; with -w BYTES, chfs_create + chfs_write
+ *               of BYTES + chfs_close: the create-write-close rate of small files)
  *   stat        chfs_stat of each file
  *   readdir     rank 0 lists the directory with chfs_readdir (rate: entries/s; the others wait)
  *   open-close  chfs_open(O_RDONLY) + chfs_close
@@ -28,6 +29,8 @@
 #include <chfs.h>
 
 static int rank, nprocs, nfiles = 1000;
+static size_t wbytes; /* -w: bytes each create writes */
+static char *wbuf;
 static const char *dir = "/mdtest", *label = "run", *csv_path;
 
 static void die(const char *what, const char *path)
@@ -95,7 +98,8 @@ static void one(int phase, int i)
 	int fd;
 	switch (phase) {
 	case 0:
-		if ((fd = chfs_create(p, O_WRONLY | O_TRUNC, 0644)) < 0 || chfs_close(fd) < 0)
+		if ((fd = chfs_create(p, O_WRONLY | O_TRUNC, 0644)) < 0 ||
+		    (wbytes && chfs_write(fd, wbuf, wbytes) != (ssize_t)wbytes) || chfs_close(fd) < 0)
 			die("create", p);
 		break;
 	case 1:
@@ -123,25 +127,28 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
 	int opt;
-	while ((opt = getopt(argc, argv, "n:d:l:o:h")) != -1) {
+	while ((opt = getopt(argc, argv, "n:d:l:o:w:h")) != -1) {
 		switch (opt) {
 		case 'n': nfiles = atoi(optarg); break;
 		case 'd': dir = optarg; break;
 		case 'l': label = optarg; break;
 		case 'o': csv_path = optarg; break;
+		case 'w': wbytes = (size_t)strtoull(optarg, NULL, 0); break;
 		default:
 			if (rank == 0)
 				fprintf(opt == 'h' ? stdout : stderr,
-				        "usage: chfs-md-bench [-n FILES per rank] [-d DIR] [-l LABEL] [-o CSV]\n");
+				        "usage: chfs-md-bench [-n FILES per rank] [-d DIR] [-l LABEL] [-o CSV] [-w BYTES]\n");
 			MPI_Finalize();
 			return opt == 'h' ? 0 : 2;
 		}
 	}
-	if (nfiles <= 0 || chfs_init(NULL) != 0)
+	if (nfiles <= 0 || (wbytes && !(wbuf = calloc(1, wbytes))) || chfs_init(NULL) != 0)
 		die("chfs_init", NULL);
 	if (rank == 0 && chfs_mkdir(dir, 0755) != 0 && errno != EEXIST)
 		die("mkdir", dir);
 	static const char *names[] = {"create", "stat", "readdir", "open-close", "remove", "stat-miss"};
+	if (wbytes)
+		names[0] = "create-write";
 	FILE *csv = rank == 0 && csv_path ? fopen(csv_path, "a") : NULL;
 	for (int phase = 0; phase < 6; phase++) {
 		barrier();
@@ -169,6 +176,7 @@ int main(int argc, char **argv)
 	if (rank == 0)
 		chfs_rmdir(dir);
 	chfs_term();
+	free(wbuf);
 	MPI_Finalize();
 	return 0;
 }

@@ -60,6 +60,7 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_STAGE_FILES] = "stage-files",
         [WOP_META_SETTLE] = "meta-settle",
         [WOP_RELINK_OWED] = "relink-owed",
+        [WOP_WRITE_REPORT] = "write-report",
 };
 
 const char *wire_op_name(unsigned op)
@@ -733,13 +734,19 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		r->fileid = wdec_u64(&d);
 		dec_setattr(&d, r, &bad);
 		break;
+	case WOP_WRITE_REPORT: /* the file's name and the size reported, then WRITE's body */
+		dec_path(&d, r->path2, 0, &bad);
+		r->size = wdec_u64(&d);
+		if (!d.err && r->size > WIRE_MAX_OFFSET)
+			bad = -EINVAL;
+		/* fall through */
 	case WOP_WRITE:
 	case WOP_READ:
 		r->fileid = wdec_u64(&d);
 		dec_tag(&d, &r->tag, &bad);
 		dec_backend_path(&d, r, &bad);
 		dec_segs(&d, r, &bad);
-		if (r->h.op == WOP_WRITE && !d.err && !bad) {
+		if (r->h.op != WOP_READ && !d.err && !bad) {
 			r->data = wdec_bytes(&d, UINT32_MAX, &n);
 			r->data_len = n;
 			if (!d.err && !r->has_rma && r->data_len != r->seg_total)

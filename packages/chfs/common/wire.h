@@ -124,6 +124,10 @@ enum wire_op {
 	WOP_RELINK_OWED,   /* str addr (server to server: the server at addr starts; the receiver
 	                    * sends it the WOP_RELINKs it could not deliver before answering;
 	                    * server/relink_owed.c) */
+	WOP_WRITE_REPORT,  /* str path, u64 end, then WRITE's body -> u64 written, i32 report status:
+	                    * a WRITE to the owner of the file's name (path) that also reports the
+	                    * writer's size, as SETATTR WIRE_SET_SIZE_MAX of end after the data are
+	                    * written (lib/io.c; saves the close's SETATTR) */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);

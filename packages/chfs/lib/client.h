@@ -152,6 +152,7 @@ struct chfs_file {
 	off_t pos;
 	uint64_t written_end;  /* highest offset this descriptor wrote */
 	int dirty;             /* written_end or mtime not yet reported to the owner */
+	uint64_t writes;       /* write transfers so far (paces the size reports, io.c) */
 	struct direct *direct; /* local fast path: backing files of this node's servers, by address */
 	unsigned ndirect;
 	/* CHFS_BUF_SIZE write-back buffer: one run of sequential small writes, flushed when a

@@ -12,6 +12,16 @@
  * pulls (write) or pushes (read) it by RMA — no copy on the client. Requests to several servers
  * run concurrently when CHFS_ASYNC_ACCESS=1 or the call is larger than CHFS_RDMA_THRESH.
  *
+ * Size reports: a write whose pieces include one for the owner of the file's name sends that
+ * piece as WOP_WRITE_REPORT, which also records the write's end (and mtime) in the file's record
+ * once the data are written. A descriptor whose every write so far ends at or below such a
+ * report's end is not dirty: its close, fsync and stat send no SETATTR. Anything else (the
+ * owner holds none of the pieces, the local fast path wrote them, a linked, renamed or orphan
+ * file: the owner answers the report with an error) leaves the descriptor dirty as before, and
+ * ns_report_size reports at close. Each report costs the owner a record update: a descriptor
+ * reports on its first REPORT_EVERY writes, then on every REPORT_EVERY-th (a long stream of
+ * small writes pays 1/REPORT_EVERY of them; its close reports unless its last write did).
+ *
  * Reads: each segment reports how many bytes the server's backing file had ("got"); missing
  * bytes read as zeros (holes). Only if some segment came back short does the client ask the
  * owner for the file size, to return a short count at end of file.
@@ -28,6 +38,7 @@
 #include <unistd.h>
 
 #define INLINE_MAX (64u * 1024)
+#define REPORT_EVERY 16
 
 struct piece {
 	unsigned server;
@@ -44,6 +55,8 @@ struct ioreq {
 	size_t msglen, repcap, replen;
 	xprt_call_t *call;
 	int rc;
+	char *report; /* WOP_WRITE_REPORT: the file's name (this request goes to its owner), or NULL */
+	uint64_t report_end;
 };
 
 static int cmp_piece(const void *a, const void *b)
@@ -105,8 +118,9 @@ static int build_msg(struct ioreq *q, const struct chfs_md *md, int is_write, co
                      const struct xprt_rma_desc *desc, uint64_t epoch)
 {
 	size_t len = WIRE_HDR_LEN + 8 + 12 + (md->flags & MD_PATHED ? 4 + strlen(md->link) : 0) + 4 +
-	             24 * (size_t)q->nseg + 4 + 24 + 4 + (is_write && !q->rma ? q->total : 0);
-	q->repcap = WIRE_HDR_LEN + 16 + 8 * (size_t)q->nseg + (!is_write && !q->rma ? q->total : 0);
+	             24 * (size_t)q->nseg + 4 + 24 + 4 + (is_write && !q->rma ? q->total : 0) +
+	             (q->report ? 4 + strlen(q->report) + 8 : 0);
+	q->repcap = WIRE_HDR_LEN + 16 + 8 * (size_t)q->nseg + (!is_write && !q->rma ? q->total : 0) + 4;
 	q->msg = malloc(len);
 	q->rep = malloc(q->repcap);
 	if (!q->msg || !q->rep)
@@ -114,6 +128,10 @@ static int build_msg(struct ioreq *q, const struct chfs_md *md, int is_write, co
 	struct wenc e;
 	wenc_init(&e, q->msg, len);
 	wenc_reserve(&e, WIRE_HDR_LEN);
+	if (q->report) {
+		wenc_str(&e, q->report);
+		wenc_u64(&e, q->report_end);
+	}
 	wire_tag_put(&e, md); /* file id + placement tag: lets the servers move chunks on a rebalance */
 	wenc_u32(&e, q->nseg);
 	for (uint32_t i = 0; i < q->nseg; i++) {
@@ -139,8 +157,47 @@ static int build_msg(struct ioreq *q, const struct chfs_md *md, int is_write, co
 	if (e.err)
 		return -EIO;
 	q->msglen = e.len;
-	rpc_fill_hdr(q->msg, q->msglen, is_write ? WOP_WRITE : WOP_READ, epoch);
+	rpc_fill_hdr(q->msg, q->msglen,
+	             q->report  ? WOP_WRITE_REPORT
+	             : is_write ? WOP_WRITE
+	                        : WOP_READ,
+	             epoch);
 	return 0;
+}
+
+/* Let the request to the owner of f's name carry the size report of a write ending at end
+ * (see the top). Linked and orphan files have their attributes elsewhere: no report. */
+static int plan_report(struct srvlist *s, struct chfs_file *f, struct ioreq *rq, size_t nrq, uint64_t end)
+{
+	pthread_mutex_lock(&f->lock);
+	uint64_t n = f->writes++;
+	int skip = f->orphan || (f->md.flags & MD_LINKED) || !f->md.fileid ||
+	           (n >= REPORT_EVERY && n % REPORT_EVERY);
+	char *path = skip ? NULL : strdup(f->path);
+	pthread_mutex_unlock(&f->lock);
+	if (skip)
+		return 0;
+	if (!path)
+		return -ENOMEM;
+	unsigned owner = placement_owner(s->ring, path);
+	for (size_t i = nrq; i-- > 0;)
+		if (rq[i].server == owner) {
+			rq[i].report = path;
+			rq[i].report_end = end;
+			return 0;
+		}
+	free(path);
+	return 0;
+}
+
+/* Did the owner record a WOP_WRITE_REPORT's size report? */
+static int report_taken(const struct ioreq *q)
+{
+	struct wdec d;
+	wdec_init(&d, q->rep + WIRE_HDR_LEN, q->replen - WIRE_HDR_LEN);
+	wdec_u64(&d);
+	int32_t status = (int32_t)wdec_u32(&d);
+	return wdec_finish(&d) == 0 && status == 0;
 }
 
 /* Decode a READ reply: copy inline data, zero what the server did not have. */
@@ -327,12 +384,13 @@ static void guards_leave(struct guards *gs, unsigned n)
 }
 
 /* One attempt with list s. -ERESTART: server *refused has a newer list (nothing of this
- * attempt needs undoing: writes are idempotent). */
+ * attempt needs undoing: writes are idempotent). report: a write may carry the size report
+ * (not while a write-back buffer may hold other unreported bytes). */
 static ssize_t transfer_once(struct srvlist *s, struct chfs_file *f, int is_write, void *vbuf, size_t size,
-                             uint64_t off, unsigned *refused)
+                             uint64_t off, unsigned *refused, int report)
 {
 	uint8_t *buf = vbuf;
-	int rc = 0, shortread = 0, concurrent = 0;
+	int rc = 0, shortread = 0, concurrent = 0, reported = 0;
 	uint64_t present_end = 0;
 	ssize_t ret = 0;
 	xprt_mem_t *mr = NULL;
@@ -406,6 +464,8 @@ static ssize_t transfer_once(struct srvlist *s, struct chfs_file *f, int is_writ
 			goto out;
 		}
 	}
+	if (is_write && report)
+		rc = plan_report(s, f, rq, nrq, off + size);
 	for (size_t i = 0; i < nrq && rc == 0; i++)
 		rc = build_msg(&rq[i], &f->md, is_write, buf, &desc, s->epoch);
 	if (rc)
@@ -451,6 +511,8 @@ static ssize_t transfer_once(struct srvlist *s, struct chfs_file *f, int is_writ
 			*refused = q->server;
 		if (r == 0 && !is_write)
 			r = finish_read(q, buf, &shortread, &present_end);
+		if (r == 0 && q->report)
+			reported = report_taken(q);
 		if (r && !rc)
 			rc = r;
 		if (!concurrent && q->rc)
@@ -463,7 +525,11 @@ out_mr:
 		pthread_mutex_lock(&f->lock);
 		if (off + size > f->written_end)
 			f->written_end = off + size;
-		if (!f->dirty) {
+		int clean = reported && f->written_end <= off + size; /* the owner has all of it */
+		if (clean && f->dirty) {
+			f->dirty = 0;
+			atomic_fetch_sub(&chfs_client.dirty_fds, 1);
+		} else if (!clean && !f->dirty) {
 			f->dirty = 1;
 			atomic_fetch_add(&chfs_client.dirty_fds, 1);
 		}
@@ -492,6 +558,7 @@ out:
 	for (size_t i = 0; rq && i < nrq; i++) {
 		free(rq[i].msg);
 		free(rq[i].rep);
+		free(rq[i].report);
 	}
 	free(rq);
 	free(segs);
@@ -500,7 +567,7 @@ out:
 	return rc ? rc : ret;
 }
 
-ssize_t io_transfer(struct chfs_file *f, int is_write, void *buf, size_t size, uint64_t off)
+static ssize_t transfer(struct chfs_file *f, int is_write, void *buf, size_t size, uint64_t off, int report)
 {
 	struct srvlist *s;
 	if (size == 0)
@@ -515,10 +582,15 @@ ssize_t io_transfer(struct chfs_file *f, int is_write, void *buf, size_t size, u
 	ssize_t r = -ERESTART;
 	for (int attempt = 0; attempt < CLIENT_RETRIES && r == -ERESTART; attempt++) {
 		unsigned refused = 0;
-		if ((r = transfer_once(s, f, is_write, buf, size, off, &refused)) == -ERESTART)
+		if ((r = transfer_once(s, f, is_write, buf, size, off, &refused, report)) == -ERESTART)
 			s = client_list_retry(s, refused, attempt);
 	}
 	return r == -ERESTART ? rpc_restart_failed((int)r) : r;
+}
+
+ssize_t io_transfer(struct chfs_file *f, int is_write, void *buf, size_t size, uint64_t off)
+{
+	return transfer(f, is_write, buf, size, off, !f->wcap);
 }
 
 /* ---- CHFS_BUF_SIZE write-back buffer ---- */
@@ -530,7 +602,7 @@ int io_flush(struct chfs_file *f)
 	pthread_mutex_lock(&f->wlock);
 	ssize_t rc = 0;
 	if (f->wlen) {
-		rc = io_transfer(f, 1, f->wbuf, f->wlen, f->woff);
+		rc = transfer(f, 1, f->wbuf, f->wlen, f->woff, 1);
 		f->wlen = 0;
 	}
 	pthread_mutex_unlock(&f->wlock);
@@ -548,7 +620,7 @@ static int buffer_write(struct chfs_file *f, const void *buf, size_t size, uint6
 	if (!f->wbuf && !(f->wbuf = malloc(f->wcap)))
 		rc = -ENOMEM;
 	if (rc == 0 && f->wlen && (off != f->woff + f->wlen || f->wlen + size > f->wcap)) {
-		ssize_t w = io_transfer(f, 1, f->wbuf, f->wlen, f->woff);
+		ssize_t w = transfer(f, 1, f->wbuf, f->wlen, f->woff, 1);
 		f->wlen = 0;
 		if (w < 0)
 			rc = (int)w;

@@ -42,12 +42,13 @@ struct chfsd {
 	char id[WIRE_ID_LEN + 1]; /* stable identity (DIR/server.id) */
 	unsigned vnodes_opt;      /* -V, 0 if not given */
 	int timeout_ms;
-	struct rebalance *rb;        /* rebalance.c */
-	struct backend *bk;          /* -b DIR (backend.h), NULL if none */
-	uint32_t bk_chunk_size;      /* chunk size of files read through from the backend */
-	atomic_int handover_pending; /* this server holds keys others own (handover.c) */
-	atomic_int stopping;         /* shutting down: background threads end */
-	atomic_ullong requests;      /* requests served (admitted and decoded), for status */
+	struct rebalance *rb;               /* rebalance.c */
+	struct backend *bk;                 /* -b DIR (backend.h), NULL if none */
+	uint32_t bk_chunk_size;             /* chunk size of files read through from the backend */
+	atomic_int handover_pending;        /* this server holds keys others own (handover.c) */
+	atomic_int stopping;                /* shutting down: background threads end */
+	atomic_ullong requests;             /* requests served (admitted and decoded), for status */
+	atomic_ullong op_requests[WOP_MAX]; /* the same per op, and the STATs answered inline */
 };
 
 /* This server's identity from DIR/server.id, created on first use. */

@@ -69,6 +69,21 @@ static struct xprt_rma_desc rma_desc(const struct wire_req *q)
 	return (struct xprt_rma_desc){.addr = q->rma.addr, .key = q->rma.key, .len = q->rma.len};
 }
 
+/* " ops=NAME:N,..." (the ops served, by name; status): what each access costs in requests. */
+static void ops_status(struct chfsd *d, char *line, size_t size)
+{
+	size_t n = strlen(line);
+	const char *sep = " ops=";
+	for (unsigned op = 1; op < WOP_MAX && n < size; op++) {
+		unsigned long long k = atomic_load(&d->op_requests[op]);
+		if (k) {
+			snprintf(line + n, size - n, "%s%s:%llu", sep, wire_op_name(op), k);
+			n = strlen(line);
+			sep = ",";
+		}
+	}
+}
+
 static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
 {
 	brelink_map(d, q->fileid, q->path, sizeof q->path); /* opened before a rename reached the backend */
@@ -96,6 +111,13 @@ static int do_write(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		rc = bflush_note_write(d, q->fileid, &q->tag, q->path, q->seg, q->nseg);
 	if (rc == 0)
 		wenc_u64(e, q->seg_total);
+	if (rc == 0 && q->h.op == WOP_WRITE_REPORT) { /* the writer's size report, data written */
+		struct wire_setattr set = {.which = WIRE_SET_SIZE_MAX, .size = q->size};
+		int reported = st_setattr(d->st, q->path2, q->fileid, &set, &q->md);
+		if (reported == 0 && S_ISREG(q->md.mode)) /* as the close's SETATTR: the new mtime */
+			bmeta_note_written(d, q->path2);  /* reaches the backend after the data */
+		wenc_u32(e, (uint32_t)reported);
+	}
 	return rc;
 }
 
@@ -242,6 +264,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		         (unsigned long long)files, (unsigned long long)bytes,
 		         (unsigned long long)atomic_load(&d->requests));
 		orphans_status(line, sizeof line);
+		ops_status(d, line, sizeof line);
 		wenc_str(e, line);
 		return 0;
 	}
@@ -388,7 +411,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	case WOP_META_SETTLE: bmeta_settle_here(d, q->path); return 0;
 	case WOP_RELINK_OWED: brelink_deliver(d, q->addr); return 0;
 	case WOP_FLUSH: return bflush_wait(d, e, WIRE_HDR_LEN + WIRE_READDIR_MAX, (int)q->flags);
-	case WOP_WRITE: return do_write(d, r, q, w, e);
+	case WOP_WRITE:
+	case WOP_WRITE_REPORT: return do_write(d, r, q, w, e);
 	case WOP_READ: return do_read(d, r, q, w, e);
 	case WOP_DATA_REMOVE: return chfsd_data_remove(d, q->fileid);
 	case WOP_DATA_TRUNCATE:
@@ -490,6 +514,7 @@ static int take_keys(struct chfsd *d, const struct wire_req *q)
 	case WOP_REMOVE_IF:
 	case WOP_SETATTR:
 	case WOP_STAGE_ENTRY: return rebalance_take_entry(d, q->path);
+	case WOP_WRITE_REPORT: return rebalance_take_entry(d, q->path2); /* (chunks: do_write) */
 	case WOP_RENAME: {
 		int rc = rebalance_take_entry(d, q->path);
 		return rc ? rc : rebalance_take_entry(d, q->path2);
@@ -566,6 +591,7 @@ void handle_request(xprt_req_t *r, void *arg)
 		return;
 	}
 	atomic_fetch_add(&d->requests, 1);
+	atomic_fetch_add_explicit(&d->op_requests[q->h.op], 1, memory_order_relaxed);
 	struct wenc e;
 	wenc_init(&e, w->rep, w->repcap);
 	wenc_reserve(&e, WIRE_HDR_LEN);
@@ -626,6 +652,7 @@ int handle_inline(xprt_req_t *r, void *arg)
 	}
 	pthread_rwlock_unlock(&d->mem.gate);
 	reply_epoch = epoch;
+	atomic_fetch_add_explicit(&d->op_requests[q->h.op], 1, memory_order_relaxed);
 	log_debug("%s %s -> %d (inline)", wire_op_name(q->h.op), q->path, rc);
 	reply_status(r, t->rep, &q->h, rc, rc ? WIRE_HDR_LEN : e.len);
 	return 1;

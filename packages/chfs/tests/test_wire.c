@@ -39,29 +39,47 @@ static void put_tag(struct wenc *e)
 	wenc_u32(e, 0);
 }
 
+static void write_body(struct wenc *e, int rma, uint64_t seglen, const char *data);
+
 static size_t make_write(uint8_t *buf, size_t cap, int rma, uint64_t seglen, const char *data)
 {
 	struct wenc e;
 	begin(&e, buf, cap);
-	wenc_u64(&e, 0x1234);
-	put_tag(&e);
-	wenc_u32(&e, 2);
-	wenc_u64(&e, 0);
-	wenc_u64(&e, seglen);
-	wenc_u64(&e, 0);
-	wenc_u64(&e, 65536);
-	wenc_u64(&e, seglen);
-	wenc_u64(&e, seglen);
-	wenc_u32(&e, (uint32_t)rma);
-	if (rma) {
-		wenc_u64(&e, 0);
-		wenc_u64(&e, 99);
-		wenc_u64(&e, 2 * seglen);
-		wenc_u32(&e, 0);
-	} else {
-		wenc_bytes(&e, data, strlen(data));
-	}
+	write_body(&e, rma, seglen, data);
 	return finish(&e, WOP_WRITE);
+}
+
+/* A WRITE_REPORT: the name and the size reported, then WRITE's body. */
+static size_t make_write_report(uint8_t *buf, size_t cap, const char *name, uint64_t end, const char *data)
+{
+	struct wenc e;
+	begin(&e, buf, cap);
+	wenc_str(&e, name);
+	wenc_u64(&e, end);
+	write_body(&e, 0, 3, data);
+	return finish(&e, WOP_WRITE_REPORT);
+}
+
+static void write_body(struct wenc *e, int rma, uint64_t seglen, const char *data)
+{
+	wenc_u64(e, 0x1234);
+	put_tag(e);
+	wenc_u32(e, 2);
+	wenc_u64(e, 0);
+	wenc_u64(e, seglen);
+	wenc_u64(e, 0);
+	wenc_u64(e, 65536);
+	wenc_u64(e, seglen);
+	wenc_u64(e, seglen);
+	wenc_u32(e, (uint32_t)rma);
+	if (rma) {
+		wenc_u64(e, 0);
+		wenc_u64(e, 99);
+		wenc_u64(e, 2 * seglen);
+		wenc_u32(e, 0);
+	} else {
+		wenc_bytes(e, data, strlen(data));
+	}
 }
 
 static size_t make_path_op(uint8_t *buf, size_t cap, unsigned op, const char *p, size_t plen)
@@ -245,6 +263,17 @@ int main(void)
 	buf[n - 4 - 8] = 10;
 	CHECK_EQ(wire_decode_req(buf, n, &req), -EINVAL);
 	CHECK_EQ(wire_decode_req(buf, make_write(buf, sizeof buf, 0, 0, ""), &req), -EINVAL); /* empty seg */
+	/* WRITE_REPORT: a canonical name and an end within range, then a valid WRITE body. */
+	CHECK_EQ(wire_decode_req(buf, make_write_report(buf, sizeof buf, "d/f", 6, "abcdef"), &req), 0);
+	CHECK(strcmp(req.path2, "d/f") == 0 && req.size == 6 && req.fileid == 0x1234 && req.nseg == 2 &&
+	      req.data_len == 6 && memcmp(req.data, "abcdef", 6) == 0);
+	CHECK_EQ(wire_decode_req(buf, make_write_report(buf, sizeof buf, "d/f", 6, "abc"), &req), -EINVAL);
+	CHECK(wire_decode_req(buf, make_write_report(buf, sizeof buf, "d/../f", 6, "abcdef"), &req) != 0);
+	CHECK(wire_decode_req(buf, make_write_report(buf, sizeof buf, "", 6, "abcdef"), &req) != 0);
+	CHECK_EQ(wire_decode_req(buf, make_write_report(buf, sizeof buf, "f", WIRE_MAX_OFFSET + 1, "abcdef"),
+	                         &req),
+	         -EINVAL);
+	CHECK(strcmp(wire_op_name(WOP_WRITE_REPORT), "write-report") == 0);
 	begin(&e, buf, sizeof buf); /* a tag without a chunk size */
 	wenc_u64(&e, 1);
 	wenc_u32(&e, 7);

@@ -32,6 +32,8 @@ static void usage(FILE *f)
 	        "  ls PATH                       entry names, one per line\n"
 	        "  mkfiles DIR N                 create N empty files DIR/f000000...\n"
 	        "  smallwrites PATH N SIZE       N sequential writes of SIZE bytes (byte k = k %% 251)\n"
+	        "  writehold PATH SIZE           open, write SIZE bytes (byte k = k %% 251), stat (print\n"
+	        "                                the size), then close once stdin gives a line or ends\n"
 	        "  forkcheck PATH                write, fork, child reads/writes through its own transport\n"
 	        "  stagein PATH                  chfs_stagein (copy the backend file in now)\n"
 	        "  sync                          chfs_sync_backend (everything written on the backend)\n"
@@ -201,6 +203,24 @@ int main(int argc, char **argv)
 			if (chfs_write(fd, buf, (size_t)sz) != sz)
 				return fail();
 		}
+		if (chfs_close(fd) < 0)
+			return fail();
+	} else if (!strcmp(op, "writehold") && argc >= 4) {
+		/* a writer that keeps its descriptor open: others look at the file meanwhile */
+		long sz = atol(argv[3]);
+		struct stat st;
+		char line[16];
+		int fd = chfs_open(argv[2], O_WRONLY);
+		if (fd < 0 || sz <= 0 || (size_t)sz > bs)
+			return fail();
+		for (long k = 0; k < sz; k++)
+			buf[k] = (char)(k % 251);
+		if (chfs_write(fd, buf, (size_t)sz) != sz || chfs_stat(argv[2], &st) < 0)
+			return fail();
+		printf("%lld\n", (long long)st.st_size);
+		fflush(stdout);
+		if (!fgets(line, sizeof line, stdin) && ferror(stdin))
+			return fail();
 		if (chfs_close(fd) < 0)
 			return fail();
 	} else if (!strcmp(op, "forkcheck") && argc >= 3) {

@@ -25,7 +25,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (op == WOP_RELINK_OWED && !wire_addr_ok(req.addr, strlen(req.addr)))
 		abort();
-	if (op == WOP_WRITE || op == WOP_READ) {
+	if (op == WOP_WRITE_REPORT && path_check_canonical(req.path2, strlen(req.path2), 0) != 0)
+		abort();
+	if (op == WOP_WRITE_REPORT && req.size > WIRE_MAX_OFFSET)
+		abort();
+	if (op == WOP_WRITE || op == WOP_READ || op == WOP_WRITE_REPORT) {
 		uint64_t total = 0;
 		for (uint32_t i = 0; i < req.nseg; i++) {
 			total += req.seg[i].len;
@@ -34,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		if (total != req.seg_total || req.nseg == 0 || req.nseg > WIRE_MAX_SEGS)
 			abort();
-		if (op == WOP_WRITE && !req.has_rma && req.data_len != total)
+		if (op != WOP_READ && !req.has_rma && req.data_len != total)
 			abort();
 		if (req.data && (req.data < data || req.data + req.data_len > data + size))
 			abort();
