@@ -32,7 +32,7 @@
 #include "secret.h"
 
 #define WIRE_MAGIC 0x53464843u /* "CHFS" */
-#define WIRE_VERSION 5
+#define WIRE_VERSION 6
 #define WIRE_HDR_LEN 64
 #define WIRE_REPLY 0x8000
 #define WIRE_ADDR_MAX 256
