@@ -66,6 +66,24 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Up to size bytes of fd, fewer only at its end: the writes of `put` do not depend on how a
+ * pipe happens to deliver its input. */
+static ssize_t read_full(int fd, char *buf, size_t size)
+{
+	size_t got = 0;
+	while (got < size) {
+		ssize_t n = read(fd, buf + got, size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return got ? (ssize_t)got : -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
@@ -96,7 +114,7 @@ int main(int argc, char **argv)
 		if (fd < 0)
 			return fail();
 		ssize_t n;
-		while ((n = read(0, buf, bs)) > 0) {
+		while ((n = read_full(0, buf, bs)) > 0) {
 			if (chfs_pwrite(fd, buf, (size_t)n, off) != n)
 				return fail();
 			off += n;
