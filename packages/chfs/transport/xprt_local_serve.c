@@ -161,6 +161,7 @@ int xprt_local_listen(xprt_t *x)
 		rc = xprt_local_sock_path(dir, x->self_addr, l->path, sizeof l->path);
 	if (rc < 0)
 		return rc;
+	xprt_local_sweep(dir); /* the sockets killed servers left (xprt_local_sweep.c) */
 	/* A socket left by a killed predecessor with our address (ours: the directory is ours). */
 	struct stat st;
 	if (lstat(l->path, &st) == 0 && S_ISSOCK(st.st_mode))
