@@ -3,6 +3,7 @@ client whose servers are all on its node talks to them over their Unix sockets a
 process_vm_readv/writev and never loads libfabric; data written and read that way is intact,
 and chfsd removes its socket when it exits."""
 import os
+import random
 import shutil
 import tempfile
 
@@ -107,3 +108,34 @@ def test_no_socket_with_chfsd_local_socket_0(local_dir, tmp_path):
         assert get(pool, "/x") == b"over libfabric"
     finally:
         pool.stop()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("netns_cluster", [{"nodes": 2}], indirect=True)
+def test_same_address_in_two_network_namespaces_stays_apart(netns_cluster, local_dir):
+    """Two servers on 127.0.0.1:PORT, one per network namespace (two nodes of ci/testlib/netns.py
+    sharing this file system, so one socket directory): a local client in each namespace reaches
+    its own namespace's server (its own pool secret, its own file), never the other's."""
+    c = netns_cluster
+    host = f"127.0.0.1:{random.randint(20000, 60000)}"  # fresh namespaces: any port is free
+    env = {"CHFS_XPRT_LOCAL": "1", "CHFS_LOCAL_DIR": local_dir}
+    pools = [c.start_chfs(servers=[n], host=host, extra_env=env) for n in (0, 1)]
+    assert pools[0].addrs == pools[1].addrs == [f"tcp://{host}"]
+    socks = sorted(os.listdir(local_dir))
+    assert len(socks) == 2 and socks[0].split("@")[0] == socks[1].split("@")[0], socks
+
+    def nio(n, *args, data=None, debug=False):
+        e = dict(pools[n].env, LD_DEBUG="files") if debug else pools[n].env
+        r = c.run(n, ["chfs-io", *map(str, args)], input=data, env=e, check=False, text=False)
+        assert r.returncode == 0, r.stderr.decode()
+        return r
+
+    for n in (0, 1):
+        nio(n, "put", "/who", 0, "create", data=f"node {n}".encode())
+        nio(n, "put", f"/only{n}", 0, "create", data=rand(70000, n))
+    for n in (0, 1):
+        r = nio(n, "get", "/who", debug=True)
+        assert r.stdout == f"node {n}".encode()
+        assert "libfabric" not in r.stderr.decode(), "the client did not use the local socket"
+        assert sorted(nio(n, "ls", "/").stdout.decode().split()) == sorted(["who", f"only{n}"])
+        assert nio(n, "get", f"/only{n}").stdout == rand(70000, n)
