@@ -1,11 +1,13 @@
 """The node-local transport (transport/xprt_local.c) in a real pool: with CHFS_XPRT_LOCAL=1 a
 client whose servers are all on its node talks to them over their Unix sockets and
 process_vm_readv/writev and never loads libfabric; data written and read that way is intact,
-and chfsd removes its socket when it exits."""
+and chfsd removes its socket when it exits (a starting one removes those killed servers left)."""
 import os
 import random
+import re
 import shutil
 import tempfile
+import time
 
 import pytest
 
@@ -94,6 +96,29 @@ def test_chfsd_removes_its_socket_at_exit(lpool):
     assert len(os.listdir(lpool.local_dir)) == lpool.n
     lpool.stop()
     assert os.listdir(lpool.local_dir) == []
+
+
+def sock_name(addr):
+    """The start of a server's socket name (xprt_local_dir.c): "<address, sanitized>@<netns>"."""
+    return re.sub(r"[^A-Za-z0-9.]", "-", addr) + "@"
+
+
+@pytest.mark.timeout(120)
+def test_starting_chfsd_removes_the_socket_a_killed_one_left(lpool):
+    d = lpool.local_dir
+    lpool.kill(3)  # SIGKILL: no clean exit
+    dead = [s for s in os.listdir(d) if s.startswith(sock_name(lpool.addrs[3]))]
+    assert len(dead) == 1, "the killed server's socket is not left behind"
+    # older than a server between bind and listen (a starting server leaves those alone)
+    os.utime(os.path.join(d, dead[0]), (time.time() - 60,) * 2, follow_symlinks=False)
+    open(os.path.join(d, "plain"), "w").close()
+    os.symlink(dead[0], os.path.join(d, "link"))
+    lpool.add()
+    left = os.listdir(d)
+    assert dead[0] not in left
+    for i in (0, 1, 2, 4):
+        assert any(s.startswith(sock_name(lpool.addrs[i])) for s in left), f"server {i}"
+    assert {"plain", "link"} <= set(left) and len(left) == 6
 
 
 @pytest.mark.timeout(120)
