@@ -349,6 +349,8 @@ int xprt_local_route(xprt_t *x, xprt_peer_t *p, const struct timespec *deadline,
 int xprt_local_send_request(xprt_t *x, xprt_peer_t *p, uint64_t id, const void *body, size_t len);
 /* Server: publish x->self_addr's socket and accept connections. */
 int xprt_local_listen(xprt_t *x);
+/* A server that publishes no socket: remove what killed servers left, ours included. */
+void xprt_local_unpublished(xprt_t *x);
 int xprt_local_reply(xprt_req_t *r, const void *rep, size_t len);
 int xprt_local_rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local, size_t len,
                    bool is_read);

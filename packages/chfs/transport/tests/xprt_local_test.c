@@ -16,6 +16,8 @@
  *   stale     a starting server removes the socket a SIGKILLed one left, and nothing else (a
  *             live server's, another uid's, a young one, a file, a link, one in a
  *             subdirectory); a server closed cleanly removes its own
+ *   unpublished  a server restarted on a killed one's address with CHFSD_LOCAL_SOCKET=0 removes
+ *             the dead socket, and clients reach it over libfabric
  * Bounded by alarm(); the server child dies with us (PR_SET_PDEATHSIG).
  */
 #define _GNU_SOURCE
@@ -602,10 +604,42 @@ static void case_stale(void)
 	CHECK(lstat(own, &st) < 0 && errno == ENOENT, "a server closed cleanly left its socket");
 }
 
+/* A server killed, another started on its address without a local socket (CHFSD_LOCAL_SOCKET=0):
+ * the socket the first left must not keep clients from reaching the second over libfabric. */
+static void case_unpublished(void)
+{
+	echo(1);
+	char path[128], addr2[256];
+	sock_path(path, sizeof path);
+	echo_server_kill(srv_pid);
+	srv_pid = -1;
+	CHECK(is_sock(path), "the killed server's socket is not left behind");
+	const char *host = strstr(addr, "://");
+	setenv("CHFSD_LOCAL_SOCKET", "0", 1);
+	srv_pid = echo_server_start(proto, host ? host + 3 : addr, 2, addr2, sizeof addr2);
+	unsetenv("CHFSD_LOCAL_SOCKET");
+	CHECK(srv_pid > 0 && strcmp(addr, addr2) == 0, "restart on %s: got %s", addr,
+	      srv_pid > 0 ? addr2 : strerror((int)-srv_pid));
+	struct stat st;
+	CHECK(lstat(path, &st) < 0 && errno == ENOENT, "the dead socket outlived its address's restart");
+	char rep[8];
+	size_t got = 0;
+	int rc = xprt_call(cx, srv, "Eok", 3, rep, sizeof rep, &got, 10000);
+	CHECK(rc == 0 && got == 2, "call to the restarted server: %s", strerror(-rc));
+	xprt_close(cx);
+	cx = NULL;
+	rc = open_client(); /* a new client too */
+	if (rc == 0)
+		rc = xprt_call(cx, srv, "Eok", 3, rep, sizeof rep, &got, 10000);
+	CHECK(rc == 0 && got == 2, "new client to the restarted server: %s", strerror(-rc));
+	CHECK(local_peers() == 0, "a server without a socket was reached locally");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s <proto> calls|inflight|rma|cma|death|hung|mixed|planted|stale\n",
+		fprintf(stderr,
+		        "usage: %s <proto> calls|inflight|rma|cma|death|hung|mixed|planted|stale|unpublished\n",
 		        argv[0]);
 		return 2;
 	}
@@ -648,6 +682,8 @@ int main(int argc, char **argv)
 			case_planted();
 		else if (!strcmp(c, "stale"))
 			case_stale();
+		else if (!strcmp(c, "unpublished"))
+			case_unpublished();
 		else {
 			fprintf(stderr, "unknown case %s\n", c);
 			failures++;
