@@ -22,6 +22,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -62,9 +63,10 @@ static bool refused(const char *dir, const char *name)
 /* Remove dfd/name if it is still the socket st describes; 1 if removed. */
 static int remove_dead(int dfd, const char *name, const struct stat *st)
 {
-	char tmp[32];
+	static atomic_uint seq; /* two servers of one process may sweep at once */
+	char tmp[48];
 	struct stat now;
-	snprintf(tmp, sizeof tmp, ",sweep-%d", (int)getpid());
+	snprintf(tmp, sizeof tmp, ",sweep-%d-%u", (int)getpid(), atomic_fetch_add(&seq, 1));
 	if (renameat(dfd, name, dfd, tmp) < 0)
 		return 0;
 	if (fstatat(dfd, tmp, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st->st_ino &&
