@@ -72,8 +72,8 @@ def _kill_netns(ns):
 class NetnsPool:
     """chfsd servers started by NetnsCluster.start_chfs (same interface as ChfsPool)."""
 
-    def __init__(self, cluster, nodes, proto, rpc_timeout_ms):
-        self.cluster, self.nodes, self.proto = cluster, list(nodes), proto
+    def __init__(self, cluster, nodes, proto, rpc_timeout_ms, host=None, extra_env=None):
+        self.cluster, self.nodes, self.proto, self.host = cluster, list(nodes), proto, host
         self.tmp = tempfile.mkdtemp(prefix="chfs-netns-")
         self.secret_file = make_secret(os.path.join(self.tmp, "secret"))
         self.dirs = [os.path.join(self.tmp, f"srv{i}") for i in range(len(self.nodes))]
@@ -81,7 +81,7 @@ class NetnsPool:
         self.pids = [None] * len(self.nodes)
         self.env = stack_env()
         self.env.update({"CHFS_SECRET_FILE": self.secret_file,
-                         "CHFS_RPC_TIMEOUT_MSEC": str(rpc_timeout_ms)})
+                         "CHFS_RPC_TIMEOUT_MSEC": str(rpc_timeout_ms), **(extra_env or {})})
         for i in range(len(self.nodes)):
             self._start(i)
         self.env["CHFS_SERVER"] = ",".join(self.addrs)
@@ -89,8 +89,9 @@ class NetnsPool:
     def _start(self, i):
         node, d = self.nodes[i], self.dirs[i]
         os.makedirs(d, exist_ok=True)
-        argv = ["chfsd", "-c", d, "-p", self.proto, "-h", self.cluster.ip(node), "-k",
-                self.secret_file, "-S", f"{d}/info", "-P", f"{d}/chfsd.pid", "-l", f"{d}/chfsd.log"]
+        host = self.host or self.cluster.ip(node)
+        argv = ["chfsd", "-c", d, "-p", self.proto, "-h", host, "-k", self.secret_file,
+                "-S", f"{d}/info", "-P", f"{d}/chfsd.pid", "-l", f"{d}/chfsd.log"]
         boot = next((a for j, a in enumerate(self.addrs) if a and j != i), None)
         if boot:
             argv.append(boot)
@@ -254,8 +255,10 @@ class NetnsCluster:
     def popen(self, node, argv, **kw):
         return subprocess.Popen(["ip", "netns", "exec", self.names[node]] + list(argv), **kw)
 
-    def start_chfs(self, servers, proto="tcp", rpc_timeout_ms=5000):
-        pool = NetnsPool(self, servers, proto, rpc_timeout_ms)
+    def start_chfs(self, servers, proto="tcp", rpc_timeout_ms=5000, host=None, extra_env=None):
+        """host: what every server listens on (-h) instead of its node's IP (e.g. the same
+        "127.0.0.1:PORT" in every namespace); extra_env: added to the servers' and pool.env."""
+        pool = NetnsPool(self, servers, proto, rpc_timeout_ms, host, extra_env)
         self.pools.append(pool)
         return pool
 

@@ -1,10 +1,13 @@
 """The node-local transport (transport/xprt_local.c) in a real pool: with CHFS_XPRT_LOCAL=1 a
 client whose servers are all on its node talks to them over their Unix sockets and
 process_vm_readv/writev and never loads libfabric; data written and read that way is intact,
-and chfsd removes its socket when it exits."""
+and chfsd removes its socket when it exits (a starting one removes those killed servers left)."""
 import os
+import random
+import re
 import shutil
 import tempfile
+import time
 
 import pytest
 
@@ -95,6 +98,29 @@ def test_chfsd_removes_its_socket_at_exit(lpool):
     assert os.listdir(lpool.local_dir) == []
 
 
+def sock_name(addr):
+    """The start of a server's socket name (xprt_local_dir.c): "<address, sanitized>@<netns>"."""
+    return re.sub(r"[^A-Za-z0-9.]", "-", addr) + "@"
+
+
+@pytest.mark.timeout(120)
+def test_starting_chfsd_removes_the_socket_a_killed_one_left(lpool):
+    d = lpool.local_dir
+    lpool.kill(3)  # SIGKILL: no clean exit
+    dead = [s for s in os.listdir(d) if s.startswith(sock_name(lpool.addrs[3]))]
+    assert len(dead) == 1, "the killed server's socket is not left behind"
+    # older than a server between bind and listen (a starting server leaves those alone)
+    os.utime(os.path.join(d, dead[0]), (time.time() - 60,) * 2, follow_symlinks=False)
+    open(os.path.join(d, "plain"), "w").close()
+    os.symlink(dead[0], os.path.join(d, "link"))
+    lpool.add()
+    left = os.listdir(d)
+    assert dead[0] not in left
+    for i in (0, 1, 2, 4):
+        assert any(s.startswith(sock_name(lpool.addrs[i])) for s in left), f"server {i}"
+    assert {"plain", "link"} <= set(left) and len(left) == 6
+
+
 @pytest.mark.timeout(120)
 def test_no_socket_with_chfsd_local_socket_0(local_dir, tmp_path):
     from ci.testlib.chfs_pool import ChfsPool
@@ -107,3 +133,34 @@ def test_no_socket_with_chfsd_local_socket_0(local_dir, tmp_path):
         assert get(pool, "/x") == b"over libfabric"
     finally:
         pool.stop()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("netns_cluster", [{"nodes": 2}], indirect=True)
+def test_same_address_in_two_network_namespaces_stays_apart(netns_cluster, local_dir):
+    """Two servers on 127.0.0.1:PORT, one per network namespace (two nodes of ci/testlib/netns.py
+    sharing this file system, so one socket directory): a local client in each namespace reaches
+    its own namespace's server (its own pool secret, its own file), never the other's."""
+    c = netns_cluster
+    host = f"127.0.0.1:{random.randint(20000, 60000)}"  # fresh namespaces: any port is free
+    env = {"CHFS_XPRT_LOCAL": "1", "CHFS_LOCAL_DIR": local_dir}
+    pools = [c.start_chfs(servers=[n], host=host, extra_env=env) for n in (0, 1)]
+    assert pools[0].addrs == pools[1].addrs == [f"tcp://{host}"]
+    socks = sorted(os.listdir(local_dir))
+    assert len(socks) == 2 and socks[0].split("@")[0] == socks[1].split("@")[0], socks
+
+    def nio(n, *args, data=None, debug=False):
+        e = dict(pools[n].env, LD_DEBUG="files") if debug else pools[n].env
+        r = c.run(n, ["chfs-io", *map(str, args)], input=data, env=e, check=False, text=False)
+        assert r.returncode == 0, r.stderr.decode()
+        return r
+
+    for n in (0, 1):
+        nio(n, "put", "/who", 0, "create", data=f"node {n}".encode())
+        nio(n, "put", f"/only{n}", 0, "create", data=rand(70000, n))
+    for n in (0, 1):
+        r = nio(n, "get", "/who", debug=True)
+        assert r.stdout == f"node {n}".encode()
+        assert "libfabric" not in r.stderr.decode(), "the client did not use the local socket"
+        assert sorted(nio(n, "ls", "/").stdout.decode().split()) == sorted(["who", f"only{n}"])
+        assert nio(n, "get", f"/only{n}").stdout == rand(70000, n)

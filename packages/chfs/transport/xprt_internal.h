@@ -10,7 +10,8 @@
  * wake-up file it uses, as shm has no CQ wait object in libfabric 1.17), xprt_local.c (the
  * node-local transport: Unix sockets and process_vm_readv/writev, no libfabric; its server side
  * in xprt_local_serve.c, what both share in xprt_local.h),
- * xprt_local_dir.c (where its sockets live and when they are trusted), xprt_fi_dl.c
+ * xprt_local_dir.c (where its sockets live and when they are trusted), xprt_local_sweep.c
+ * (dead servers' sockets removed), xprt_fi_dl.c
  * (libfabric loaded on first use).
  *
  * Every posted libfabric operation carries a struct xprt_op as its context; the progress thread
@@ -329,8 +330,14 @@ bool xprt_fi_loaded(void);
 int xprt_local_dir(char *buf, size_t size);
 int xprt_local_dir_make(const char *dir);  /* server: create or accept our own 0700 directory */
 int xprt_local_dir_check(const char *dir); /* client: ours, a directory, closed to others */
+/* The directory opened (never through a link) if it passes xprt_local_dir_check: its fd. */
+int xprt_local_dir_open(const char *dir);
 int xprt_local_sock_check(const char *path);
 int xprt_local_sock_path(const char *dir, const char *addr, char *buf, size_t size);
+
+/* xprt_local_sweep.c: remove the sockets of dead servers from our directory (bounded work);
+ * the number removed, or -errno when the directory is not ours. */
+int xprt_local_sweep(const char *dir);
 
 /* xprt_local.c */
 struct xprt_lconn;
@@ -342,6 +349,8 @@ int xprt_local_route(xprt_t *x, xprt_peer_t *p, const struct timespec *deadline,
 int xprt_local_send_request(xprt_t *x, xprt_peer_t *p, uint64_t id, const void *body, size_t len);
 /* Server: publish x->self_addr's socket and accept connections. */
 int xprt_local_listen(xprt_t *x);
+/* A server that publishes no socket: remove what killed servers left, ours included. */
+void xprt_local_unpublished(xprt_t *x);
 int xprt_local_reply(xprt_req_t *r, const void *rep, size_t len);
 int xprt_local_rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, void *local, size_t len,
                    bool is_read);

@@ -15,6 +15,7 @@
 #include "xprt_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,14 +31,29 @@ int xprt_local_dir(char *buf, size_t size)
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
+static int stat_trusted(const struct stat *st)
+{
+	return S_ISDIR(st->st_mode) && st->st_uid == geteuid() && !(st->st_mode & 077) ? 0 : -EPERM;
+}
+
 static int dir_trusted(const char *dir)
 {
 	struct stat st;
-	if (lstat(dir, &st) < 0)
+	return lstat(dir, &st) < 0 ? -errno : stat_trusted(&st);
+}
+
+int xprt_local_dir_open(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
 		return -errno;
-	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
-		return -EPERM;
-	return 0;
+	struct stat st;
+	int rc = fstat(fd, &st) < 0 ? -errno : stat_trusted(&st);
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	return fd;
 }
 
 int xprt_local_dir_check(const char *dir) { return dir_trusted(dir); }

@@ -148,23 +148,42 @@ static void *acceptor_main(void *arg)
 	return NULL;
 }
 
-int xprt_local_listen(xprt_t *x)
+/* Our socket's path (in path, XPRT_LOCAL_PATH_MAX bytes) in our trusted directory (made first
+ * if make), and the directory cleared: the sockets killed servers left (xprt_local_sweep.c),
+ * and any socket under our own address, however young (a killed predecessor's: we hold the
+ * address now). */
+static int clear_path(xprt_t *x, bool make, char *path)
 {
 	char dir[XPRT_LOCAL_PATH_MAX];
+	int rc = xprt_local_dir(dir, sizeof dir);
+	if (rc == 0)
+		rc = make ? xprt_local_dir_make(dir) : xprt_local_dir_check(dir);
+	if (rc == 0)
+		rc = xprt_local_sock_path(dir, x->self_addr, path, XPRT_LOCAL_PATH_MAX);
+	if (rc < 0)
+		return rc;
+	xprt_local_sweep(dir);
+	struct stat st;
+	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+		unlink(path);
+	return 0;
+}
+
+void xprt_local_unpublished(xprt_t *x)
+{
+	char path[XPRT_LOCAL_PATH_MAX];
+	clear_path(x, false, path);
+}
+
+int xprt_local_listen(xprt_t *x)
+{
 	struct xprt_local *l = xprt_local_state(x);
 	if (!l)
 		return -ENOMEM;
-	int rc = xprt_local_dir(dir, sizeof dir);
-	if (rc == 0)
-		rc = xprt_local_dir_make(dir);
-	if (rc == 0)
-		rc = xprt_local_sock_path(dir, x->self_addr, l->path, sizeof l->path);
+	_Static_assert(sizeof l->path == XPRT_LOCAL_PATH_MAX, "l->path holds a socket path");
+	int rc = clear_path(x, true, l->path);
 	if (rc < 0)
 		return rc;
-	/* A socket left by a killed predecessor with our address (ours: the directory is ours). */
-	struct stat st;
-	if (lstat(l->path, &st) == 0 && S_ISSOCK(st.st_mode))
-		unlink(l->path);
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;

@@ -227,9 +227,12 @@ int xprt_serve(xprt_t *x, xprt_handler_fn h, void *arg)
 		x->nworkers_started++;
 	}
 	/* The node-local socket (xprt_local.c), unless CHFSD_LOCAL_SOCKET=0. Not fatal: clients
-	 * then use libfabric. */
+	 * then use libfabric. Without one, a socket a killed predecessor left under our address
+	 * must go too, or local clients would take us for dead. */
 	const char *e = getenv("CHFSD_LOCAL_SOCKET");
-	if (!(e && strcmp(e, "0") == 0)) {
+	if (e && strcmp(e, "0") == 0) {
+		xprt_local_unpublished(x);
+	} else {
 		int rc = xprt_local_listen(x);
 		if (rc < 0)
 			fprintf(stderr, "xprt: no node-local socket for %s: %s\n", x->self_addr,

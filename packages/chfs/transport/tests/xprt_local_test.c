@@ -13,10 +13,16 @@
  *   mixed     one client, one local server and one over libfabric: the same registered buffer
  *             serves RMA to both (desc.addr is the virtual address; tcp ignores it)
  *   planted   a socket another uid planted, or one in a directory open to others, is ignored
+ *   stale     a starting server removes the socket a SIGKILLed one left, and nothing else (a
+ *             live server's, another uid's, a young one, a file, a link, one in a
+ *             subdirectory); a server closed cleanly removes its own
+ *   unpublished  a server restarted on a killed one's address with CHFSD_LOCAL_SOCKET=0 removes
+ *             the dead socket, and clients reach it over libfabric
  * Bounded by alarm(); the server child dies with us (PR_SET_PDEATHSIG).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
@@ -436,10 +442,10 @@ static pid_t plant(const char *path)
 	return ok ? pid : -1;
 }
 
-static char *sock_path(char *buf, size_t size)
+static char *sock_path_of(const char *srv_addr, char *buf, size_t size)
 {
 	size_t n = (size_t)snprintf(buf, size, "%s/", dir);
-	for (const char *a = addr; *a && n + 1 < size; a++)
+	for (const char *a = srv_addr; *a && n + 1 < size; a++)
 		buf[n++] = ((*a >= 'a' && *a <= 'z') || (*a >= 'A' && *a <= 'Z') ||
 		            (*a >= '0' && *a <= '9') || *a == '.')
 		                   ? *a
@@ -449,6 +455,8 @@ static char *sock_path(char *buf, size_t size)
 	         stat("/proc/self/ns/net", &st) == 0 ? (unsigned long long)st.st_ino : 0ULL);
 	return buf;
 }
+
+static char *sock_path(char *buf, size_t size) { return sock_path_of(addr, buf, size); }
 
 static void planted_try(const char *what)
 {
@@ -495,10 +503,143 @@ static void case_planted(void)
 	waitpid(pl, NULL, 0);
 }
 
+static bool is_sock(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+/* A socket bound at path and closed: nobody listens on it (as a killed server's). */
+static void dead_socket(const char *path)
+{
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "bind %s: %s", path,
+	      strerror(errno));
+	close(fd);
+}
+
+/* As if made a minute ago: a starting server leaves younger sockets alone (bind before listen). */
+static void backdate(const char *path)
+{
+	struct timespec t[2] = {{time(NULL) - 60, 0}, {time(NULL) - 60, 0}};
+	CHECK(utimensat(AT_FDCWD, path, t, AT_SYMLINK_NOFOLLOW) == 0, "utimensat %s: %s", path,
+	      strerror(errno));
+}
+
+static void noop_handler(xprt_req_t *r, void *arg)
+{
+	(void)arg;
+	xprt_reply(r, NULL, 0);
+}
+
+/* A starting server removes the sockets of killed servers from the directory, and nothing else;
+ * a server closed cleanly removes its own. */
+static void case_stale(void)
+{
+	echo(1);
+	char killed[128], live[128], addr2[256], addr3[256], p[8][160];
+	sock_path(killed, sizeof killed);
+	pid_t pid2 = echo_server_start(proto, NULL, 2, addr2, sizeof addr2);
+	CHECK(pid2 > 0, "second server: %s", strerror((int)-pid2));
+	sock_path_of(addr2, live, sizeof live);
+	echo_server_kill(srv_pid);
+	srv_pid = -1;
+	CHECK(is_sock(killed) && is_sock(live), "the killed server's socket is not left behind");
+	const char *names[] = {"plain", "link", "sub", "sub/dead", "foreign", "young", "dirlink"};
+	for (int i = 0; i < 7; i++)
+		snprintf(p[i], sizeof p[i], "%s/%s", dir, names[i]);
+	FILE *f = fopen(p[0], "w");
+	CHECK(f && fputs("not a socket\n", f) >= 0 && fclose(f) == 0, "%s", p[0]);
+	CHECK(mkdir(p[2], 0700) == 0, "mkdir %s", p[2]);
+	dead_socket(p[3]);                                         /* sub/dead: not in the directory itself */
+	CHECK(symlink("sub/dead", p[1]) == 0, "symlink %s", p[1]); /* a link to a dead socket */
+	dead_socket(p[4]);                                         /* another uid's */
+	CHECK(lchown(p[4], 65534, 65534) == 0, "lchown %s", p[4]);
+	dead_socket(p[5]); /* young: maybe a server between bind and listen */
+	CHECK(symlink("sub", p[6]) == 0, "symlink %s", p[6]);
+	const char *old[] = {killed, live, p[1], p[3], p[4]};
+	for (int i = 0; i < 5; i++)
+		backdate(old[i]);
+	pid_t pid3 = echo_server_start(proto, NULL, 2, addr3, sizeof addr3);
+	CHECK(pid3 > 0, "third server: %s", strerror((int)-pid3));
+	struct stat st;
+	CHECK(lstat(killed, &st) < 0 && errno == ENOENT, "the killed server's socket is still there");
+	CHECK(is_sock(live), "the socket of a live server was removed");
+	CHECK(lstat(p[0], &st) == 0 && S_ISREG(st.st_mode), "a plain file was removed");
+	CHECK(lstat(p[1], &st) == 0 && S_ISLNK(st.st_mode), "a symbolic link was removed");
+	CHECK(is_sock(p[3]), "a dead socket in a subdirectory (or behind a link) was removed");
+	CHECK(is_sock(p[4]), "a dead socket of another uid was removed");
+	CHECK(is_sock(p[5]), "a socket made just now was removed");
+	CHECK(lstat(p[6], &st) == 0 && S_ISLNK(st.st_mode), "a link to a directory was removed");
+	/* the live server is still reached over its socket, the new one too */
+	xprt_peer_t *to[2] = {NULL, NULL};
+	const char *a[2] = {addr2, addr3};
+	for (int i = 0; i < 2; i++) {
+		char rep[8];
+		size_t got = 0;
+		int rc = xprt_connect(cx, a[i], &to[i]);
+		if (rc == 0)
+			rc = xprt_call(cx, to[i], "Eok", 3, rep, sizeof rep, &got, 5000);
+		CHECK(rc == 0 && got == 2, "server %d after the sweep: %s", i + 2, strerror(-rc));
+	}
+	CHECK(local_peers() == 3, "servers not reached over their sockets: %llu local peers",
+	      (unsigned long long)local_peers());
+	echo_server_kill(pid2);
+	echo_server_kill(pid3);
+	/* a server closed cleanly removes its socket */
+	struct xprt_opts o = {.proto = proto, .is_server = 1, .nworkers = 1};
+	xprt_t *sx = NULL;
+	char addr4[256] = "", own[128];
+	int rc = xprt_open(&o, &sx);
+	if (rc == 0)
+		rc = xprt_self_addr(sx, addr4, sizeof addr4);
+	if (rc == 0)
+		rc = xprt_serve(sx, noop_handler, NULL);
+	CHECK(rc == 0, "in-process server: %s", strerror(-rc));
+	sock_path_of(addr4, own, sizeof own);
+	CHECK(is_sock(own), "the in-process server published no socket");
+	xprt_close(sx);
+	CHECK(lstat(own, &st) < 0 && errno == ENOENT, "a server closed cleanly left its socket");
+}
+
+/* A server killed, another started on its address without a local socket (CHFSD_LOCAL_SOCKET=0):
+ * the socket the first left must not keep clients from reaching the second over libfabric. */
+static void case_unpublished(void)
+{
+	echo(1);
+	char path[128], addr2[256];
+	sock_path(path, sizeof path);
+	echo_server_kill(srv_pid);
+	srv_pid = -1;
+	CHECK(is_sock(path), "the killed server's socket is not left behind");
+	const char *host = strstr(addr, "://");
+	setenv("CHFSD_LOCAL_SOCKET", "0", 1);
+	srv_pid = echo_server_start(proto, host ? host + 3 : addr, 2, addr2, sizeof addr2);
+	unsetenv("CHFSD_LOCAL_SOCKET");
+	CHECK(srv_pid > 0 && strcmp(addr, addr2) == 0, "restart on %s: got %s", addr,
+	      srv_pid > 0 ? addr2 : strerror((int)-srv_pid));
+	struct stat st;
+	CHECK(lstat(path, &st) < 0 && errno == ENOENT, "the dead socket outlived its address's restart");
+	char rep[8];
+	size_t got = 0;
+	int rc = xprt_call(cx, srv, "Eok", 3, rep, sizeof rep, &got, 10000);
+	CHECK(rc == 0 && got == 2, "call to the restarted server: %s", strerror(-rc));
+	xprt_close(cx);
+	cx = NULL;
+	rc = open_client(); /* a new client too */
+	if (rc == 0)
+		rc = xprt_call(cx, srv, "Eok", 3, rep, sizeof rep, &got, 10000);
+	CHECK(rc == 0 && got == 2, "new client to the restarted server: %s", strerror(-rc));
+	CHECK(local_peers() == 0, "a server without a socket was reached locally");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s <proto> calls|inflight|rma|cma|death|hung|mixed|planted\n",
+		fprintf(stderr,
+		        "usage: %s <proto> calls|inflight|rma|cma|death|hung|mixed|planted|stale|unpublished\n",
 		        argv[0]);
 		return 2;
 	}
@@ -539,6 +680,10 @@ int main(int argc, char **argv)
 			case_mixed();
 		else if (planted)
 			case_planted();
+		else if (!strcmp(c, "stale"))
+			case_stale();
+		else if (!strcmp(c, "unpublished"))
+			case_unpublished();
 		else {
 			fprintf(stderr, "unknown case %s\n", c);
 			failures++;
