@@ -58,7 +58,10 @@ static int add(uint64_t fileid, const char *addr)
 /* The file: every debt, one line each (lock held). */
 static void rewrite(void)
 {
-	FILE *f = ow.fd >= 0 && ftruncate(ow.fd, 0) == 0 ? fdopen(dup(ow.fd), "w") : NULL;
+	int fd = ow.fd >= 0 && ftruncate(ow.fd, 0) == 0 ? dup(ow.fd) : -1;
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f && fd >= 0)
+		close(fd); /* (fdopen failed: the descriptor is still ours) */
 	for (struct debt *x = ow.head; f && x; x = x->next)
 		fprintf(f, "%016llx %s\n", (unsigned long long)x->fileid, x->addr);
 	if (!f || fclose(f) != 0)
