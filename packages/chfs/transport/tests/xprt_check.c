@@ -54,7 +54,7 @@ int rma_check(xprt_t *cx, xprt_peer_t *srv, const char *label, char op, size_t l
 	xprt_mem_t *mr = NULL;
 	struct echo_rma_req q = {.len = len, .seed = seed};
 	int reg = xprt_mem_register(cx, buf, len, op == 'R' ? XPRT_MEM_REMOTE_READ : XPRT_MEM_REMOTE_WRITE,
-	                           &mr, &q.desc);
+	                            &mr, &q.desc);
 	CHECK(reg == 0, "register %zu: %s", len, strerror(-reg));
 	unsigned char req[1 + sizeof q];
 	req[0] = (unsigned char)op;
@@ -77,7 +77,8 @@ int rma_check(xprt_t *cx, xprt_peer_t *srv, const char *label, char op, size_t l
 		CHECK(want && memcmp(buf, want, len) == 0, "server-write %zu: data mismatch", len);
 		free(want);
 	}
-	printf("%s RMA %s %zu B: %.2f ms\n", label, op == 'R' ? "server-read" : "server-write", len, dt * 1e3);
+	printf("%s RMA %s %zu B: %.2f ms\n", label, op == 'R' ? "server-read" : "server-write", len,
+	       dt * 1e3);
 	if (reg == 0)
 		xprt_mem_deregister(mr);
 	free(buf);

@@ -13,6 +13,7 @@
  *   mixed     one client, one local server and one over libfabric: the same registered buffer
  *             serves RMA to both (desc.addr is the virtual address; tcp ignores it)
  *   planted   a socket another uid planted, or one in a directory open to others, is ignored
+ *   bigreply  a reply too large for any message fails only its own call (by its timeout)
  * Bounded by alarm(); the server child dies with us (PR_SET_PDEATHSIG).
  */
 #define _GNU_SOURCE
@@ -35,6 +36,7 @@
 #include "echo_server.h"
 #include "xprt_check.h"
 #include "xprt.h"
+#include "xprt_internal.h" /* XPRT_MAX_BODY */
 
 static const char *proto;
 static char dir[64];
@@ -234,6 +236,30 @@ static void case_death(void)
 	CHECK(rc == -EHOSTUNREACH && dt < 2.0, "next call to a killed server: rc %d after %.2f s", rc, dt);
 	waitpid(srv_pid, NULL, 0);
 	srv_pid = -1;
+}
+
+/* A reply larger than any message (the server's bug): over libfabric its send fails and only
+ * that call times out; over the local socket it must not be sent either — the client's reader
+ * would take it for nonsense and drop the connection, failing every other call in flight. */
+static void case_bigreply(void)
+{
+	echo_check(cx, srv, 10);
+	CHECK(local_peers() == 1, "the server was not reached over its local socket");
+	unsigned char s[5] = {'S'}, z[5] = {'Z'};
+	uint32_t ms = 1500, n = (uint32_t)XPRT_MAX_BODY + 64;
+	memcpy(s + 1, &ms, 4);
+	memcpy(z + 1, &n, 4);
+	char rep[16];
+	xprt_call_t *c;
+	int rc = xprt_call_start(cx, srv, s, sizeof s, rep, sizeof rep, 10000, &c);
+	CHECK(rc == 0, "start: %s", strerror(-rc));
+	char *big = malloc(n);
+	size_t got = 0;
+	rc = xprt_call(cx, srv, z, sizeof z, big, n, &got, 500);
+	free(big);
+	CHECK(rc == -ETIMEDOUT, "oversized reply: rc %d (%s), not the timeout", rc, strerror(-rc));
+	rc = xprt_call_wait(c, &got);
+	CHECK(rc == 0, "a call in flight beside the oversized reply failed: %s", strerror(-rc));
 }
 
 /* SIGSTOP, and wait until every thread of pid has stopped (delivery is asynchronous). */
@@ -471,6 +497,8 @@ int main(int argc, char **argv)
 			case_hung();
 		else if (!strcmp(c, "mixed"))
 			case_mixed();
+		else if (!strcmp(c, "bigreply"))
+			case_bigreply();
 		else if (planted)
 			case_planted();
 		else {
