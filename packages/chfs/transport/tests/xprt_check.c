@@ -5,6 +5,7 @@
 #include "xprt_check.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,6 +13,23 @@
 #include "echo_server.h"
 
 int failures;
+
+long run_workers(int n, void *(*fn)(void *))
+{
+	pthread_t th[64];
+	long bad = 0;
+	int started = 0;
+	for (long i = 0; i < n && i < 64; i++)
+		if (pthread_create(&th[started], NULL, fn, (void *)i) == 0)
+			started++;
+	CHECK(started == n, "only %d of %d worker threads started", started, n);
+	for (int i = 0; i < started; i++) {
+		void *r;
+		pthread_join(th[i], &r);
+		bad += (long)r;
+	}
+	return bad;
+}
 
 double now_s(void)
 {

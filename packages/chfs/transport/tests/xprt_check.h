@@ -23,6 +23,9 @@ extern int failures; /* CHECKs failed so far: the program's exit status */
 		}                                                            \
 	} while (0)
 
+/* Run fn((void *)i) on n threads (i = 0..n-1, n <= 64) and add up what they return (each
+ * thread's failed calls). */
+long run_workers(int n, void *(*fn)(void *));
 /* Seconds on the monotonic clock. */
 double now_s(void);
 /* An 'E' call of n pattern bytes to srv (5 s), its reply checked: xprt_call's result. */

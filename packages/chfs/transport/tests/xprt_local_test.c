@@ -18,7 +18,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -146,16 +145,8 @@ static void case_inflight(void)
 {
 	echo_check(cx, srv, 1);
 	CHECK(local_peers() == 1, "the server was not reached over its local socket");
-	pthread_t th[IF_THREADS];
 	double t0 = now_s();
-	for (long i = 0; i < IF_THREADS; i++)
-		pthread_create(&th[i], NULL, inflight_worker, (void *)i);
-	long bad = 0;
-	for (int i = 0; i < IF_THREADS; i++) {
-		void *r;
-		pthread_join(th[i], &r);
-		bad += (long)r;
-	}
+	long bad = run_workers(IF_THREADS, inflight_worker);
 	double dt = now_s() - t0;
 	CHECK(bad == 0, "%ld of %d calls in flight failed", bad, IF_THREADS * IF_CALLS);
 	printf("local: %d calls in flight from %d threads: %.0f calls/s\n", IF_THREADS * IF_CALLS, IF_THREADS,

@@ -118,16 +118,8 @@ static void *concurrent_worker(void *arg)
 
 static void case_concurrent(void)
 {
-	pthread_t th[NTHREADS];
 	double t0 = now_s();
-	for (long i = 0; i < NTHREADS; i++)
-		pthread_create(&th[i], NULL, concurrent_worker, (void *)i);
-	long bad = 0;
-	for (int i = 0; i < NTHREADS; i++) {
-		void *r;
-		pthread_join(th[i], &r);
-		bad += (long)r;
-	}
+	long bad = run_workers(NTHREADS, concurrent_worker);
 	double dt = now_s() - t0;
 	CHECK(bad == 0, "%ld of %d concurrent calls failed", bad, NTHREADS * NCALLS);
 	printf("%s %d threads x %d calls: %.0f calls/s\n", proto, NTHREADS, NCALLS, NTHREADS * NCALLS / dt);
@@ -226,15 +218,7 @@ static void case_onehop(void)
 	CHECK(w < (unsigned long long)n / 10,
 	      "the progress thread woke %llu times for %d calls (a hand-off per reply)", w, n);
 
-	pthread_t th[HOP_THREADS];
-	for (long i = 0; i < HOP_THREADS; i++)
-		pthread_create(&th[i], NULL, hop_worker, (void *)i);
-	long bad = 0;
-	for (int i = 0; i < HOP_THREADS; i++) {
-		void *r;
-		pthread_join(th[i], &r);
-		bad += (long)r;
-	}
+	long bad = run_workers(HOP_THREADS, hop_worker);
 	CHECK(bad == 0, "%ld of %d mixed calls failed", bad, HOP_THREADS * HOP_CALLS);
 }
 
