@@ -9,8 +9,8 @@
  * owner of a, about to create there with a BM_HIDE of a pending, first asks every other server
  * to apply what it has pending for a (WOP_META_SETTLE): b's owner moves backend a to b now and
  * relinks the old file (its chunks not yet flushed go to b, brelink_announce), and the new file
- * has a to itself. A server that cannot be asked is logged; its record is applied at the next
- * sync as before.
+ * has a to itself. A server that cannot be asked (or that the failure detector finds down: not
+ * called) is logged; its record is applied at the next sync as before.
  */
 #define _GNU_SOURCE
 #include "flush_meta.h"
@@ -22,33 +22,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void not_reached(struct chfsd *d, const char *addr, int rc, void *arg)
+{
+	(void)d;
+	log_err("backend rename away from %s: server %s not reached (%s); a new file there may share its "
+	        "backend name until the next sync",
+	        (const char *)arg, addr, strerror(-rc));
+}
+
 void bmeta_settle_peers(struct chfsd *d, const char *path)
 {
 	size_t cap = WIRE_HDR_LEN + CHFS_PATH_MAX + 16;
-	char *list = malloc(WIRE_LIST_MAX);
-	uint8_t *msg = malloc(cap), rep[WIRE_HDR_LEN + 16];
-	if (!list || !msg) {
-		log_err("backend rename away from %s: out of memory; applied at the next sync", path);
-		free(list);
-		free(msg);
-		return;
-	}
-	unsigned vnodes;
-	members_get(&d->mem, list, WIRE_LIST_MAX, &vnodes);
+	uint8_t *msg = malloc(cap);
 	struct wenc e;
-	wenc_init(&e, msg, cap);
-	chfsd_req_hdr(d, &e, WOP_META_SETTLE);
-	wenc_str(&e, path);
-	for (char *sv = NULL, *ent = strtok_r(list, ",", &sv); ent; ent = strtok_r(NULL, ",", &sv)) {
-		const char *a = ent + WIRE_ID_LEN + 1;
-		if (strcmp(a, d->self) == 0)
-			continue;
-		int rc = chfsd_call(d, a, &e, rep, sizeof rep, NULL, d->timeout_ms);
-		if (rc)
-			log_err("backend rename away from %s: server %s not reached (%s); a new file there may "
-			        "share its backend name until the next sync",
-			        path, a, strerror(-rc));
+	if (msg) {
+		wenc_init(&e, msg, cap);
+		chfsd_req_hdr(d, &e, WOP_META_SETTLE);
+		wenc_str(&e, path);
 	}
-	free(list);
+	if (!msg || chfsd_call_peers(d, &e, not_reached, (void *)path) != 0)
+		log_err("backend rename away from %s: out of memory; applied at the next sync", path);
 	free(msg);
 }

@@ -69,18 +69,23 @@ static struct xprt_rma_desc rma_desc(const struct wire_req *q)
 	return (struct xprt_rma_desc){.addr = q->rma.addr, .key = q->rma.key, .len = q->rma.len};
 }
 
-/* " ops=NAME:N,..." (the ops served, by name; status): what each access costs in requests. */
+/* " ops=NAME:N,..." (the ops served, by name; status): what each access costs in requests.
+ * Only whole entries: one that does not fit in the line is left out, not cut. */
 static void ops_status(struct chfsd *d, char *line, size_t size)
 {
 	size_t n = strlen(line);
 	const char *sep = " ops=";
 	for (unsigned op = 1; op < WOP_MAX && n < size; op++) {
 		unsigned long long k = atomic_load(&d->op_requests[op]);
-		if (k) {
-			snprintf(line + n, size - n, "%s%s:%llu", sep, wire_op_name(op), k);
-			n = strlen(line);
-			sep = ",";
+		if (!k)
+			continue;
+		int w = snprintf(line + n, size - n, "%s%s:%llu", sep, wire_op_name(op), k);
+		if (w < 0 || (size_t)w >= size - n) {
+			line[n] = '\0';
+			continue;
 		}
+		n += (size_t)w;
+		sep = ",";
 	}
 }
 

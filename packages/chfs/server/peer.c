@@ -1,11 +1,14 @@
 /*
  * peer.c — one server-to-server call: header with the pool secret and this server's epoch,
- * bounded by the timeout, reply header and status checked.
+ * bounded by the timeout, reply header and status checked; and the same request to every other
+ * member, skipping those the failure detector finds down (their timeout would only stall the
+ * caller).
  */
 #define _GNU_SOURCE
 #include "chfsd.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 void chfsd_req_hdr(struct chfsd *d, struct wenc *e, unsigned op)
@@ -43,5 +46,28 @@ int chfsd_call(struct chfsd *d, const char *addr, struct wenc *e, uint8_t *rep, 
 		return h.status;
 	if (body)
 		wdec_init(body, rep + WIRE_HDR_LEN, rl - WIRE_HDR_LEN);
+	return 0;
+}
+
+int chfsd_call_peers(struct chfsd *d, struct wenc *e, chfsd_peer_failed_fn failed, void *arg)
+{
+	char *list = malloc(WIRE_LIST_MAX);
+	if (!list)
+		return -ENOMEM;
+	uint8_t rep[WIRE_HDR_LEN + 16];
+	unsigned vnodes;
+	members_get(&d->mem, list, WIRE_LIST_MAX, &vnodes);
+	for (char *sv = NULL, *ent = strtok_r(list, ",", &sv); ent; ent = strtok_r(NULL, ",", &sv)) {
+		const char *a = ent + WIRE_ID_LEN + 1;
+		ent[WIRE_ID_LEN] = '\0';
+		if (strcmp(a, d->self) == 0)
+			continue;
+		int rc = members_is_down(&d->mem, ent)
+		                 ? -EHOSTDOWN
+		                 : chfsd_call(d, a, e, rep, sizeof rep, NULL, d->timeout_ms);
+		if (rc && failed)
+			failed(d, a, rc, arg);
+	}
+	free(list);
 	return 0;
 }

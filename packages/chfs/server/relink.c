@@ -160,22 +160,13 @@ int brelink_name(struct chfsd *d, uint64_t fileid, char *path, size_t size)
 	return rc;
 }
 
-struct told {
-	uint64_t fileid;
-	struct wenc *e;
-};
-
-static void tell(struct chfsd *d, const char *addr, int down, void *arg)
+static void not_told(struct chfsd *d, const char *addr, int rc, void *arg)
 {
-	struct told *t = arg;
-	uint8_t rep[WIRE_HDR_LEN + 16];
-	int rc = down ? -EHOSTDOWN : chfsd_call(d, addr, t->e, rep, sizeof rep, NULL, d->timeout_ms);
-	if (rc) {
-		log_err("backend rename (file %016llx): server %s not told (%s); it is told when it starts "
-		        "again or at the next sync",
-		        (unsigned long long)t->fileid, addr, strerror(-rc));
-		bowed_add(d, addr, t->fileid);
-	}
+	uint64_t fileid = *(const uint64_t *)arg;
+	log_err("backend rename (file %016llx): server %s not told (%s); it is told when it starts "
+	        "again or at the next sync",
+	        (unsigned long long)fileid, addr, strerror(-rc));
+	bowed_add(d, addr, fileid);
 }
 
 void brelink_announce(struct chfsd *d, uint64_t fileid, const char *path)
@@ -186,17 +177,15 @@ void brelink_announce(struct chfsd *d, uint64_t fileid, const char *path)
 	if (rc)
 		log_err("backend name of %s (file %016llx): %s", path, (unsigned long long)fileid,
 		        strerror(-rc));
-	if (!msg) {
+	struct wenc e;
+	if (msg) {
+		wenc_init(&e, msg, cap);
+		chfsd_req_hdr(d, &e, WOP_RELINK);
+		wenc_u64(&e, fileid);
+		wenc_str(&e, path);
+	}
+	if (!msg || chfsd_call_peers(d, &e, not_told, &fileid) != 0)
 		log_err("backend rename of %s: out of memory; other servers may flush it under its old name",
 		        path);
-		return;
-	}
-	struct wenc e;
-	wenc_init(&e, msg, cap);
-	chfsd_req_hdr(d, &e, WOP_RELINK);
-	wenc_u64(&e, fileid);
-	wenc_str(&e, path);
-	struct told t = {.fileid = fileid, .e = &e};
-	brelink_peers(d, tell, &t);
 	free(msg);
 }

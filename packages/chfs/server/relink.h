@@ -26,10 +26,6 @@ int brelink_name(struct chfsd *d, uint64_t fileid, char *path, size_t size);
 void brelink_forget(struct chfsd *d, uint64_t fileid);
 
 /* ---- relink_owed.c ---- */
-/* fn(d, addr, down, arg) for every member but this server (down: the failure detector finds
- * it down). */
-void brelink_peers(struct chfsd *d, void (*fn)(struct chfsd *d, const char *addr, int down, void *arg),
-                   void *arg);
 /* Load STORAGE/bdirty/relink.owed (bdirty_fd: that directory). */
 int bowed_init(int bdirty_fd);
 /* The member at addr was not told fileid's new backend name: owed, durably. */

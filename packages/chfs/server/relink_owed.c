@@ -38,25 +38,6 @@ static struct {
 	int fd;
 } ow = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
 
-void brelink_peers(struct chfsd *d, void (*fn)(struct chfsd *d, const char *addr, int down, void *arg),
-                   void *arg)
-{
-	char *list = malloc(WIRE_LIST_MAX);
-	if (!list) {
-		log_err("backend names: out of memory; the other servers are not asked");
-		return;
-	}
-	unsigned vnodes;
-	members_get(&d->mem, list, WIRE_LIST_MAX, &vnodes);
-	for (char *sv = NULL, *ent = strtok_r(list, ",", &sv); ent; ent = strtok_r(NULL, ",", &sv)) {
-		const char *a = ent + WIRE_ID_LEN + 1;
-		ent[WIRE_ID_LEN] = '\0';
-		if (strcmp(a, d->self) != 0)
-			fn(d, a, members_is_down(&d->mem, ent), arg);
-	}
-	free(list);
-}
-
 static int add(uint64_t fileid, const char *addr)
 {
 	for (struct debt *x = ow.head; x; x = x->next)
@@ -77,7 +58,10 @@ static int add(uint64_t fileid, const char *addr)
 /* The file: every debt, one line each (lock held). */
 static void rewrite(void)
 {
-	FILE *f = ow.fd >= 0 && ftruncate(ow.fd, 0) == 0 ? fdopen(dup(ow.fd), "w") : NULL;
+	int fd = ow.fd >= 0 && ftruncate(ow.fd, 0) == 0 ? dup(ow.fd) : -1;
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f && fd >= 0)
+		close(fd); /* (fdopen failed: the descriptor is still ours) */
 	for (struct debt *x = ow.head; f && x; x = x->next)
 		fprintf(f, "%016llx %s\n", (unsigned long long)x->fileid, x->addr);
 	if (!f || fclose(f) != 0)
@@ -172,24 +156,24 @@ void brelink_deliver(struct chfsd *d, const char *addr)
 	pthread_mutex_unlock(&ow.lock);
 }
 
-static void ask(struct chfsd *d, const char *addr, int down, void *arg)
+static void not_asked(struct chfsd *d, const char *addr, int rc, void *arg)
 {
+	(void)d;
 	(void)arg;
-	if (down)
-		return; /* (it asks us when it starts again) */
-	uint8_t msg[WIRE_HDR_LEN + WIRE_ADDR_MAX + 8], rep[WIRE_HDR_LEN + 16];
-	struct wenc e;
-	wenc_init(&e, msg, sizeof msg);
-	chfsd_req_hdr(d, &e, WOP_RELINK_OWED);
-	wenc_str(&e, d->self);
-	int rc = chfsd_call(d, addr, &e, rep, sizeof rep, NULL, d->timeout_ms);
-	if (rc)
+	if (rc != -EHOSTDOWN) /* (one found down asks us when it starts again) */
 		log_warn("backend names: %s not asked for renames this server missed (%s)", addr,
 		         strerror(-rc));
 }
 
 void brelink_pull(struct chfsd *d)
 {
-	if (d->bk)
-		brelink_peers(d, ask, NULL);
+	if (!d->bk)
+		return;
+	uint8_t msg[WIRE_HDR_LEN + WIRE_ADDR_MAX + 8];
+	struct wenc e;
+	wenc_init(&e, msg, sizeof msg);
+	chfsd_req_hdr(d, &e, WOP_RELINK_OWED);
+	wenc_str(&e, d->self);
+	if (chfsd_call_peers(d, &e, not_asked, NULL) != 0)
+		log_err("backend names: out of memory; the other servers are not asked");
 }

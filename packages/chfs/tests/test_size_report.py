@@ -7,7 +7,9 @@ hard-linked files (whose attributes are not at the name: the report falls back t
 The RPC counts come from the servers' per-op counters (`chlist -S`: ops=NAME:N,...). On the
 previous build every such close (and the writer's own stat) cost one SETATTR.
 """
+import contextlib
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -38,6 +40,37 @@ def pattern(n):
     return bytes(k % 251 for k in range(n))
 
 
+def put_in_one_write(pool, path, data):
+    """chfs-io put of data into existing path as one write: its stdin is a file, read whole.
+    Through a pipe the reads (hence the writes) come in pieces of whatever size the pipe
+    delivers, sometimes more than the REPORT_EVERY that carry a report, and a last write
+    without one leaves the close its SETATTR (by design, lib/io.c)."""
+    with tempfile.TemporaryFile() as f:
+        f.write(data)
+        f.seek(0)
+        r = subprocess.run(["chfs-io", "put", path, "0"], stdin=f, capture_output=True, env=pool.env,
+                           timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+
+
+@contextlib.contextmanager
+def held_writer(pool, path, size):
+    """chfs-io writehold: path written with size bytes, its descriptor held open while the body
+    runs (after the writer's own stat saw size), then closed; the writer is killed on failure."""
+    w = subprocess.Popen(["chfs-io", "writehold", path, str(size)], env=pool.env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert int(w.stdout.readline()) == size  # its own stat, descriptor still open
+        yield
+        w.stdin.write("close\n")
+        w.stdin.flush()
+        assert w.wait(timeout=60) == 0
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+
+
 def mtime(pool, path):
     return int(io(pool, "stat", path).stdout.split()[3])
 
@@ -50,7 +83,7 @@ def test_close_of_a_file_written_at_its_owner_sends_no_setattr(chfs_pool):
         p = f"/f{i}"
         io(chfs_pool, "create", p, SMALL_CHUNK)
         before = ops(chfs_pool)
-        put(chfs_pool, p, data, create=False)  # open + write + close
+        put_in_one_write(chfs_pool, p, data)  # open + write + close
         d = delta(before, ops(chfs_pool))
         assert d.get("setattr", 0) == 0 and d.get("write-report", 0) >= 1, d
         assert stat(chfs_pool, p)[1] == MIB
@@ -74,21 +107,11 @@ def test_a_long_stream_of_small_writes_reports_on_every_16th_and_at_close(chfs_p
 def test_writers_own_stat_before_close_sends_no_setattr_and_others_see_the_size(chfs_pool):
     io(chfs_pool, "create", "/held", SMALL_CHUNK)
     before = ops(chfs_pool)
-    w = subprocess.Popen(["chfs-io", "writehold", "/held", str(MIB)], env=chfs_pool.env,
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert int(w.stdout.readline()) == MIB  # its own stat, descriptor still open
+    with held_writer(chfs_pool, "/held", MIB):
         mid = ops(chfs_pool)
         # Another process, before the close: close-to-open promises nothing here; with the size
         # reported on the write it already sees all of it.
         assert stat(chfs_pool, "/held")[1] == MIB
-        w.stdin.write("close\n")
-        w.stdin.flush()
-        assert w.wait(timeout=60) == 0
-    finally:
-        if w.poll() is None:
-            w.kill()
-            w.wait()
     assert delta(before, mid).get("setattr", 0) == 0, delta(before, mid)
     assert delta(before, ops(chfs_pool)).get("setattr", 0) == 0
     assert stat(chfs_pool, "/held")[1] == MIB
@@ -124,18 +147,8 @@ def test_truncate_then_write_and_a_truncate_by_another_process_before_the_close(
     # A writer holds its descriptor while another process truncates: its size went with the
     # write, so its close does not bring the truncated bytes back.
     io(chfs_pool, "create", "/t2", SMALL_CHUNK)
-    w = subprocess.Popen(["chfs-io", "writehold", "/t2", str(MIB)], env=chfs_pool.env,
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert int(w.stdout.readline()) == MIB
+    with held_writer(chfs_pool, "/t2", MIB):
         io(chfs_pool, "truncate", "/t2", 7)
-        w.stdin.write("close\n")
-        w.stdin.flush()
-        assert w.wait(timeout=60) == 0
-    finally:
-        if w.poll() is None:
-            w.kill()
-            w.wait()
     assert stat(chfs_pool, "/t2")[1] == 7
     assert get(chfs_pool, "/t2") == pattern(7)
 

@@ -91,6 +91,8 @@ void xprt_local_conn_put(struct xprt_lconn *c)
 /* One message out (header, optional one-byte address placeholder, body) in one sendmsg. */
 int xprt_local_send(int fd, int kind, uint64_t id, const void *body, size_t len)
 {
+	if (len > XPRT_MAX_BODY) /* the peer would drop the connection (as xprt_send_msg refuses it) */
+		return -EMSGSIZE;
 	unsigned char hdr[XPRT_HDR_SIZE], addr = 0;
 	bool req = kind == XPRT_MSG_REQUEST;
 	struct xprt_hdr h = {kind, req ? 1 : 0, (uint32_t)len, id};

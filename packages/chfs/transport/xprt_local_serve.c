@@ -37,6 +37,22 @@ static int hello_check(struct xprt_lconn *c)
 	return status;
 }
 
+/* Connection c's thread is over (or never started): out of the server's list, which
+ * xprt_local's teardown waits to empty, and the list's reference dropped. */
+static void conn_unlist(struct xprt_local *l, struct xprt_lconn *c)
+{
+	pthread_mutex_lock(&l->mu);
+	for (struct xprt_lconn **pp = &l->conns; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	l->nthreads--;
+	pthread_cond_broadcast(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+	xprt_local_conn_put(c);
+}
+
 static void *server_conn(void *arg)
 {
 	struct xprt_lconn *c = arg;
@@ -61,17 +77,7 @@ static void *server_conn(void *arg)
 	}
 	atomic_store(&c->dead, true);
 	shutdown(c->fd, SHUT_RDWR);
-	struct xprt_local *l = x->local;
-	pthread_mutex_lock(&l->mu);
-	for (struct xprt_lconn **pp = &l->conns; *pp; pp = &(*pp)->next)
-		if (*pp == c) {
-			*pp = c->next;
-			break;
-		}
-	l->nthreads--;
-	pthread_cond_broadcast(&l->cv);
-	pthread_mutex_unlock(&l->mu);
-	xprt_local_conn_put(c);
+	conn_unlist(x->local, c);
 	return NULL;
 }
 
@@ -114,17 +120,8 @@ static void accept_one(xprt_t *x, struct xprt_local *l, int fd)
 	int rc = pthread_create(&c->thr, &a, server_conn, c);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&a);
-	if (rc) {
-		pthread_mutex_lock(&l->mu);
-		for (struct xprt_lconn **pp = &l->conns; *pp; pp = &(*pp)->next)
-			if (*pp == c) {
-				*pp = c->next;
-				break;
-			}
-		l->nthreads--;
-		pthread_mutex_unlock(&l->mu);
-		xprt_local_conn_put(c);
-	}
+	if (rc)
+		conn_unlist(l, c);
 }
 
 static void *acceptor_main(void *arg)

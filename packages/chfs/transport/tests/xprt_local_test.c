@@ -18,6 +18,7 @@
  *             subdirectory); a server closed cleanly removes its own
  *   unpublished  a server restarted on a killed one's address with CHFSD_LOCAL_SOCKET=0 removes
  *             the dead socket, and clients reach it over libfabric
+ *   bigreply  a reply too large for any message fails only its own call (by its timeout)
  * Bounded by alarm(); the server child dies with us (PR_SET_PDEATHSIG).
  */
 #define _GNU_SOURCE
@@ -39,18 +40,9 @@
 #include <unistd.h>
 
 #include "echo_server.h"
+#include "xprt_check.h"
 #include "xprt.h"
-
-static int failures;
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
+#include "xprt_internal.h" /* XPRT_MAX_BODY */
 
 static const char *proto;
 static char dir[64];
@@ -58,13 +50,6 @@ static char addr[256];
 static pid_t srv_pid = -1;
 static xprt_t *cx;
 static xprt_peer_t *srv;
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 static bool libfabric_mapped(void)
 {
@@ -106,29 +91,15 @@ static int open_client(void)
 	return rc;
 }
 
-static int echo(size_t n)
-{
-	char *req = malloc(n + 1), *rep = malloc(n + 1);
-	req[0] = 'E';
-	fill_pattern(req + 1, n, (uint32_t)n);
-	size_t got = 0;
-	int rc = xprt_call(cx, srv, req, n + 1, rep, n + 1, &got, 5000);
-	CHECK(rc == 0, "echo %zu: %s", n, strerror(-rc));
-	CHECK(rc != 0 || (got == n && memcmp(rep, req + 1, n) == 0), "echo %zu: wrong reply (%zu B)", n, got);
-	free(req);
-	free(rep);
-	return rc;
-}
-
 static void case_calls(void)
 {
 	CHECK(local_peers() == 0, "connected before the first call");
-	echo(1);
+	echo_check(cx, srv, 1);
 	CHECK(local_peers() == 1, "the server was not reached over its local socket");
 	size_t max = xprt_max_msg(cx);
 	size_t sizes[] = {0, 1, 64, 4096, 65536, max - 1};
 	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-		echo(sizes[i]);
+		echo_check(cx, srv, sizes[i]);
 	unsigned char z[5] = {'Z'};
 	uint32_t n = 1000;
 	memcpy(z + 1, &n, 4);
@@ -144,7 +115,7 @@ static void case_calls(void)
 	double t0 = now_s();
 	rc = xprt_call(cx, srv, "X", 1, NULL, 0, &got, 300);
 	CHECK(rc == -ETIMEDOUT && now_s() - t0 >= 0.25, "refused request: rc %d", rc);
-	echo(10);
+	echo_check(cx, srv, 10);
 	CHECK(!libfabric_mapped(), "libfabric is mapped in a client whose only server is local");
 }
 
@@ -179,67 +150,24 @@ static void *inflight_worker(void *arg)
 
 static void case_inflight(void)
 {
-	echo(1);
+	echo_check(cx, srv, 1);
 	CHECK(local_peers() == 1, "the server was not reached over its local socket");
-	pthread_t th[IF_THREADS];
 	double t0 = now_s();
-	for (long i = 0; i < IF_THREADS; i++)
-		pthread_create(&th[i], NULL, inflight_worker, (void *)i);
-	long bad = 0;
-	for (int i = 0; i < IF_THREADS; i++) {
-		void *r;
-		pthread_join(th[i], &r);
-		bad += (long)r;
-	}
+	long bad = run_workers(IF_THREADS, inflight_worker);
 	double dt = now_s() - t0;
 	CHECK(bad == 0, "%ld of %d calls in flight failed", bad, IF_THREADS * IF_CALLS);
 	printf("local: %d calls in flight from %d threads: %.0f calls/s\n", IF_THREADS * IF_CALLS, IF_THREADS,
 	       IF_THREADS * IF_CALLS / dt);
 }
 
-static void rma_one(char op, size_t len, uint32_t seed)
-{
-	char *buf = aligned_alloc(4096, len);
-	if (op == 'R')
-		fill_pattern(buf, len, seed);
-	else
-		memset(buf, 0, len);
-	xprt_mem_t *mr;
-	struct echo_rma_req q = {.len = len, .seed = seed};
-	int rc = xprt_mem_register(cx, buf, len, op == 'R' ? XPRT_MEM_REMOTE_READ : XPRT_MEM_REMOTE_WRITE,
-	                           &mr, &q.desc);
-	CHECK(rc == 0, "register %zu: %s", len, strerror(-rc));
-	unsigned char req[1 + sizeof q];
-	req[0] = (unsigned char)op;
-	memcpy(req + 1, &q, sizeof q);
-	int64_t out[2] = {-1, 0};
-	size_t got;
-	double t0 = now_s();
-	rc = xprt_call(cx, srv, req, sizeof req, out, sizeof out, &got, 60000);
-	double dt = now_s() - t0;
-	CHECK(rc == 0 && got == sizeof out && out[0] == 0, "rma %c %zu: rc %d server %d", op, len, rc,
-	      (int)out[0]);
-	if (op == 'R') {
-		CHECK((uint64_t)out[1] == fnv1a(buf, len), "server-read %zu: checksum mismatch", len);
-	} else {
-		char *want = malloc(len);
-		fill_pattern(want, len, seed);
-		CHECK(memcmp(buf, want, len) == 0, "server-write %zu: data mismatch", len);
-		free(want);
-	}
-	printf("local RMA %s %zu B: %.2f ms\n", op == 'R' ? "server-read" : "server-write", len, dt * 1e3);
-	xprt_mem_deregister(mr);
-	free(buf);
-}
-
 static void case_rma(void)
 {
-	echo(1);
+	echo_check(cx, srv, 1);
 	CHECK(local_peers() == 1, "the server was not reached over its local socket");
 	size_t sizes[] = {1, 4096, 16 << 20};
 	for (size_t i = 0; i < 3; i++) {
-		rma_one('R', sizes[i], (uint32_t)i + 1);
-		rma_one('W', sizes[i], (uint32_t)i + 11);
+		rma_check(cx, srv, "local", 'R', sizes[i], (uint32_t)i + 1);
+		rma_check(cx, srv, "local", 'W', sizes[i], (uint32_t)i + 11);
 	}
 	/* a descriptor is bounded by its length: one byte past it is refused by the server */
 	char *buf = calloc(1, 4096);
@@ -272,16 +200,16 @@ static int become_nobody(void)
 
 static void case_cma(void)
 {
-	echo(100);
+	echo_check(cx, srv, 100);
 	CHECK(local_peers() == 0, "a client the server cannot read was connected locally");
-	echo(100);
-	rma_one('R', 1 << 20, 5);
-	rma_one('W', 1 << 20, 6);
+	echo_check(cx, srv, 100);
+	rma_check(cx, srv, "local", 'R', 1 << 20, 5);
+	rma_check(cx, srv, "local", 'W', 1 << 20, 6);
 }
 
 static void case_death(void)
 {
-	echo(10);
+	echo_check(cx, srv, 10);
 	CHECK(local_peers() == 1, "the server was not reached over its local socket");
 	unsigned char s[5] = {'S'};
 	uint32_t ms = 20000;
@@ -306,6 +234,30 @@ static void case_death(void)
 	CHECK(rc == -EHOSTUNREACH && dt < 2.0, "next call to a killed server: rc %d after %.2f s", rc, dt);
 	waitpid(srv_pid, NULL, 0);
 	srv_pid = -1;
+}
+
+/* A reply larger than any message (the server's bug): over libfabric its send fails and only
+ * that call times out; over the local socket it must not be sent either — the client's reader
+ * would take it for nonsense and drop the connection, failing every other call in flight. */
+static void case_bigreply(void)
+{
+	echo_check(cx, srv, 10);
+	CHECK(local_peers() == 1, "the server was not reached over its local socket");
+	unsigned char s[5] = {'S'}, z[5] = {'Z'};
+	uint32_t ms = 1500, n = (uint32_t)XPRT_MAX_BODY + 64;
+	memcpy(s + 1, &ms, 4);
+	memcpy(z + 1, &n, 4);
+	char rep[16];
+	xprt_call_t *c;
+	int rc = xprt_call_start(cx, srv, s, sizeof s, rep, sizeof rep, 10000, &c);
+	CHECK(rc == 0, "start: %s", strerror(-rc));
+	char *big = malloc(n);
+	size_t got = 0;
+	rc = xprt_call(cx, srv, z, sizeof z, big, n, &got, 500);
+	free(big);
+	CHECK(rc == -ETIMEDOUT, "oversized reply: rc %d (%s), not the timeout", rc, strerror(-rc));
+	rc = xprt_call_wait(c, &got);
+	CHECK(rc == 0, "a call in flight beside the oversized reply failed: %s", strerror(-rc));
 }
 
 /* SIGSTOP, and wait until every thread of pid has stopped (delivery is asynchronous). */
@@ -342,7 +294,7 @@ static void case_hung(void)
 	CHECK(rc == -ETIMEDOUT && dt >= 1.4 && dt < 4.0, "call to a stopped server: rc %d after %.2f s", rc,
 	      dt);
 	kill(srv_pid, SIGCONT);
-	echo(10);
+	echo_check(cx, srv, 10);
 	CHECK(local_peers() == 1, "the server was not reached over its local socket once it ran again");
 	/* stopped while connected: the call times out too, and the connection survives */
 	stop_server();
@@ -351,7 +303,7 @@ static void case_hung(void)
 	dt = now_s() - t0;
 	CHECK(rc == -ETIMEDOUT && dt >= 0.9 && dt < 4.0, "connected, stopped: rc %d after %.2f s", rc, dt);
 	kill(srv_pid, SIGCONT);
-	echo(10);
+	echo_check(cx, srv, 10);
 }
 
 static void case_mixed(void)
@@ -364,7 +316,7 @@ static void case_mixed(void)
 	int rc = pid2 > 0 ? xprt_connect(cx, addr2, &srv2) : -ECHILD;
 	CHECK(rc == 0, "second server: %s", strerror(-rc));
 	if (rc == 0) {
-		echo(1);
+		echo_check(cx, srv, 1);
 		size_t len = 3 << 20;
 		char *buf = aligned_alloc(4096, len);
 		fill_pattern(buf, len, 77);
@@ -467,7 +419,7 @@ static void planted_try(const char *what)
 	CHECK(lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_uid != 0, "%s: not planted", what);
 	cx = NULL;
 	if (open_client() == 0) {
-		echo(64); /* over libfabric */
+		echo_check(cx, srv, 64); /* over libfabric */
 		CHECK(local_peers() == 0, "%s: the planted socket was used", what);
 	}
 	int status = 0;
@@ -494,7 +446,7 @@ static void case_planted(void)
 	chmod(dir, 0700);
 	cx = NULL;
 	if (pl > 0 && open_client() == 0) {
-		echo(64);
+		echo_check(cx, srv, 64);
 		CHECK(local_peers() == 0, "socket of another uid: used");
 	}
 	int status = 0;
@@ -678,6 +630,8 @@ int main(int argc, char **argv)
 			case_hung();
 		else if (!strcmp(c, "mixed"))
 			case_mixed();
+		else if (!strcmp(c, "bigreply"))
+			case_bigreply();
 		else if (planted)
 			case_planted();
 		else if (!strcmp(c, "stale"))

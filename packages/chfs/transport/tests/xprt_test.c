@@ -22,32 +22,15 @@
 #include <unistd.h>
 
 #include "echo_server.h"
+#include "xprt_check.h"
 #include "shm_doorbell.h"
 #include "xprt.h"
 #include "xprt_internal.h" /* dblife: the peer's doorbell mapping */
-
-static int failures;
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
 
 static const char *proto;
 static xprt_t *cx;
 static xprt_peer_t *srv;
 static pid_t srv_pid;
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 static int setup(void)
 {
@@ -69,27 +52,13 @@ static int setup(void)
 	return 0;
 }
 
-static int echo(size_t n)
-{
-	char *req = malloc(n + 1), *rep = malloc(n + 1);
-	req[0] = 'E';
-	fill_pattern(req + 1, n, (uint32_t)n);
-	size_t got = 0;
-	int rc = xprt_call(cx, srv, req, n + 1, rep, n + 1, &got, 5000);
-	CHECK(rc == 0, "echo %zu: %s", n, strerror(-rc));
-	CHECK(rc != 0 || (got == n && memcmp(rep, req + 1, n) == 0), "echo %zu: wrong reply (%zu B)", n, got);
-	free(req);
-	free(rep);
-	return rc;
-}
-
 static void case_echo(void)
 {
 	size_t max = xprt_max_msg(cx);
 	CHECK(max >= 68 * 1024, "max_msg %zu too small", max);
 	size_t sizes[] = {0, 64, 4096, 65536, max - 1};
 	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-		echo(sizes[i]);
+		echo_check(cx, srv, sizes[i]);
 	/* empty request body */
 	size_t got = 99;
 	int rc = xprt_call(cx, srv, NULL, 0, NULL, 0, &got, 5000);
@@ -108,50 +77,12 @@ static void case_echo(void)
 	free(big);
 }
 
-static int rma_one(char op, size_t len, uint32_t seed)
-{
-	char *buf = aligned_alloc(4096, len);
-	if (op == 'R')
-		fill_pattern(buf, len, seed);
-	else
-		memset(buf, 0, len);
-	xprt_mem_t *mr;
-	struct echo_rma_req q = {.len = len, .seed = seed};
-	int rc = xprt_mem_register(cx, buf, len, op == 'R' ? XPRT_MEM_REMOTE_READ : XPRT_MEM_REMOTE_WRITE,
-	                           &mr, &q.desc);
-	CHECK(rc == 0, "register %zu: %s", len, strerror(-rc));
-	unsigned char req[1 + sizeof q];
-	req[0] = (unsigned char)op;
-	memcpy(req + 1, &q, sizeof q);
-	int64_t out[2] = {-1, 0};
-	size_t got;
-	double t0 = now_s();
-	/* 60 s: a 16 MiB transfer under ThreadSanitizer on a loaded 2-core machine took over 10 s */
-	rc = xprt_call(cx, srv, req, sizeof req, out, sizeof out, &got, 60000);
-	double dt = now_s() - t0;
-	CHECK(rc == 0 && got == sizeof out && out[0] == 0, "rma %c %zu: rc %d server %d", op, len, rc,
-	      (int)out[0]);
-	if (op == 'R') {
-		CHECK((uint64_t)out[1] == fnv1a(buf, len), "rma read %zu: checksum mismatch", len);
-	} else {
-		char *want = malloc(len);
-		fill_pattern(want, len, seed);
-		CHECK(memcmp(buf, want, len) == 0, "rma write %zu: data mismatch", len);
-		free(want);
-	}
-	printf("%s RMA %s %zu B: %.2f ms\n", proto, op == 'R' ? "server-read" : "server-write", len,
-	       dt * 1e3);
-	xprt_mem_deregister(mr);
-	free(buf);
-	return rc;
-}
-
 static void case_rma(void)
 {
 	size_t sizes[] = {4096, 1 << 20, 16 << 20};
 	for (size_t i = 0; i < 3; i++) {
-		rma_one('R', sizes[i], (uint32_t)i + 1);
-		rma_one('W', sizes[i], (uint32_t)i + 11);
+		rma_check(cx, srv, proto, 'R', sizes[i], (uint32_t)i + 1);
+		rma_check(cx, srv, proto, 'W', sizes[i], (uint32_t)i + 11);
 	}
 }
 
@@ -187,16 +118,8 @@ static void *concurrent_worker(void *arg)
 
 static void case_concurrent(void)
 {
-	pthread_t th[NTHREADS];
 	double t0 = now_s();
-	for (long i = 0; i < NTHREADS; i++)
-		pthread_create(&th[i], NULL, concurrent_worker, (void *)i);
-	long bad = 0;
-	for (int i = 0; i < NTHREADS; i++) {
-		void *r;
-		pthread_join(th[i], &r);
-		bad += (long)r;
-	}
+	long bad = run_workers(NTHREADS, concurrent_worker);
 	double dt = now_s() - t0;
 	CHECK(bad == 0, "%ld of %d concurrent calls failed", bad, NTHREADS * NCALLS);
 	printf("%s %d threads x %d calls: %.0f calls/s\n", proto, NTHREADS, NCALLS, NTHREADS * NCALLS / dt);
@@ -295,21 +218,13 @@ static void case_onehop(void)
 	CHECK(w < (unsigned long long)n / 10,
 	      "the progress thread woke %llu times for %d calls (a hand-off per reply)", w, n);
 
-	pthread_t th[HOP_THREADS];
-	for (long i = 0; i < HOP_THREADS; i++)
-		pthread_create(&th[i], NULL, hop_worker, (void *)i);
-	long bad = 0;
-	for (int i = 0; i < HOP_THREADS; i++) {
-		void *r;
-		pthread_join(th[i], &r);
-		bad += (long)r;
-	}
+	long bad = run_workers(HOP_THREADS, hop_worker);
 	CHECK(bad == 0, "%ld of %d mixed calls failed", bad, HOP_THREADS * HOP_CALLS);
 }
 
 static void case_timeout(void)
 {
-	echo(10);
+	echo_check(cx, srv, 10);
 	echo_server_kill(srv_pid);
 	srv_pid = -1;
 	const int timeout = 1000;
@@ -357,7 +272,7 @@ static void *died_sleeper(void *arg)
 
 static void case_died(void)
 {
-	echo(10);
+	echo_check(cx, srv, 10);
 	struct died_call d = {0};
 	pthread_t th;
 	pthread_create(&th, NULL, died_sleeper, &d);
@@ -407,8 +322,8 @@ static void case_late(void)
 	struct xprt_stats st;
 	xprt_get_stats(cx, &st);
 	CHECK(st.timeouts >= 4, "stats count %llu timeouts", (unsigned long long)st.timeouts);
-	echo(100);
-	echo(60000);
+	echo_check(cx, srv, 100);
+	echo_check(cx, srv, 60000);
 }
 
 static void case_badaddr(void)
@@ -459,14 +374,14 @@ static void case_badaddr(void)
 	CHECK(xprt_connect(cx, self, &a) == 0 && xprt_connect(cx, self, &b) == 0 && a == b,
 	      "connect(self) not cached");
 	CHECK(strcmp(xprt_peer_addr(a), self) == 0, "peer addr %s != %s", xprt_peer_addr(a), self);
-	echo(1);
+	echo_check(cx, srv, 1);
 }
 
 /* A server restarted at the same address (same tcp port / shm name) is reachable again through
  * the peer the client already holds. */
 static void case_restart(void)
 {
-	echo(10);
+	echo_check(cx, srv, 10);
 	char host[128], addr[256];
 	const char *rest = strstr(xprt_peer_addr(srv), "://") + 3;
 	snprintf(host, sizeof host, "%s", rest);
@@ -489,7 +404,7 @@ static void case_restart(void)
 		printf("%s after restart %d: %s after %.2f s\n", proto, round, rc ? strerror(-rc) : "ok",
 		       now_s() - t0);
 		CHECK(rc == 0, "restarted server unreachable: %s", strerror(-rc));
-		echo(70000);
+		echo_check(cx, srv, 70000);
 	}
 	if (strcmp(xprt_proto(cx), "shm") == 0) {
 		echo_server_kill(srv_pid);
@@ -502,7 +417,7 @@ static void case_restart(void)
  * the same server; the parent keeps working meanwhile and after. */
 static void case_fork(void)
 {
-	echo(10);
+	echo_check(cx, srv, 10);
 	char addr[256];
 	snprintf(addr, sizeof addr, "%s", xprt_peer_addr(srv));
 	pid_t c = fork();
@@ -530,12 +445,12 @@ static void case_fork(void)
 		_exit(rc == 0 ? 0 : 1);
 	}
 	for (int i = 0; i < 50; i++)
-		echo(100 + (size_t)i);
+		echo_check(cx, srv, 100 + (size_t)i);
 	int status = -1;
 	waitpid(c, &status, 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "forked child failed (status %#x)", status);
-	echo(10);
-	echo(70000);
+	echo_check(cx, srv, 10);
+	echo_check(cx, srv, 70000);
 }
 
 /* shm: a SIGKILLed process leaves libfabric's 16 MiB region and our doorbell in /dev/shm; the
@@ -554,7 +469,7 @@ static void case_sweep(void)
 	snprintf(bell, sizeof bell, "/dev/shm/chfs-xprt-db.%s", name);
 	/* Traffic a second later touches the region (tmpfs ctime) after the doorbell was made. */
 	sleep(1);
-	echo(70000);
+	echo_check(cx, srv, 70000);
 	kill(srv_pid, SIGKILL);
 	waitpid(srv_pid, NULL, 0);
 	srv_pid = -1;
@@ -690,7 +605,7 @@ static int rma_call(xprt_t *x, xprt_peer_t *to, char op, void *buf, size_t len, 
  * be resolved again, then use it: it must still be mapped and still be the old one's. */
 static void case_dblife(void)
 {
-	echo(10);
+	echo_check(cx, srv, 10);
 	struct shm_doorbell *old = srv->db;
 	CHECK(old != NULL, "no doorbell mapped for the server");
 	if (!old)
@@ -719,7 +634,7 @@ static void case_dblife(void)
 	struct shm_doorbell *now = srv->db;
 	CHECK(now && strncmp(old->epname, now->epname, sizeof old->epname) != 0,
 	      "the old mapping now shows the new incarnation %s", now ? now->epname : "-");
-	echo(100);
+	echo_check(cx, srv, 100);
 	echo_server_kill(srv_pid);
 	srv_pid = -1;
 	echo_server_remove_shm(host);
@@ -743,7 +658,7 @@ static long vm_data_kb(void)
 #define BUFS_CALLS 1000
 static void case_bufs(void)
 {
-	echo(10);
+	echo_check(cx, srv, 10);
 	static xprt_call_t *calls[BUFS_CALLS];
 	static char rep[BUFS_CALLS][16];
 	long before = vm_data_kb();
@@ -806,7 +721,7 @@ static void case_admit(void)
 	      (unsigned long long)before[0], (unsigned long long)after[0]);
 	CHECK(after[1] - before[1] == ADMIT_CLIENTS, "refused %llu of %d",
 	      (unsigned long long)(after[1] - before[1]), ADMIT_CLIENTS);
-	echo(100);
+	echo_check(cx, srv, 100);
 }
 
 /* tcp: a client that stops progressing in the middle of the server's RMA read (SIGSTOP). The
@@ -933,7 +848,7 @@ static double self_cpu_s(void)
 
 static void case_idle(void)
 {
-	echo(10);
+	echo_check(cx, srv, 10);
 	const double span = 3.0;
 	sleep(1); /* let back-off reach its long sleeps */
 	double s0 = proc_cpu_s(srv_pid), c0 = self_cpu_s(), t0 = now_s();
@@ -943,7 +858,7 @@ static void case_idle(void)
 	printf("%s idle CPU over %.1f s: server %.2f%%, client %.2f%%\n", proto, dt, spct, cpct);
 	CHECK(s0 >= 0 && spct < 3.0, "idle server uses %.2f%% CPU", spct);
 	CHECK(cpct < 3.0, "idle client uses %.2f%% CPU", cpct);
-	echo(10);
+	echo_check(cx, srv, 10);
 }
 
 int main(int argc, char **argv)
