@@ -22,8 +22,11 @@ pool's membership changes. The pool comes from the environment (CHFS_SERVER, CHF
       --rate-log appends "time bytes_read bytes_written ops errors" every 0.25 s (cumulative);
       --ops paces it to at most R operations a second; --rewrite F sets the fraction of
       writes that make a new version of an own file (default 0.25).
+  chfsload.py churn --dir D --prefix P --out RESULT
+      prints "ready", then until SIGTERM creates D/P<i> and removes D/P<i-32> (so a directory
+      being listed keeps changing); RESULT holds {"ops": n, "errors": [...]}.
 
-As a module: write(), verify() and Workers run those commands against a pool's environment.
+As a module: write(), verify(), Workers and Churn run those commands against a pool's environment.
 """
 import argparse
 import ctypes
@@ -90,6 +93,10 @@ class Client:
         finally:
             if self.lib.chfs_close(fd) != 0:
                 self._fail(path)
+
+    def unlink(self, path):
+        if self.lib.chfs_unlink(path.encode()) != 0:
+            self._fail(path)
 
     def get(self, path):
         fd = self.lib.chfs_open(path.encode(), os.O_RDONLY)
@@ -238,6 +245,25 @@ def cmd_worker(a):
     os.replace(a.out + ".tmp", a.out)
 
 
+def cmd_churn(a):
+    c = Client()
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    print("ready", flush=True)
+    ops, errors = 0, []
+    while not stop:
+        try:
+            c.put(f"{a.dir}/{a.prefix}{ops}", b"")
+            if ops >= 32:
+                c.unlink(f"{a.dir}/{a.prefix}{ops - 32}")
+        except ChfsError as e:
+            errors.append([ops, errname(e)])
+        ops += 1
+    with open(a.out + ".tmp", "w") as f:
+        json.dump({"ops": ops, "errors": errors}, f)
+    os.replace(a.out + ".tmp", a.out)
+
+
 def _run(env, *args, timeout=300):
     r = subprocess.run([sys.executable, os.path.abspath(__file__), *map(str, args)], env=python_env(env),
                        capture_output=True, text=True, timeout=timeout)
@@ -280,7 +306,14 @@ class Workers:
                 argv += ["--rewrite", str(rewrite)] if rewrite is not None else []
                 self.procs.append(subprocess.Popen(argv, env=python_env(env), stdout=subprocess.PIPE,
                                                     text=True))
-            end = time.time() + 60
+        except BaseException:
+            self.kill()
+            raise
+        self._wait_ready()
+
+    def _wait_ready(self):
+        end = time.time() + 60
+        try:
             for p in self.procs:
                 ready, _, _ = select.select([p.stdout], [], [], max(0.0, end - time.time()))
                 if not ready or p.stdout.readline().strip() != "ready":
@@ -314,6 +347,18 @@ class Workers:
         self.kill()
 
 
+class Churn(Workers):
+    """A `churn` process creating and removing entries of directory d (names prefix<i>) of the
+    pool of env; stop() returns its result."""
+
+    def __init__(self, env, d, prefix, workdir):
+        self.outs = [os.path.join(workdir, "churn.json")]
+        argv = [sys.executable, os.path.abspath(__file__), "churn", "--dir", d, "--prefix", prefix,
+                "--out", self.outs[0]]
+        self.procs = [subprocess.Popen(argv, env=python_env(env), stdout=subprocess.PIPE, text=True)]
+        self._wait_ready()
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="chfsload.py", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -337,8 +382,12 @@ def main(argv=None):
     k.add_argument("--ops", type=float, help="at most this many operations a second")
     k.add_argument("--rewrite", type=float, default=0.25,
                    help="fraction of writes that rewrite one of its files (default 0.25)")
+    c = sub.add_parser("churn", help="keep creating and removing entries of a directory until SIGTERM")
+    c.add_argument("--dir", required=True)
+    c.add_argument("--prefix", required=True)
+    c.add_argument("--out", required=True)
     a = p.parse_args(argv)
-    {"write": cmd_write, "verify": cmd_verify, "worker": cmd_worker}[a.cmd](a)
+    {"write": cmd_write, "verify": cmd_verify, "worker": cmd_worker, "churn": cmd_churn}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+import chfsload
 from chfsutil import err_name, get, io, owner, put, rand, sha, stat
 from ci.testlib.chfs_pool import wait_gone
 
@@ -126,6 +127,28 @@ def test_directory_with_10000_entries(chfs_pool):
     io(chfs_pool, "mkdir", "/empty")
     io(chfs_pool, "rmdir", "/empty")
     assert err_name(io(chfs_pool, "stat", "/empty", check=False)) == "ENOENT"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 1}, {"servers": 4}, {"servers": 4, "proto": "shm"}],
+                         indirect=True)
+def test_listing_20000_entries_names_each_once_while_others_change(chfs_pool, tmp_path):
+    """All servers are asked in parallel, page by page: every entry is listed exactly once, also
+    while another process creates and removes entries of the directory (those that exist
+    throughout are all there, nothing twice)."""
+    io(chfs_pool, "mkdir", "/big")
+    io(chfs_pool, "mkfiles", "/big", 20000, timeout=240)
+    want = {f"f{i:06d}" for i in range(20000)}
+    names = io(chfs_pool, "ls", "/big").stdout.decode().split()
+    assert len(names) == 20000 and set(names) == want
+    with chfsload.Churn(chfs_pool.env, "/big", "x", str(tmp_path)) as churn:
+        for _ in range(5):
+            names = io(chfs_pool, "ls", "/big").stdout.decode().split()
+            assert len(names) == len(set(names)), "an entry listed twice"
+            assert want <= set(names), f"{len(want - set(names))} entries missing"
+            assert all(n in want or n.startswith("x") for n in names)
+        res = churn.stop()[0]
+    assert res["ops"] > 32 and not res["errors"], res
 
 
 @pytest.mark.timeout(120)
