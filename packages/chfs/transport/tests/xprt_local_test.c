@@ -490,7 +490,7 @@ static void noop_handler(xprt_req_t *r, void *arg)
  * a server closed cleanly removes its own. */
 static void case_stale(void)
 {
-	echo(1);
+	echo_check(cx, srv, 1);
 	char killed[128], live[128], addr2[256], addr3[256], p[8][160];
 	sock_path(killed, sizeof killed);
 	pid_t pid2 = echo_server_start(proto, NULL, 2, addr2, sizeof addr2);
@@ -560,7 +560,7 @@ static void case_stale(void)
  * the socket the first left must not keep clients from reaching the second over libfabric. */
 static void case_unpublished(void)
 {
-	echo(1);
+	echo_check(cx, srv, 1);
 	char path[128], addr2[256];
 	sock_path(path, sizeof path);
 	echo_server_kill(srv_pid);
