@@ -49,8 +49,9 @@ struct job {
 static void *run(void *arg)
 {
 	struct job *j = arg;
-	char *buf = aligned_alloc(4096, j->len + 4096);
-	memset(buf, 1, j->len + 4096);
+	size_t cap = (j->len + 4096 + 4095) / 4096 * 4096; /* aligned_alloc: a multiple of 4096 */
+	char *buf = aligned_alloc(4096, cap);
+	memset(buf, 1, cap);
 	xprt_mem_t *mr = NULL;
 	unsigned char req[256];
 	size_t reqlen;
