@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import poolstatus
 from ci.testlib.chfs_pool import stack_env
 from chfsutil import err_name, get, io, owner, put, python_env, rand, sha
 
@@ -129,7 +130,12 @@ def test_join_does_not_wait_for_a_hung_member(chfs_pool):
     until the servers' RPC timeout, 15 s here) runs outside the JOIN request; the member gets the
     list once it answers again. A join that waited would take the whole timeout; one that does
     not takes a server start (~0.3 s, a few seconds on a loaded machine: the bound is half the
-    timeout, so load cannot make it flaky)."""
+    timeout, so load cannot make it flaky).
+
+    The member is stopped only once the pool has settled from its own join: a pool refuses
+    new members while a rebalance runs, and a member stopped before it took its keys would
+    hold that rebalance (and this join) until it continues — a race the CI run lost once."""
+    poolstatus.wait_settled(chfs_pool.env, 3)
     os.kill(chfs_pool.pids[2], signal.SIGSTOP)
     try:
         t0 = time.time()
