@@ -270,7 +270,7 @@ def test_long_lived_client_sees_a_server_down_then_back(chfs_pool):
     although CHFS_NODE_LIST_CACHE_TIMEOUT is 120 s."""
     name = next(f"/x{i}" for i in range(100) if owner(chfs_pool, f"/x{i}") == chfs_pool.addrs[1])
     put(chfs_pool, name, b"data")
-    p = subprocess.Popen(["python3", "-c", PROBE, name, "40"], env=python_env(chfs_pool.env),
+    p = subprocess.Popen(["python3", "-c", PROBE, name, "60"], env=python_env(chfs_pool.env),
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     # Hang the server only once the probe has joined the pool and succeeded (its start-up
     # takes seconds under a sanitizer build on a loaded machine).
@@ -283,8 +283,17 @@ def test_long_lived_client_sees_a_server_down_then_back(chfs_pool):
     time.sleep(6)
     back = time.time()
     os.kill(chfs_pool.pids[1], signal.SIGCONT)
-    out, _ = p.communicate(timeout=60)
-    lines = first + out.splitlines()
+    # Read until a stat succeeds again (or the probe ends, 60 s after it began), then stop it.
+    lines = first
+    try:
+        while line := p.stdout.readline():
+            lines.append(line)
+            t, _, e = line.split()
+            if e == "0" and float(t) > back:
+                break
+    finally:
+        p.kill()
+        p.wait(timeout=30)
     rows = [(float(t), float(d), int(e)) for t, d, e in (l.split() for l in lines)]
     # (t is printed rounded to 10 ms: a stat that began just before the hang may print as later)
     assert any(e == 0 for t, d, e in rows if t < back - 5.9), "no success before the hang"
