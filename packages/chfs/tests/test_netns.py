@@ -1,14 +1,17 @@
 """CHFS across simulated nodes: 4 chfsd, each in its own network namespace with its own IP on a
 bridge, and a client in a fifth namespace (netns_cluster fixture)."""
+import json
 import os
 import signal
+import sys
 import time
 
 import pytest
 
 from ci.testlib.chfs_pool import wait_gone
 
-from chfsutil import rand, sha
+import chfsload
+from chfsutil import python_env, rand, sha
 
 
 @pytest.mark.timeout(180)
@@ -67,15 +70,21 @@ def test_servers_join_and_leave_namespaced_nodes_nothing_lost(netns_cluster):
             assert time.time() < end, r.stdout
             time.sleep(0.3)
 
-    files = {f"/m/f{i}": rand(1 + 37000 * (i % 7) + i, 900 + i) for i in range(60)}
-    files["/m/big"] = rand(3 * (1 << 20) + 777, 5)
-    io("mkdir", "/m")
-    for p, b in files.items():
-        io("put", p, 0, "create", data=b)
+    # One chfsload process writes and one verifies (a chfs-io per file cost ~0.25 s each):
+    # 61 files from empty to over 1 MiB (every 20th), whose bytes follow from the seed.
+    manifest = os.path.join(pool.tmp, "m.json")
+
+    def load(*args):
+        r = c.run(4, [sys.executable, chfsload.__file__, *map(str, args)], env=python_env(pool.env),
+                  check=False, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r.stdout
+
+    load("write", "--out", manifest, "--files", 61, "--seed", 900, "--top", "/m")
 
     def verify():
-        bad = [p for p, b in files.items() if sha(io("get", p, check=False).stdout) != sha(b)]
-        assert not bad, f"{len(bad)} files wrong or unreadable: {bad[:5]}"
+        r = json.loads(load("verify", manifest))
+        assert r["ok"] == 61, f"files wrong or unreadable: {r}"
 
     for node in (2, 3):
         i = pool.add(node)
