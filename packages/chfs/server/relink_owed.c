@@ -9,7 +9,10 @@
  * too. A member starting again asks every other member for its debts (WOP_RELINK_OWED,
  * brelink_pull) before its flush threads begin (flush.c holds them until then); the debtor
  * sends the WOP_RELINKs, with the file's current backend name, before answering. Every
- * chfs_sync also retries what is still owed (a member that was only unreachable).
+ * chfs_sync also retries what is still owed (a member that was only unreachable). A debt out
+ * for delivery stays listed, and in the file, until the member has it: two deliveries at once
+ * (a sync and a member's pull) each rewrite the file, and neither may drop what the other is
+ * still sending.
  */
 #define _GNU_SOURCE
 #include "relink.h"
@@ -29,6 +32,8 @@
 struct debt {
 	uint64_t fileid;
 	char addr[WIRE_ADDR_MAX];
+	int sending; /* out for delivery: stays listed (and in the file) until told */
+	int again;   /* owed anew while out: a delivery that succeeds keeps it */
 	struct debt *next;
 };
 
@@ -41,8 +46,10 @@ static struct {
 static int add(uint64_t fileid, const char *addr)
 {
 	for (struct debt *x = ow.head; x; x = x->next)
-		if (x->fileid == fileid && strcmp(x->addr, addr) == 0)
+		if (x->fileid == fileid && strcmp(x->addr, addr) == 0) {
+			x->again = x->sending; /* the name being sent may be older than this rename */
 			return 0;
+		}
 	struct debt *x = calloc(1, sizeof *x);
 	if (!x || strlen(addr) >= sizeof x->addr) {
 		free(x);
@@ -103,57 +110,62 @@ void bowed_add(struct chfsd *d, const char *addr, uint64_t fileid)
 
 void brelink_deliver(struct chfsd *d, const char *addr)
 {
-	struct debt *mine = NULL, **pp = &ow.head, *x;
+	/* Debts out for delivery stay in the list, so a rewrite of the file by a concurrent
+	 * delivery keeps them (a crash then loses nothing); another delivery skips them. The
+	 * flags change under the lock only; this delivery's outcomes are its own array. */
+	size_t n = 0, i;
 	pthread_mutex_lock(&ow.lock);
-	while ((x = *pp)) { /* taken out: delivered ones stay out */
-		if (!addr || strcmp(x->addr, addr) == 0) {
-			*pp = x->next;
-			x->next = mine;
-			mine = x;
-		} else {
-			pp = &x->next;
+	for (struct debt *x = ow.head; x; x = x->next)
+		n += !x->sending && (!addr || strcmp(x->addr, addr) == 0);
+	struct debt **v = n ? malloc(n * sizeof *v) : NULL;
+	int *rcs = n ? malloc(n * sizeof *rcs) : NULL;
+	n = v && rcs ? n : 0;
+	i = 0;
+	for (struct debt *x = ow.head; x && i < n; x = x->next)
+		if (!x->sending && (!addr || strcmp(x->addr, addr) == 0)) {
+			x->sending = 1;
+			v[i++] = x;
 		}
-	}
 	pthread_mutex_unlock(&ow.lock);
-	if (!mine)
-		return;
-	char *path = malloc(CHFS_PATH_MAX);
-	uint8_t *msg = malloc(WIRE_HDR_LEN + 16 + CHFS_PATH_MAX), rep[WIRE_HDR_LEN + 16];
-	struct debt *failed = NULL;
-	while ((x = mine)) {
-		mine = x->next;
-		int rc = path && msg ? brelink_name(d, x->fileid, path, CHFS_PATH_MAX) : -ENOMEM;
-		for (struct debt *f = failed; f && rc == 0; f = f->next)
-			if (strcmp(f->addr, x->addr) == 0)
+	char *path = n ? malloc(CHFS_PATH_MAX) : NULL;
+	uint8_t *msg = n ? malloc(WIRE_HDR_LEN + 16 + CHFS_PATH_MAX) : NULL, rep[WIRE_HDR_LEN + 16];
+	for (i = 0; i < n; i++) { /* (a debt's fileid and addr never change: read unlocked) */
+		int rc = path && msg ? brelink_name(d, v[i]->fileid, path, CHFS_PATH_MAX) : -ENOMEM;
+		for (size_t j = 0; j < i && rc == 0; j++)
+			if (rcs[j] && rcs[j] != -ENOENT && strcmp(v[j]->addr, v[i]->addr) == 0)
 				rc = -EHOSTDOWN; /* not reached in this pass: one timeout per member */
 		if (rc == 0) {
 			struct wenc e;
 			wenc_init(&e, msg, WIRE_HDR_LEN + 16 + CHFS_PATH_MAX);
 			chfsd_req_hdr(d, &e, WOP_RELINK);
-			wenc_u64(&e, x->fileid);
+			wenc_u64(&e, v[i]->fileid);
 			wenc_str(&e, path);
-			rc = chfsd_call(d, x->addr, &e, rep, sizeof rep, NULL, d->timeout_ms);
-		}
-		if (rc == 0 || rc == -ENOENT) { /* told; or the file is gone: nothing to tell */
+			rc = chfsd_call(d, v[i]->addr, &e, rep, sizeof rep, NULL, d->timeout_ms);
 			if (rc == 0)
 				log_notice("backend name %s of file %016llx: told %s, which missed it", path,
-				           (unsigned long long)x->fileid, x->addr);
-			free(x);
-			continue;
+				           (unsigned long long)v[i]->fileid, v[i]->addr);
 		}
-		x->next = failed;
-		failed = x;
+		rcs[i] = rc; /* 0 told, -ENOENT the file is gone (nothing to tell): settled */
 	}
 	free(path);
 	free(msg);
 	pthread_mutex_lock(&ow.lock);
-	while ((x = failed)) {
-		failed = x->next;
-		x->next = ow.head;
-		ow.head = x;
+	for (i = 0; i < n; i++) {
+		struct debt *x = v[i];
+		int keep = (rcs[i] && rcs[i] != -ENOENT) || x->again; /* failed, or owed anew */
+		x->sending = x->again = 0;
+		for (struct debt **pp = &ow.head; !keep && *pp; pp = &(*pp)->next)
+			if (*pp == x) {
+				*pp = x->next;
+				free(x);
+				break;
+			}
 	}
-	rewrite();
+	if (n)
+		rewrite();
 	pthread_mutex_unlock(&ow.lock);
+	free(v);
+	free(rcs);
 }
 
 static void not_asked(struct chfsd *d, const char *addr, int rc, void *arg)
