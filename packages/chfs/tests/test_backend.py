@@ -271,6 +271,28 @@ def test_chstagein_chunk_size_and_errors(bk_pool):
     assert r.returncode == 0 and "usage: chstagein" in r.stdout
 
 
+@pytest.mark.timeout(60)
+def test_chstagein_reaches_this_nodes_servers_without_libfabric(bk_pool):
+    """chstagein reaches the servers of its node over their Unix sockets unless told not to
+    (CHFS_XPRT_LOCAL, as chfs-run does): every process loading Debian's libfabric sleeps ~0.2 s
+    in PSM constructors, 40 % of staging 1,000 x 1 MiB. The staged bytes are the backend's."""
+    data = random.Random(8).randbytes(2 * CHUNK + 5)
+    with open(f"{bk_pool.backend}/l", "wb") as f:
+        f.write(data)
+    env = {k: v for k, v in bk_pool.env.items() if k != "CHFS_XPRT_LOCAL"}
+    env.update(CHFS_BACKEND_PATH=bk_pool.backend, LD_DEBUG="files")
+    r = subprocess.run(["chstagein", f"{bk_pool.backend}/l"], env=env, timeout=60,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "libchfs" in r.stderr, "LD_DEBUG output does not list the objects loaded"
+    assert "libfabric" not in r.stderr, "chstagein of an all-local pool loaded libfabric"
+    ofi = subprocess.run(["chstagein", f"{bk_pool.backend}/l"], env=dict(env, CHFS_XPRT_LOCAL="0"),
+                         timeout=60, capture_output=True, text=True)
+    assert ofi.returncode == 0 and "libfabric" in ofi.stderr   # (the check can see it)
+    overwrite_backend(bk_pool.backend)
+    assert get(bk_pool, "/l") == data
+
+
 def requests_served(pool):
     return sum(st.get("requests", 0) for st in poolstatus.status(pool.env).values())
 
