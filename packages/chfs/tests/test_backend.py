@@ -4,7 +4,9 @@ CHFS's entries — confined beneath DIR."""
 import glob
 import os
 import random
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -291,6 +293,35 @@ def test_chstagein_reaches_this_nodes_servers_without_libfabric(bk_pool):
     assert ofi.returncode == 0 and "libfabric" in ofi.stderr   # (the check can see it)
     overwrite_backend(bk_pool.backend)
     assert get(bk_pool, "/l") == data
+
+
+@pytest.mark.timeout(120)
+def test_a_server_killed_while_staging_serves_no_partly_staged_chunk(bk_pool):
+    """kill -9 of a server in the middle of a stage-in (32 MiB chunks: it dies inside the copy
+    of a chunk), then its restart: every byte CHFS serves is the backend's. A chunk is marked
+    held only once fetched whole, so the one cut short is fetched again on the first read, not
+    served with the zeros past where the copy stopped."""
+    rnd = random.Random(9)
+    data = b"".join(rnd.randbytes(1 << 20) for _ in range(256))
+    with open(f"{bk_pool.backend}/big", "wb") as f:
+        f.write(data)
+    env = dict(bk_pool.env, CHFS_BACKEND_PATH=bk_pool.backend)
+    stager = subprocess.Popen(["chstagein", "-c", "32M", f"{bk_pool.backend}/big"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        end = time.time() + 60
+        while not any(held := held_bytes(bk_pool)) and stager.poll() is None and time.time() < end:
+            time.sleep(0.002)
+        victim = max(range(len(held)), key=lambda i: held[i])   # the first to start copying
+        cut = held[victim]
+        bk_pool.kill(victim, signal.SIGKILL)
+    finally:
+        stager.kill()
+        stager.wait()
+    assert 0 < cut, "the server held nothing when killed: the stage-in never started"
+    bk_pool.restart(victim)
+    assert sha(get(bk_pool, "/big")) == sha(data), f"killed holding {cut} bytes"
 
 
 def requests_served(pool):
