@@ -169,7 +169,9 @@ static int pass_chunk(struct pass *p, uint64_t i)
 	pthread_mutex_t *l = stripe(p->fileid, i);
 	pthread_rwlock_rdlock(&gate);
 	pthread_mutex_lock(l);
-	if (!map_held(p->map, i)) {
+	if (p->map < 0 && (p->map = map_open(p->fileid)) < 0)
+		rc = p->map;
+	else if (!map_held(p->map, i)) {
 		uint64_t floor = map_floor(p->map), start = i * cs, end = start + cs;
 		if (end > floor)
 			end = floor;
@@ -190,16 +192,17 @@ static int pass_chunk(struct pass *p, uint64_t i)
 	return rc;
 }
 
-/* Chunks first..last (only those this server owns if `owned`). */
+/* Chunks first..last (only those this server owns if `owned`). The held-map is opened (made)
+ * at the first chunk taken: a stage-in reaches every server with every file, and a server
+ * owning no chunk of it (every server but one, for a file of one chunk) made an empty map —
+ * a file created for nothing, where creating files is most of a small file's stage-in. */
 static int pass_run(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag, const char *path,
                     uint64_t first, uint64_t last, int owned, uint32_t piece, uint64_t *fetched)
 {
-	struct pass p = {.d = d, .fileid = fileid, .tag = tag, .path = path, .bfd = -1, .dfd = -1};
+	struct pass p = {.d = d, .fileid = fileid, .tag = tag, .path = path, .map = -1, .bfd = -1, .dfd = -1};
 	p.piece = piece ? (piece < 4096 ? 4096 : piece) : FETCH_PIECE;
 	if (p.piece > tag->chunk_size)
 		p.piece = tag->chunk_size;
-	if ((p.map = map_open(fileid)) < 0)
-		return p.map;
 	int rc = 0;
 	for (uint64_t i = first; i <= last && rc == 0; i++)
 		if (!owned || backend_owns(d, placement_chunk_key(tag->pkey, i)))
@@ -213,7 +216,8 @@ static int pass_run(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag
 		close(p.bfd);
 	if (p.dfd >= 0)
 		close(p.dfd);
-	close(p.map);
+	if (p.map >= 0)
+		close(p.map);
 	if (fetched)
 		*fetched = p.fetched;
 	return rc;

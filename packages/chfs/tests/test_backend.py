@@ -324,6 +324,30 @@ def test_a_server_killed_while_staging_serves_no_partly_staged_chunk(bk_pool):
     assert sha(get(bk_pool, "/big")) == sha(data), f"killed holding {cut} bytes"
 
 
+@pytest.mark.timeout(60)
+def test_stagein_makes_held_maps_only_where_chunks_are_fetched(bk_pool):
+    """A stage-in reaches every server with every file; a server owning none of a file's chunks
+    must not make a held-map for it (an empty file in STORAGE/bcache: for a tree of one-chunk
+    files, a useless file created on every server but one — where creating files is most of
+    a small file's stage-in)."""
+    names = [f"s{i}" for i in range(24)]
+    for i, n in enumerate(names):
+        with open(f"{bk_pool.backend}/{n}", "wb") as f:
+            f.write(random.Random(i).randbytes(100 + i))
+    lst = os.path.join(bk_pool.tmp, "small-list")
+    with open(lst, "w") as f:
+        f.write("\n".join(names) + "\n")
+    env = dict(bk_pool.env, CHFS_BACKEND_PATH=bk_pool.backend)
+    subprocess.run(["chstagein", "-f", lst], cwd=bk_pool.backend, env=env, check=True, timeout=60,
+                   capture_output=True)
+    io(bk_pool, "stagein", "/s0")                        # (and the one-file request)
+    maps = [len(os.listdir(os.path.join(d, "bcache"))) for d in bk_pool.dirs]
+    assert sum(maps) == len(names), maps                 # one per file: at its chunk's owner
+    overwrite_backend(bk_pool.backend)
+    for i, n in enumerate(names):
+        assert get(bk_pool, f"/{n}") == random.Random(i).randbytes(100 + i)
+
+
 def requests_served(pool):
     return sum(st.get("requests", 0) for st in poolstatus.status(pool.env).values())
 
