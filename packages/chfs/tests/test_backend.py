@@ -210,6 +210,19 @@ def held_bytes(pool):
     return out
 
 
+def held_maps(srv):
+    """File ids a server keeps a held-map for: a map file in bcache/, or the xattr of the backing
+    file (server/bcache_map.c)."""
+    ids = set(os.listdir(os.path.join(srv, "bcache")))
+    for p in glob.glob(f"{srv}/data/*"):
+        try:
+            if "user.chfs.held" in os.listxattr(p):
+                ids.add(os.path.basename(p))
+        except OSError:
+            pass
+    return ids
+
+
 def overwrite_backend(root):
     """Replace every backend file's bytes: what CHFS serves afterwards must be what it staged."""
     for dp, _, files in os.walk(root):
@@ -341,11 +354,38 @@ def test_stagein_makes_held_maps_only_where_chunks_are_fetched(bk_pool):
     subprocess.run(["chstagein", "-f", lst], cwd=bk_pool.backend, env=env, check=True, timeout=60,
                    capture_output=True)
     io(bk_pool, "stagein", "/s0")                        # (and the one-file request)
-    maps = [len(os.listdir(os.path.join(d, "bcache"))) for d in bk_pool.dirs]
+    maps = [len(held_maps(d)) for d in bk_pool.dirs]
     assert sum(maps) == len(names), maps                 # one per file: at its chunk's owner
     overwrite_backend(bk_pool.backend)
     for i, n in enumerate(names):
         assert get(bk_pool, f"/{n}") == random.Random(i).randbytes(100 + i)
+
+
+@pytest.mark.timeout(120)
+def test_a_map_past_its_xattr_keeps_every_chunk_across_a_restart(bk_pool):
+    """A held-map is an xattr of the backing file for its first 8,192 chunks and a map file for
+    the rest (server/bcache_map.c): a file of 8,300 chunks of 4 KiB is staged, written in both
+    parts, truncated, and every server restarted — it reads back as CHFS has it, the backend
+    (overwritten meanwhile) never read again."""
+    cs = 4096
+    data = random.Random(12).randbytes(8300 * cs + 100)
+    with open(f"{bk_pool.backend}/m", "wb") as f:
+        f.write(data)
+    env = dict(bk_pool.env, CHFS_BACKEND_PATH=bk_pool.backend)
+    subprocess.run(["chstagein", "-c", str(cs), f"{bk_pool.backend}/m"], env=env, check=True,
+                   timeout=60, capture_output=True)
+    fid = {i for d in bk_pool.dirs for i in held_maps(d)}
+    assert len(fid) == 1 and any(os.listdir(os.path.join(d, "bcache")) for d in bk_pool.dirs)
+    want = bytearray(data)
+    for off in (5 * cs + 3, 8250 * cs + 7):                # one in each store's part
+        put(bk_pool, "/m", b"#" * 50, off=off, create=False)
+        want[off:off + 50] = b"#" * 50
+    io(bk_pool, "truncate", "/m", 8280 * cs)
+    del want[8280 * cs:]
+    overwrite_backend(bk_pool.backend)
+    for i in range(len(bk_pool.dirs)):
+        bk_pool.restart(i)
+    assert sha(get(bk_pool, "/m")) == sha(bytes(want))
 
 
 def requests_served(pool):
