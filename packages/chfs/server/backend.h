@@ -14,9 +14,10 @@
  *                    (STORAGE/bdirty/<fileid>), flush threads, chfs_sync's wait, status
  *   flush_meta.c     names and attributes: unlink, rename, mkdir, rmdir, symlink, mode and
  *                    times recorded in STORAGE/bdirty/meta.log, applied after the data
- *   backend_cache.c  the data side: which chunks of a backend file this server holds
- *                    (DIR-of-storage/bcache/<fileid>), fetching a missing one before a read or
- *                    a write touches it, and truncation (chunks past the cut are never fetched)
+ *   backend_cache.c  the data side: which chunks of a backend file this server holds (the
+ *                    held-map, bcache_map.c: an xattr of the backing file, DIR-of-storage/
+ *                    bcache/<fileid> beyond it), fetching a missing one before a read or a
+ *                    write touches it, and truncation (chunks past the cut are never fetched)
  * Paths are CHFS canonical paths ("" is the root). All functions return 0 (or an fd) or -errno.
  */
 #ifndef CHFSD_BACKEND_H

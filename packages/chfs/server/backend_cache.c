@@ -3,23 +3,22 @@
  * fetch of the missing ones.
  *
  * A sparse backing file cannot tell a chunk never fetched from a chunk of zeros, so each backend
- * file with chunks here has a held-map, STORAGE/bcache/<fileid as 16 hex digits>: u64 floor
- * (little endian; UINT64_MAX = none), then one byte per chunk index (1 = held). The map lives
- * in the storage directory, so a restarted server neither fetches again nor overwrites what
- * was written since. A chunk is fetched — the bytes [i*cs, min((i+1)*cs, floor)) of the
- * backend file — before a read or a write touches it, then marked held; once held it is never
- * fetched again, so a write after the mark cannot be overwritten by a fetch. `floor` is the
- * smallest length the file was truncated to: bytes at or past it are gone from the CHFS file
- * and are never fetched (a later extension reads zeros there, as POSIX wants).
+ * file with chunks here has a held-map (bcache_map.c: an xattr of the backing file, a map file
+ * for what it cannot hold): which chunks are held, and the floor. A chunk is fetched — the bytes
+ * [i*cs, min((i+1)*cs, floor)) of the backend file — before a read or a write touches it, then
+ * marked held; once held it is never fetched again, so a write after the mark cannot be
+ * overwritten by a fetch. `floor` is the smallest length the file was truncated to: bytes at
+ * or past it are gone from the CHFS file and are never fetched (a later extension reads zeros
+ * there, as POSIX wants).
  *
  * Locking: the fetch-and-mark of chunk i of a file holds `gate` shared and one of STRIPES
  * mutexes chosen by (fileid, i), so different chunks fetch in parallel; a truncate holds `gate`
  * exclusively (it changes the floor every fetch reads) — one lock, not all the stripes (a
- * thread holding 64 mutexes at once also overflowed ThreadSanitizer's deadlock detector). Creating a map (writing its header) holds `create_lock`, so a new
- * header can never overwrite a floor a truncate just wrote.
+ * thread holding 64 mutexes at once also overflowed ThreadSanitizer's deadlock detector).
  */
 #define _GNU_SOURCE
 #include "backend.h"
+#include "bcache_map.h"
 #include "chfsd.h"
 #include "io_copy.h"
 
@@ -39,18 +38,12 @@
 
 static pthread_mutex_t stripes[STRIPES];
 static pthread_rwlock_t gate = PTHREAD_RWLOCK_INITIALIZER;
-static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
-static int mapdir = -1;
 
 int bcache_init(struct chfsd *d)
 {
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_init(&stripes[i], NULL);
-	int root = st_rootfd(d->st);
-	if (mkdirat(root, "bcache", 0700) < 0 && errno != EEXIST)
-		return -errno;
-	mapdir = openat(root, "bcache", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	return mapdir < 0 ? -errno : 0;
+	return hmap_dir_init(st_rootfd(d->st));
 }
 
 static pthread_mutex_t *stripe(uint64_t fileid, uint64_t index)
@@ -59,68 +52,11 @@ static pthread_mutex_t *stripe(uint64_t fileid, uint64_t index)
 	return &stripes[(k ^ (k >> 29)) % STRIPES];
 }
 
-static void map_name(uint64_t fileid, char name[17])
+/* The backing file of fileid if it exists (-1 if not), for the map's xattr. */
+static int data_fd(struct chfsd *d, uint64_t fileid)
 {
-	snprintf(name, 17, "%016llx", (unsigned long long)fileid);
-}
-
-static int put_u64(int fd, uint64_t v, off_t off)
-{
-	uint8_t b[8];
-	for (int i = 0; i < 8; i++)
-		b[i] = (uint8_t)(v >> (8 * i));
-	return pwrite(fd, b, 8, off) == 8 ? 0 : -errno;
-}
-
-/* The held-map of fileid, created (floor none) if absent. */
-static int map_open(uint64_t fileid)
-{
-	char name[17];
-	map_name(fileid, name);
-	int fd = openat(mapdir, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0 || errno != ENOENT)
-		return fd < 0 ? -errno : fd;
-	pthread_mutex_lock(&create_lock);
-	fd = openat(mapdir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd >= 0) {
-		int rc = put_u64(fd, UINT64_MAX, 0);
-		if (rc) {
-			close(fd);
-			unlinkat(mapdir, name, 0);
-			fd = rc;
-		}
-	} else if (errno == EEXIST) {
-		fd = openat(mapdir, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
-			fd = -errno;
-	} else {
-		fd = -errno;
-	}
-	pthread_mutex_unlock(&create_lock);
-	return fd;
-}
-
-static uint64_t map_floor(int fd)
-{
-	uint8_t b[8];
-	if (pread(fd, b, 8, 0) != 8)
-		return UINT64_MAX;
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v |= (uint64_t)b[i] << (8 * i);
-	return v;
-}
-
-static int map_held(int fd, uint64_t index)
-{
-	uint8_t b = 0;
-	return pread(fd, &b, 1, (off_t)(8 + index)) == 1 && b == 1;
-}
-
-static int map_mark(int fd, uint64_t index)
-{
-	uint8_t b = 1;
-	return pwrite(fd, &b, 1, (off_t)(8 + index)) == 1 ? 0 : -errno;
+	int fd = st_data_open(d->st, fileid, 0);
+	return fd < 0 ? -1 : fd;
 }
 
 /* Copy [start, end) of the backend file into the backing file (stops at the backend's EOF). */
@@ -155,7 +91,8 @@ struct pass {
 	uint64_t fileid;
 	const struct wire_tag *tag;
 	const char *path;
-	int map, bfd, dfd;
+	struct hmap map;
+	int bfd, dfd;
 	uint8_t *buf;
 	size_t piece;
 	uint64_t fetched;
@@ -169,8 +106,11 @@ static int pass_chunk(struct pass *p, uint64_t i)
 	pthread_mutex_t *l = stripe(p->fileid, i);
 	pthread_rwlock_rdlock(&gate);
 	pthread_mutex_lock(l);
-	if (!map_held(p->map, i)) {
-		uint64_t floor = map_floor(p->map), start = i * cs, end = start + cs;
+	uint64_t floor;
+	if (p->dfd < 0) /* (the map is mostly its xattr: the file may have been made meanwhile) */
+		p->map.dfd = p->dfd = data_fd(p->d, p->fileid);
+	if (!hmap_held(&p->map, i, &floor)) {
+		uint64_t start = i * cs, end = start + cs;
 		if (end > floor)
 			end = floor;
 		if (start < end && p->bfd < 0 && (p->bfd = backend_open_read(p->d->bk, p->path)) < 0)
@@ -178,28 +118,31 @@ static int pass_chunk(struct pass *p, uint64_t i)
 		if (rc == 0 && start < end && p->dfd < 0 &&
 		    (p->dfd = st_data_open_tagged(p->d->st, p->fileid, p->tag)) < 0)
 			rc = p->dfd;
+		p->map.dfd = p->dfd;
 		if (rc == 0 && start < end && !p->buf && !(p->buf = malloc(p->piece)))
 			rc = -ENOMEM;
 		if (rc == 0 && start < end)
 			rc = fetch(p->bfd, p->dfd, p->buf, p->piece, start, end, &p->fetched);
 		if (rc == 0)
-			rc = map_mark(p->map, i);
+			rc = hmap_mark(&p->map, i);
 	}
 	pthread_mutex_unlock(l);
 	pthread_rwlock_unlock(&gate);
 	return rc;
 }
 
-/* Chunks first..last (only those this server owns if `owned`). */
+/* Chunks first..last (only those this server owns if `owned`). Nothing is opened before the
+ * first chunk taken: a stage-in reaches every server with every file, and a server owning no
+ * chunk of it (every server but one, for a file of one chunk) made an empty map file — a file
+ * created for nothing, where creating files is most of a small file's stage-in. */
 static int pass_run(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag, const char *path,
                     uint64_t first, uint64_t last, int owned, uint32_t piece, uint64_t *fetched)
 {
 	struct pass p = {.d = d, .fileid = fileid, .tag = tag, .path = path, .bfd = -1, .dfd = -1};
+	hmap_init(&p.map, fileid, -1);
 	p.piece = piece ? (piece < 4096 ? 4096 : piece) : FETCH_PIECE;
 	if (p.piece > tag->chunk_size)
 		p.piece = tag->chunk_size;
-	if ((p.map = map_open(fileid)) < 0)
-		return p.map;
 	int rc = 0;
 	for (uint64_t i = first; i <= last && rc == 0; i++)
 		if (!owned || backend_owns(d, placement_chunk_key(tag->pkey, i)))
@@ -213,7 +156,7 @@ static int pass_run(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag
 		close(p.bfd);
 	if (p.dfd >= 0)
 		close(p.dfd);
-	close(p.map);
+	hmap_close(&p.map);
 	if (fetched)
 		*fetched = p.fetched;
 	return rc;
@@ -243,12 +186,13 @@ int bcache_truncate(struct chfsd *d, uint64_t fileid, uint64_t len)
 {
 	if (!d->bk)
 		return 0;
+	struct hmap m;
 	pthread_rwlock_wrlock(&gate);
-	int map = map_open(fileid), rc = map < 0 ? map : 0;
-	if (rc == 0 && len < map_floor(map))
-		rc = put_u64(map, len, 0);
-	if (map >= 0)
-		close(map);
+	hmap_init(&m, fileid, data_fd(d, fileid));
+	int rc = hmap_lower_floor(&m, len);
+	hmap_close(&m);
+	if (m.dfd >= 0)
+		close(m.dfd);
 	pthread_rwlock_unlock(&gate);
 	return rc;
 }
@@ -257,14 +201,15 @@ void bcache_mark(struct chfsd *d, uint64_t fileid, uint64_t index)
 {
 	if (!d->bk)
 		return;
+	struct hmap m;
 	pthread_mutex_t *l = stripe(fileid, index);
 	pthread_rwlock_rdlock(&gate);
 	pthread_mutex_lock(l);
-	int map = map_open(fileid);
-	if (map >= 0) {
-		map_mark(map, index);
-		close(map);
-	}
+	hmap_init(&m, fileid, data_fd(d, fileid));
+	hmap_mark(&m, index);
+	hmap_close(&m);
+	if (m.dfd >= 0)
+		close(m.dfd);
 	pthread_mutex_unlock(l);
 	pthread_rwlock_unlock(&gate);
 }
@@ -272,23 +217,24 @@ void bcache_mark(struct chfsd *d, uint64_t fileid, uint64_t index)
 int bcache_holds(struct chfsd *d, uint64_t fileid, uint64_t off)
 {
 	struct wire_tag tag;
-	char name[17];
+	struct hmap m;
 	if (!d->bk || st_data_tag(d->st, fileid, &tag) != 0 || !(tag.flags & MD_BACKEND))
 		return 1;
-	map_name(fileid, name);
-	int map = openat(mapdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (map < 0)
-		return 0;
-	int held = map_held(map, off / tag.chunk_size);
-	close(map);
+	hmap_init(&m, fileid, data_fd(d, fileid));
+	int held = hmap_held(&m, off / tag.chunk_size, NULL);
+	hmap_close(&m);
+	if (m.dfd >= 0)
+		close(m.dfd);
 	return held;
 }
 
 void bcache_remove(struct chfsd *d, uint64_t fileid)
 {
-	char name[17];
+	struct hmap m;
 	if (!d->bk)
 		return;
-	map_name(fileid, name);
-	unlinkat(mapdir, name, 0);
+	hmap_init(&m, fileid, data_fd(d, fileid));
+	hmap_remove(&m);
+	if (m.dfd >= 0)
+		close(m.dfd);
 }

@@ -4,7 +4,9 @@ CHFS's entries — confined beneath DIR."""
 import glob
 import os
 import random
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -208,6 +210,19 @@ def held_bytes(pool):
     return out
 
 
+def held_maps(srv):
+    """File ids a server keeps a held-map for: a map file in bcache/, or the xattr of the backing
+    file (server/bcache_map.c)."""
+    ids = set(os.listdir(os.path.join(srv, "bcache")))
+    for p in glob.glob(f"{srv}/data/*"):
+        try:
+            if "user.chfs.held" in os.listxattr(p):
+                ids.add(os.path.basename(p))
+        except OSError:
+            pass
+    return ids
+
+
 def overwrite_backend(root):
     """Replace every backend file's bytes: what CHFS serves afterwards must be what it staged."""
     for dp, _, files in os.walk(root):
@@ -269,6 +284,108 @@ def test_chstagein_chunk_size_and_errors(bk_pool):
     assert r.returncode == 1 and "missing" in r.stderr and "No such file" in r.stderr
     r = subprocess.run(["chstagein", "--help"], env=env, timeout=10, capture_output=True, text=True)
     assert r.returncode == 0 and "usage: chstagein" in r.stdout
+
+
+@pytest.mark.timeout(60)
+def test_chstagein_reaches_this_nodes_servers_without_libfabric(bk_pool):
+    """chstagein reaches the servers of its node over their Unix sockets unless told not to
+    (CHFS_XPRT_LOCAL, as chfs-run does): every process loading Debian's libfabric sleeps ~0.2 s
+    in PSM constructors, 40 % of staging 1,000 x 1 MiB. The staged bytes are the backend's."""
+    data = random.Random(8).randbytes(2 * CHUNK + 5)
+    with open(f"{bk_pool.backend}/l", "wb") as f:
+        f.write(data)
+    env = {k: v for k, v in bk_pool.env.items() if k != "CHFS_XPRT_LOCAL"}
+    env.update(CHFS_BACKEND_PATH=bk_pool.backend, LD_DEBUG="files")
+    r = subprocess.run(["chstagein", f"{bk_pool.backend}/l"], env=env, timeout=60,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "libchfs" in r.stderr, "LD_DEBUG output does not list the objects loaded"
+    assert "libfabric" not in r.stderr, "chstagein of an all-local pool loaded libfabric"
+    ofi = subprocess.run(["chstagein", f"{bk_pool.backend}/l"], env=dict(env, CHFS_XPRT_LOCAL="0"),
+                         timeout=60, capture_output=True, text=True)
+    assert ofi.returncode == 0 and "libfabric" in ofi.stderr   # (the check can see it)
+    overwrite_backend(bk_pool.backend)
+    assert get(bk_pool, "/l") == data
+
+
+@pytest.mark.timeout(120)
+def test_a_server_killed_while_staging_serves_no_partly_staged_chunk(bk_pool):
+    """kill -9 of a server in the middle of a stage-in (32 MiB chunks: it dies inside the copy
+    of a chunk), then its restart: every byte CHFS serves is the backend's. A chunk is marked
+    held only once fetched whole, so the one cut short is fetched again on the first read, not
+    served with the zeros past where the copy stopped."""
+    rnd = random.Random(9)
+    data = b"".join(rnd.randbytes(1 << 20) for _ in range(256))
+    with open(f"{bk_pool.backend}/big", "wb") as f:
+        f.write(data)
+    env = dict(bk_pool.env, CHFS_BACKEND_PATH=bk_pool.backend)
+    stager = subprocess.Popen(["chstagein", "-c", "32M", f"{bk_pool.backend}/big"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        end = time.time() + 60
+        while not any(held := held_bytes(bk_pool)) and stager.poll() is None and time.time() < end:
+            time.sleep(0.002)
+        victim = max(range(len(held)), key=lambda i: held[i])   # the first to start copying
+        cut = held[victim]
+        bk_pool.kill(victim, signal.SIGKILL)
+    finally:
+        stager.kill()
+        stager.wait()
+    assert 0 < cut, "the server held nothing when killed: the stage-in never started"
+    bk_pool.restart(victim)
+    assert sha(get(bk_pool, "/big")) == sha(data), f"killed holding {cut} bytes"
+
+
+@pytest.mark.timeout(60)
+def test_stagein_makes_held_maps_only_where_chunks_are_fetched(bk_pool):
+    """A stage-in reaches every server with every file; a server owning none of a file's chunks
+    must not make a held-map for it (an empty file in STORAGE/bcache: for a tree of one-chunk
+    files, a useless file created on every server but one — where creating files is most of
+    a small file's stage-in)."""
+    names = [f"s{i}" for i in range(24)]
+    for i, n in enumerate(names):
+        with open(f"{bk_pool.backend}/{n}", "wb") as f:
+            f.write(random.Random(i).randbytes(100 + i))
+    lst = os.path.join(bk_pool.tmp, "small-list")
+    with open(lst, "w") as f:
+        f.write("\n".join(names) + "\n")
+    env = dict(bk_pool.env, CHFS_BACKEND_PATH=bk_pool.backend)
+    subprocess.run(["chstagein", "-f", lst], cwd=bk_pool.backend, env=env, check=True, timeout=60,
+                   capture_output=True)
+    io(bk_pool, "stagein", "/s0")                        # (and the one-file request)
+    maps = [len(held_maps(d)) for d in bk_pool.dirs]
+    assert sum(maps) == len(names), maps                 # one per file: at its chunk's owner
+    overwrite_backend(bk_pool.backend)
+    for i, n in enumerate(names):
+        assert get(bk_pool, f"/{n}") == random.Random(i).randbytes(100 + i)
+
+
+@pytest.mark.timeout(120)
+def test_a_map_past_its_xattr_keeps_every_chunk_across_a_restart(bk_pool):
+    """A held-map is an xattr of the backing file for its first 8,192 chunks and a map file for
+    the rest (server/bcache_map.c): a file of 8,300 chunks of 4 KiB is staged, written in both
+    parts, truncated, and every server restarted — it reads back as CHFS has it, the backend
+    (overwritten meanwhile) never read again."""
+    cs = 4096
+    data = random.Random(12).randbytes(8300 * cs + 100)
+    with open(f"{bk_pool.backend}/m", "wb") as f:
+        f.write(data)
+    env = dict(bk_pool.env, CHFS_BACKEND_PATH=bk_pool.backend)
+    subprocess.run(["chstagein", "-c", str(cs), f"{bk_pool.backend}/m"], env=env, check=True,
+                   timeout=60, capture_output=True)
+    fid = {i for d in bk_pool.dirs for i in held_maps(d)}
+    assert len(fid) == 1 and any(os.listdir(os.path.join(d, "bcache")) for d in bk_pool.dirs)
+    want = bytearray(data)
+    for off in (5 * cs + 3, 8250 * cs + 7):                # one in each store's part
+        put(bk_pool, "/m", b"#" * 50, off=off, create=False)
+        want[off:off + 50] = b"#" * 50
+    io(bk_pool, "truncate", "/m", 8280 * cs)
+    del want[8280 * cs:]
+    overwrite_backend(bk_pool.backend)
+    for i in range(len(bk_pool.dirs)):
+        bk_pool.restart(i)
+    assert sha(get(bk_pool, "/m")) == sha(bytes(want))
 
 
 def requests_served(pool):
