@@ -23,7 +23,7 @@
  * kernel refuses an answer to a call that is no longer pending.
  *
  * Cost of a trap (the allowed open of issue 13's bench): the supervisor sleeps in NOTIF_RECV with
- * synchronous wake-ups (serve_blocking) and makes 5 system calls — NOTIF_RECV, process_vm_readv,
+ * synchronous wake-ups (serve_blocking, notif_wait.c) and makes 5 system calls — NOTIF_RECV, process_vm_readv,
  * openat2 + close (decide.c's link check), NOTIF_SEND.
  *
  * io_limit: the read/write family is trapped too; the requested size is counted when the call
@@ -34,13 +34,15 @@
  * trace_fork: false — the filter is still inherited (the kernel offers no way out), but a call
  * from a process other than the program's own threads is answered CONTINUE at once: children run
  * unchanged, paying only the trap. The job ends when every process holding the filter has
- * ended (POLLHUP on the listener, or NOTIF_RECV's ENOENT then); the exit status is the program's. */
+ * ended (POLLHUP on the listener; notif_wait.c when the supervisor blocks in NOTIF_RECV); the
+ * exit status is the program's. */
 #define _GNU_SOURCE
 #include "bpf.h"
 #include "chfs_route.h"
 #include "decide.h"
 #include "iolimit.h"
 #include "methods.h"
+#include "notif_wait.h"
 #include "tracee.h"
 
 #include <dirent.h>
@@ -66,10 +68,6 @@
 #endif
 #ifndef SECCOMP_ADDFD_FLAG_SEND
 #define SECCOMP_ADDFD_FLAG_SEND (1UL << 1)
-#endif
-#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS /* Linux 6.6; Debian 12's headers are 6.1 */
-#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
-#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
 #endif
 
 struct held {
@@ -406,33 +404,15 @@ static int receive(struct supervisor *s)
 	return errno == EINTR || errno == ENOENT ? 0 : -errno;
 }
 
-/* Whether no process holds the filter any more (the job is over). */
-static bool orphaned(int listener)
-{
-	struct pollfd pf = {listener, 0, 0};
-	return poll(&pf, 1, 0) > 0 && (pf.revents & (POLLHUP | POLLERR));
-}
-
-/* Without held answers (no io_limit), the supervisor sleeps in NOTIF_RECV itself and the kernel
- * hands each trap over synchronously (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, Linux 6.6): the trapped
- * thread wakes us on its own CPU and sleeps, and our answer wakes it on ours, so a trap costs two
- * context switches on one CPU instead of a cross-CPU wake-up of a poll() and then the ioctl. On
- * those kernels a blocked NOTIF_RECV also returns (ENOENT) once no process holds the filter,
- * which ends the loop; an older kernel refuses the flag and we poll instead. */
-static bool sync_wakeup(struct supervisor *s)
-{
-	return !s->lim &&
-	       ioctl(s->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) == 0;
-}
-
-static int serve_blocking(struct supervisor *s)
+/* Without held answers (no io_limit) the supervisor sleeps in NOTIF_RECV itself, with the
+ * kernel's synchronous hand-over of each trap (notif_wait.c). */
+static int serve_blocking(struct supervisor *s, struct cj_notif_wait *w)
 {
 	for (;;) {
-		int rc = receive(s);
-		if (rc > 0)
-			rc = handle(s);
-		else if (rc == 0 && orphaned(s->listener))
-			return 0;
+		int rc = cj_notif_wait_next(w, s->req);
+		if (rc <= 0)
+			return rc; /* 0: no process holds the filter any more */
+		rc = handle(s);
 		if (rc < 0)
 			return rc;
 	}
@@ -464,16 +444,18 @@ static int serve_polling(struct supervisor *s)
 /* Serve until no process holds the filter, then reap the program: its status is the job's. */
 static int supervise(struct supervisor *s, pid_t child)
 {
-	int rc = sync_wakeup(s) ? serve_blocking(s) : serve_polling(s);
+	struct cj_notif_wait *w = s->lim ? NULL : cj_notif_wait_start(s->listener);
+	int rc = w ? serve_blocking(s, w) : serve_polling(s);
+	cj_notif_wait_stop(w);
 	if (rc < 0) {
 		fprintf(stderr, "chfs-job: seccomp: supervisor failed: %s\n", strerror(-rc));
 		return rc;
 	}
 	int st;
-	pid_t w;
-	while ((w = waitpid(child, &st, 0)) < 0 && errno == EINTR)
+	pid_t got;
+	while ((got = waitpid(child, &st, 0)) < 0 && errno == EINTR)
 		;
-	return w == child ? cj_wait_status(st) : -1;
+	return got == child ? cj_wait_status(st) : -1;
 }
 
 /* The listener crosses to us without a system call the filter may trap (sendmsg and write are
