@@ -42,10 +42,7 @@ static bool orphaned(int listener)
 	return poll(&pf, 1, 0) > 0 && (pf.revents & (POLLHUP | POLLERR));
 }
 
-static void interrupted(int sig)
-{
-	(void)sig; /* only there to make NOTIF_RECV return EINTR */
-}
+static void interrupted(int sig) { (void)sig; /* only there to make NOTIF_RECV return EINTR */ }
 
 static void *watch(void *arg)
 {
