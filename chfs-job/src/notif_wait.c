@@ -47,13 +47,21 @@ static void interrupted(int sig) { (void)sig; /* only there to make NOTIF_RECV r
 static void *watch(void *arg)
 {
 	struct cj_notif_wait *w = arg;
-	sigset_t urg;
-	sigemptyset(&urg);
-	sigaddset(&urg, SIGURG);
-	pthread_sigmask(SIG_UNBLOCK, &urg, NULL); /* for cj_notif_wait_stop to wake its poll() */
+	/* SIGURG (from cj_notif_wait_stop) is let in only during ppoll: one sent before it stays
+	 * pending and ends it, where a handler run before a poll() would be lost */
+	sigset_t during;
+	pthread_sigmask(SIG_BLOCK, NULL, &during);
+	sigdelset(&during, SIGURG);
 	struct pollfd pf = {w->listener, 0, 0};
-	while (!atomic_load(&w->over) && poll(&pf, 1, -1) <= 0)
-		; /* EINTR: a forwarded signal handled on this thread */
+	for (;;) {
+		if (atomic_load(&w->over))
+			return NULL;
+		int n = ppoll(&pf, 1, NULL, &during);
+		if (n > 0)
+			break; /* POLLHUP: no process holds the filter */
+		if (n < 0 && errno != EINTR)
+			return NULL; /* cannot watch: the kernel's own wake-up (6.11) is left */
+	}
 	while (!atomic_load(&w->over)) {
 		pthread_kill(w->server, SIGURG);
 		nanosleep(&(struct timespec){0, 1000000}, NULL);
