@@ -23,8 +23,8 @@
  * kernel refuses an answer to a call that is no longer pending.
  *
  * Cost of a trap (the allowed open of issue 13's bench): the supervisor sleeps in NOTIF_RECV with
- * synchronous wake-ups (serve_blocking, notif_wait.c) and makes 5 system calls — NOTIF_RECV, process_vm_readv,
- * openat2 + close (decide.c's link check), NOTIF_SEND.
+ * synchronous wake-ups (serve_blocking, notif_wait.c) and makes 5 system calls — NOTIF_RECV,
+ * process_vm_readv, openat2 + close (decide.c's link check), NOTIF_SEND.
  *
  * io_limit: the read/write family is trapped too; the requested size is counted when the call
  * arrives and the answer is held back by the formula's delay (iolimit.c). Held answers wait in a
