@@ -17,8 +17,14 @@
  *     file into a memfd injected at a number >= CJ_CHFS_FD_MIN (SECCOMP_ADDFD_FLAG_SETFD), and
  *     close() of that range is trapped so a written file goes back to CHFS;
  *   - anything else            -> SECCOMP_USER_NOTIF_FLAG_CONTINUE.
- * Memory read from the tracee is trusted only after SECCOMP_IOCTL_NOTIF_ID_VALID confirms the
- * call is still pending (the pid could otherwise have been reused).
+ * Memory read from the tracee is acted on (a call run, a descriptor injected, its memory written)
+ * only after SECCOMP_IOCTL_NOTIF_ID_VALID confirms the call is still pending (the pid could
+ * otherwise have been reused); a bare answer (CONTINUE, an errno) needs no such check, since the
+ * kernel refuses an answer to a call that is no longer pending.
+ *
+ * Cost of a trap (the allowed open of issue 13's bench): the supervisor sleeps in NOTIF_RECV with
+ * synchronous wake-ups (serve_blocking, notif_wait.c) and makes 5 system calls — NOTIF_RECV,
+ * process_vm_readv, openat2 + close (decide.c's link check), NOTIF_SEND.
  *
  * io_limit: the read/write family is trapped too; the requested size is counted when the call
  * arrives and the answer is held back by the formula's delay (iolimit.c). Held answers wait in a
@@ -28,13 +34,15 @@
  * trace_fork: false — the filter is still inherited (the kernel offers no way out), but a call
  * from a process other than the program's own threads is answered CONTINUE at once: children run
  * unchanged, paying only the trap. The job ends when every process holding the filter has
- * ended (POLLHUP on the listener); the exit status is the program's. */
+ * ended (POLLHUP on the listener; notif_wait.c when the supervisor blocks in NOTIF_RECV); the
+ * exit status is the program's. */
 #define _GNU_SOURCE
 #include "bpf.h"
 #include "chfs_route.h"
 #include "decide.h"
 #include "iolimit.h"
 #include "methods.h"
+#include "notif_wait.h"
 #include "tracee.h"
 
 #include <dirent.h>
@@ -315,12 +323,17 @@ static long list_dir(struct supervisor *s, const uint64_t *a)
 	return n;
 }
 
+/* Whether the notification we hold is still pending: its process is still stopped in that call,
+ * so what we read from pid s->req->pid was its memory, not that of a process that reused the pid. */
+static bool still_pending(struct supervisor *s)
+{
+	return ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &s->req->id) == 0;
+}
+
+/* Answer the notification in s->req. */
 static int handle(struct supervisor *s)
 {
 	struct seccomp_notif *req = s->req;
-	memset(req, 0, sizeof(*req));
-	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_RECV, req) < 0)
-		return errno == EINTR || errno == ENOENT ? 0 : -errno;
 	/* close() of the reserved range, or dup2/dup3 onto any descriptor: a staged CHFS file
 	 * there goes back before it is closed */
 	if (cj_chfs_route_closing(s->chfs, req->pid, req->data.nr, (const uint64_t *)req->data.args))
@@ -341,26 +354,30 @@ static int handle(struct supervisor *s)
 		return respond(s, req->id, 0, 0, true);
 	}
 	if (sc->kind == CJ_SK_DIRENT) {
+		if (!still_pending(s))
+			return 0; /* we would write its memory */
 		long r = list_dir(s, a);
 		return r < 0 ? respond(s, req->id, 0, (int)r, false) : respond(s, req->id, r, 0, false);
 	}
 	cj_decide(s->p, sc, req->pid, a, s->d);
-	/* everything read from the tracee is only valid if the call is still the one we were sent */
-	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) < 0)
+	/* An answer alone needs no check that the call is still pending: if its process died and the
+	 * pid was reused while we read, the answer goes to a notification that no longer exists and
+	 * the kernel refuses it (ENOENT). Acting on the caller's behalf (opening, running the call,
+	 * writing its memory) is done only after NOTIF_ID_VALID confirms the call is still the one
+	 * we were sent. */
+	if (s->d->verdict == CJ_V_ALLOW)
+		return respond(s, req->id, 0, 0, true);
+	if (s->d->verdict == CJ_V_ERROR)
+		return respond(s, req->id, 0, s->d->err, false);
+	if (!still_pending(s))
 		return 0;
-	switch (s->d->verdict) {
-	case CJ_V_ALLOW: return respond(s, req->id, 0, 0, true);
-	case CJ_V_ERROR: return respond(s, req->id, 0, s->d->err, false);
-	case CJ_V_MAP: break;
-	case CJ_V_CHFS:
-		if (sc->kind == CJ_SK_OPEN) {
-			long r = open_chfs(s, a);
-			return r > 0 ? 0 : respond(s, req->id, 0, (int)r, false);
-		} else {
-			long r = cj_chfs_route_call(s->chfs, s->p, s->d, sc, req->pid, (int)req->data.nr, a);
-			return r < 0 ? respond(s, req->id, 0, (int)r, false)
-			             : respond(s, req->id, r, 0, false);
-		}
+	if (s->d->verdict == CJ_V_CHFS) {
+		long r = sc->kind == CJ_SK_OPEN ? open_chfs(s, a)
+		                                : cj_chfs_route_call(s->chfs, s->p, s->d, sc, req->pid,
+		                                                     (int)req->data.nr, a);
+		if (sc->kind == CJ_SK_OPEN && r > 0)
+			return 0; /* answered with the descriptor */
+		return r < 0 ? respond(s, req->id, 0, (int)r, false) : respond(s, req->id, r, 0, false);
 	}
 	long r;
 	switch (sc->kind) {
@@ -377,41 +394,68 @@ static int handle(struct supervisor *s)
 	return r < 0 ? respond(s, req->id, 0, (int)r, false) : respond(s, req->id, r, 0, false);
 }
 
-static int supervise(struct supervisor *s, pid_t child)
+/* Receive one notification into s->req: 1 = received, 0 = none (interrupted, or the call was
+ * withdrawn: its process was signalled or died), <0 = error. */
+static int receive(struct supervisor *s)
 {
-	int status = -1;
-	int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+	memset(s->req, 0, sizeof(*s->req));
+	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_RECV, s->req) == 0)
+		return 1;
+	return errno == EINTR || errno == ENOENT ? 0 : -errno;
+}
+
+/* Without held answers (no io_limit) the supervisor sleeps in NOTIF_RECV itself, with the
+ * kernel's synchronous hand-over of each trap (notif_wait.c). */
+static int serve_blocking(struct supervisor *s, struct cj_notif_wait *w)
+{
+	for (;;) {
+		int rc = cj_notif_wait_next(w, s->req);
+		if (rc <= 0)
+			return rc; /* 0: no process holds the filter any more */
+		rc = handle(s);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+/* poll() the listener, waking also when the next held answer is due. */
+static int serve_polling(struct supervisor *s)
+{
 	for (;;) {
 		int timeout = release_held(s);
-		struct pollfd pf[2] = {{s->listener, POLLIN, 0}, {pidfd, POLLIN, 0}};
-		int n = poll(pf, pidfd >= 0 && status < 0 ? 2 : 1, timeout);
+		struct pollfd pf = {s->listener, POLLIN, 0};
+		int n = poll(&pf, 1, timeout);
 		if (n < 0 && errno != EINTR)
 			return -errno;
 		if (n <= 0)
 			continue;
-		if (pf[1].revents & POLLIN) {
-			int st;
-			if (waitpid(child, &st, WNOHANG) == child)
-				status = cj_wait_status(st);
-		}
-		if (pf[0].revents & POLLIN) {
-			int rc = handle(s);
-			if (rc < 0) {
-				fprintf(stderr, "chfs-job: seccomp: supervisor failed: %s\n", strerror(-rc));
+		if (pf.revents & POLLIN) {
+			int rc = receive(s);
+			if (rc > 0)
+				rc = handle(s);
+			if (rc < 0)
 				return rc;
-			}
-		} else if (pf[0].revents & (POLLHUP | POLLERR)) {
-			break; /* no process holds the filter any more */
+		} else if (pf.revents & (POLLHUP | POLLERR)) {
+			return 0; /* no process holds the filter any more */
 		}
 	}
-	if (status < 0) {
-		int st;
-		if (waitpid(child, &st, 0) == child)
-			status = cj_wait_status(st);
+}
+
+/* Serve until no process holds the filter, then reap the program: its status is the job's. */
+static int supervise(struct supervisor *s, pid_t child)
+{
+	struct cj_notif_wait *w = s->lim ? NULL : cj_notif_wait_start(s->listener);
+	int rc = w ? serve_blocking(s, w) : serve_polling(s);
+	cj_notif_wait_stop(w);
+	if (rc < 0) {
+		fprintf(stderr, "chfs-job: seccomp: supervisor failed: %s\n", strerror(-rc));
+		return rc;
 	}
-	if (pidfd >= 0)
-		close(pidfd);
-	return status;
+	int st;
+	pid_t got;
+	while ((got = waitpid(child, &st, 0)) < 0 && errno == EINTR)
+		;
+	return got == child ? cj_wait_status(st) : -1;
 }
 
 /* The listener crosses to us without a system call the filter may trap (sendmsg and write are

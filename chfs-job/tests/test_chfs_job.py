@@ -511,6 +511,21 @@ def test_threads_and_spawned_children_are_under_the_policy(tree, method, opts):
     assert r.stdout == "[False, False, False, False] 1 SHOWN\n", r.stderr
 
 
+@pytest.mark.parametrize("method,opts", TRAPPING, ids=TRAP_IDS)
+def test_a_child_outliving_the_program_is_served_until_it_ends(tree, method, opts):
+    """The job lasts until the last process under the filter has ended, not the program: a
+    background child still gets its calls answered (seccomp's supervisor sleeps in NOTIF_RECV and
+    must neither stop at the program's exit nor hang after the child's), and the exit status is
+    the program's."""
+    late = f"sleep 0.5; {PROBE} open secret/key > out1; {PROBE} open real.txt > out2"
+    t = time.monotonic()
+    r = run_method(method, opts, tree / "policy.yaml", ["sh", "-c", f"({late}) & exit 3"], cwd=tree, timeout=30)
+    assert r.returncode == 3, r.stderr
+    assert time.monotonic() - t >= 0.5  # waited for the child
+    assert (tree / "out1").read_text() == "ERR ENOENT\n"
+    assert (tree / "out2").read_text() == "SHOWN\n"
+
+
 def test_calls_seccomp_cannot_replay_fail_with_exdev_and_ptrace_maps_them(tree):
     pol = tree / "policy.yaml"
     code = ("import errno, os\ntry:\n    os.chdir('view'); print(open('p').read().strip())\n"
