@@ -393,6 +393,7 @@ static int reopen_after_fork(void)
 		xprt_abandon_after_fork(chfs_client.x);
 	chfs_client.x = NULL;
 	chfs_client.pid = getpid();
+	open_lease_after_fork();
 	atomic_store(&chfs_client.list_refreshing, 0); /* the refreshing thread was not forked */
 	/* Peers belong to the abandoned transport: rebuild the snapshot on the new one. */
 	struct srvlist *old = atomic_load(&chfs_client.srv);
@@ -582,6 +583,7 @@ int chfs_init(const char *server)
 		goto out;
 	}
 	chfs_client.pid = getpid();
+	open_lease_init();
 	listcache_init(&chfs_client.lc, &chfs_client.cfg, server ? server : chfs_client.cfg.server,
 	               chfs_client.secret);
 	rc = connect_pool(server);
@@ -617,8 +619,10 @@ int chfs_term(void)
 	 * cost each `chls` or `stat` the RPC timeout), and short processes pay no extra round. */
 	if (chfs_client.initialized && fd_sync_sizes(0) == 0 && atomic_exchange(&chfs_client.wrote, 0))
 		client_flush_backend();
-	if (chfs_client.initialized)
+	if (chfs_client.initialized) {
+		open_lease_end();
 		orphan_term();
+	}
 	return chfs_term_without_sync();
 }
 
