@@ -8,13 +8,14 @@ leaks nothing after the lease. The owner of /f knows A holds it through A's open
 On the previous build B's unlink removed the data at once: A read back nothing ("bad 0 of ...")
 and its fstat said nlink 1 (or the other file's size after a rename over it).
 """
-import os
+import subprocess
 import time
 
 import pytest
 
 from chfsutil import io, put
-from test_orphan_lease import LEASE, SHORT_LEASE, SIZE, Holder, near, totals, wait_for
+from test_orphan_lease import LEASE, SHORT_LEASE, SHORT_LEASE_ENV, SIZE, Holder, near, totals, wait_for
+from test_orphan_lease_paths import kill_group
 
 MORE = 1 << 16
 
@@ -87,3 +88,71 @@ def test_a_file_nobody_holds_open_goes_at_its_unlink(chfs_pool):
         assert near(now, before) and orphans == 0, (now, before, orphans)
     finally:
         h.close()
+
+
+# A hooked program that creates PATH, writes SIZE bytes, and then, a line of stdin at a time:
+# reads it all back, appends MORE bytes and reports fstat; closes it; ends.
+HOOKED = r"""
+import os, sys
+size, more = %d, %d
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR, 0o644)
+block = bytes(range(256)) * 4096
+for _ in range(size // len(block)):
+    os.write(fd, block)
+os.fsync(fd)
+print("held", flush=True)
+sys.stdin.readline()
+os.lseek(fd, 0, os.SEEK_SET)
+got = bytearray()
+while True:
+    b = os.read(fd, 1 << 20)
+    if not b:
+        break
+    got += b
+os.write(fd, b"x" * more)
+st = os.fstat(fd)
+ok = bytes(got) == block * (size // len(block))
+print(f"{'ok' if ok else 'bad'} {len(got)} nlink {st.st_nlink} size {st.st_size}", flush=True)
+sys.stdin.readline()
+os.close(fd)
+print("closed", flush=True)
+sys.stdin.readline()
+""" % (SIZE, MORE)
+
+
+@pytest.mark.hook
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("end", ["close", "kill"])
+@pytest.mark.parametrize("how", ["rm", "mv"])
+@pytest.mark.parametrize("chfs_pool", [SHORT_LEASE_ENV], indirect=True)
+def test_hooked_programs_one_unlinks_the_file_another_has_open(chfs_pool, how, end):
+    pool = chfs_pool
+    env = dict(pool.env, CHFS_HOOK_LOCAL="0")
+    before, _ = totals(pool.env)
+    h = subprocess.Popen(["chfs-run", "--", "/usr/bin/python3", "-c", HOOKED, "/chfs/f"], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        assert h.stdout.readline().strip() == "held"
+        if how == "rm":
+            b = ["rm", "/chfs/f"]
+        else:
+            put(pool, "/g", b"other file")
+            b = ["mv", "/chfs/g", "/chfs/f"]
+        subprocess.run(["chfs-run", "--"] + b, env=env, check=True, timeout=60)
+        h.stdin.write("\n")
+        h.stdin.flush()
+        assert h.stdout.readline().strip() == f"ok {SIZE} nlink 0 size {SIZE + MORE}"
+        time.sleep(2 * LEASE)  # renewed from inside the hooked process
+        assert totals(pool.env)[1] == 1
+        if end == "close":
+            h.stdin.write("\n")
+            h.stdin.flush()
+            assert h.stdout.readline().strip() == "closed"
+        else:
+            kill_group(h)
+        took = wait_for(lambda: totals(pool.env)[1] == 0 and near(totals(pool.env)[0], before),
+                        LEASE + 5)
+        assert took is not None, f"not given back: {totals(pool.env)}, want {before}"
+    finally:
+        kill_group(h)
