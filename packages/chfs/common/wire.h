@@ -132,9 +132,9 @@ enum wire_op {
 	 * file's name that this client (the header's lease identity) holds the file open, so that
 	 * an unlink or a rename over it by another client keeps the data (an orphan, orphans.c)
 	 * until the last holder closes it or stops renewing. */
-	WOP_STAT_OPEN,     /* str path -> md: STAT, and the owner records an open lease of a
+	WOP_STAT_OPEN,   /* str path -> md: STAT, and the owner records an open lease of a
 	                    * regular file for the client */
-	WOP_LEASE_RENEW,   /* u32 n, n x (u64 fileid, u32 closes) -> u32 lease in ms: renews all
+	WOP_LEASE_RENEW, /* u32 n, n x (u64 fileid, u32 closes) -> u32 lease in ms: renews all
 	                    * the client's open leases at this server and drops `closes` opens of
 	                    * each file listed; fileid 0: the client ends, drop all its leases */
 	WOP_MAX

@@ -294,7 +294,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		rc = st_create(d->st, q->path, &md, q->flags & WIRE_CREATE_EXCL, &old, &flag);
 		if (rc == 0 && !flag)
 			bmeta_note_create(d, q->path, &md);
-		if (rc == 0 && (q->flags & WIRE_CREATE_LEASE) && S_ISREG(old.mode) && !(old.flags & MD_LINKED))
+		if (rc == 0 && (q->flags & WIRE_CREATE_LEASE) && S_ISREG(old.mode) &&
+		    !(old.flags & MD_LINKED))
 			oleases_add(wire_lease_client(&q->h), old.fileid);
 		if (rc == 0) {
 			wenc_u32(e, (uint32_t)flag);
@@ -642,7 +643,8 @@ int handle_inline(xprt_req_t *r, void *arg)
 	size_t len;
 	const void *msg = xprt_req_data(r, &len);
 	struct wire_hdr h;
-	if (d->bk || wire_hdr_get(msg, len, &h) != 0 || (h.op != WOP_STAT && h.op != WOP_STAT_OPEN && h.op != WOP_INODE_GET))
+	if (d->bk || wire_hdr_get(msg, len, &h) != 0 ||
+	    (h.op != WOP_STAT && h.op != WOP_STAT_OPEN && h.op != WOP_INODE_GET))
 		return 0;
 	if (!t && !(t = malloc(sizeof *t)))
 		return 0;

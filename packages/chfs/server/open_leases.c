@@ -33,7 +33,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#define NBUCKETS 4096   /* power of two */
+#define NBUCKETS 4096 /* power of two */
 #define OLEASES_MAX (1u << 20)
 
 struct lease {
@@ -49,7 +49,7 @@ struct holder {
 
 static struct {
 	pthread_mutex_t lock;
-	struct lease *files[NBUCKETS];     /* by file id */
+	struct lease *files[NBUCKETS];    /* by file id */
 	struct holder *clients[NBUCKETS]; /* by client */
 	unsigned n;
 	int full_logged;
@@ -171,7 +171,7 @@ int oleases_renew(uint32_t client, const struct wire_req *q, struct wenc *e)
 		uint64_t id;
 		uint32_t closes;
 		wire_lease_item_get(&d, &id, &closes); /* validated */
-		if (!id) {                              /* the client ends: all of its leases */
+		if (!id) {                             /* the client ends: all of its leases */
 			unsigned n = 0;
 			uint64_t *all = malloc(T.n * sizeof *all + 1);
 			if (all)
@@ -209,7 +209,8 @@ static int held(uint64_t fileid, uint32_t except, int any)
 	pthread_mutex_lock(&T.lock);
 	int lease_ms = T.lease_ms;
 	for (struct lease *l = T.files[hash64(fileid)]; l && !found; l = l->next)
-		found = l->fileid == fileid && (any || l->client != except) && alive(l->client, now, lease_ms);
+		found = l->fileid == fileid && (any || l->client != except) &&
+		        alive(l->client, now, lease_ms);
 	pthread_mutex_unlock(&T.lock);
 	return found;
 }

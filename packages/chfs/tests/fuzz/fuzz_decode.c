@@ -18,8 +18,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (wire_decode_req(data, size, &req) != 0)
 		return 0;
 	unsigned op = req.h.op;
-	if (op == WOP_STAT || op == WOP_STAT_OPEN || op == WOP_CREATE || op == WOP_UNLINK || op == WOP_RENAME || op == WOP_MKDIR ||
-	    op == WOP_READDIR || op == WOP_SETATTR || op == WOP_META_SETTLE) {
+	if (op == WOP_STAT || op == WOP_STAT_OPEN || op == WOP_CREATE || op == WOP_UNLINK ||
+	    op == WOP_RENAME || op == WOP_MKDIR || op == WOP_READDIR || op == WOP_SETATTR ||
+	    op == WOP_META_SETTLE) {
 		if (path_check_canonical(req.path, strlen(req.path), 1) != 0)
 			abort();
 	}
