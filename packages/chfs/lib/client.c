@@ -385,6 +385,7 @@ void chfs_after_fork(void)
 {
 	/* Lazy: the next client_begin() reopens the transport. */
 	atomic_store(&chfs_client.forked, 1);
+	open_lease_after_fork(); /* a lease identity of its own, none of the parent's leases */
 }
 
 static int reopen_after_fork(void)
@@ -393,7 +394,6 @@ static int reopen_after_fork(void)
 		xprt_abandon_after_fork(chfs_client.x);
 	chfs_client.x = NULL;
 	chfs_client.pid = getpid();
-	open_lease_after_fork();
 	atomic_store(&chfs_client.list_refreshing, 0); /* the refreshing thread was not forked */
 	/* Peers belong to the abandoned transport: rebuild the snapshot on the new one. */
 	struct srvlist *old = atomic_load(&chfs_client.srv);
