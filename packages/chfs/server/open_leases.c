@@ -104,7 +104,7 @@ void oleases_add(uint32_t client, uint64_t fileid)
 	}
 	if (l && touch(client, 1))
 		l->opens++;
-	else if (!T.full_logged++)
+	else if (!T.full_logged && (T.full_logged = 1))
 		log_warn("open leases: table full (%u); files opened now lose their data if another "
 		         "client unlinks them",
 		         T.n);
