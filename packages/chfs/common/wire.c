@@ -61,6 +61,8 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_META_SETTLE] = "meta-settle",
         [WOP_RELINK_OWED] = "relink-owed",
         [WOP_WRITE_REPORT] = "write-report",
+        [WOP_STAT_OPEN] = "stat-open",
+        [WOP_LEASE_RENEW] = "lease-renew",
 };
 
 const char *wire_op_name(unsigned op)
@@ -469,6 +471,13 @@ int wire_stage_file_get(struct wdec *d, struct wire_stage_file *f)
 	return d->err ? d->err : bad;
 }
 
+int wire_lease_item_get(struct wdec *d, uint64_t *fileid, uint32_t *closes)
+{
+	*fileid = wdec_u64(d);
+	*closes = wdec_u32(d);
+	return d->err ? d->err : 0;
+}
+
 int wire_stage_path_get(struct wdec *d, char *path)
 {
 	int bad = 0;
@@ -712,7 +721,22 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		}
 		break;
 	case WOP_STAT:
+	case WOP_STAT_OPEN:
 	case WOP_DIR_EMPTY: dec_path(&d, r->path, 1, &bad); break;
+	case WOP_LEASE_RENEW: {
+		r->nitems = wdec_u32(&d);
+		if (!d.err && r->nitems > WIRE_LEASE_MAX)
+			bad = -EINVAL;
+		r->items = d.p + d.pos;
+		size_t start = d.pos;
+		for (uint32_t i = 0; i < r->nitems && !d.err && !bad; i++) {
+			uint64_t id;
+			uint32_t n;
+			bad = wire_lease_item_get(&d, &id, &n);
+		}
+		r->items_len = d.pos - start;
+		break;
+	}
 	case WOP_RMDIR:
 	case WOP_UNLINK: dec_path(&d, r->path, 0, &bad); break;
 	case WOP_READDIR:

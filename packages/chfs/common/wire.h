@@ -128,6 +128,15 @@ enum wire_op {
 	                    * a WRITE to the owner of the file's name (path) that also reports the
 	                    * writer's size, as SETATTR WIRE_SET_SIZE_MAX of end after the data are
 	                    * written (lib/io.c; saves the close's SETATTR) */
+	/* Open leases (lib/open_lease.c, server/open_leases.c): an open tells the owner of the
+	 * file's name that this client (the header's lease identity) holds the file open, so that
+	 * an unlink or a rename over it by another client keeps the data (an orphan, orphans.c)
+	 * until the last holder closes it or stops renewing. */
+	WOP_STAT_OPEN,   /* str path -> md: STAT, and the owner records an open lease of a
+	                    * regular file for the client */
+	WOP_LEASE_RENEW, /* u32 n, n x (u64 fileid, u32 closes) -> u32 lease in ms: renews all
+	                    * the client's open leases at this server and drops `closes` opens of
+	                    * each file listed; fileid 0: the client ends, drop all its leases */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);
@@ -141,6 +150,8 @@ enum { WIRE_MIG_ENTRY = 1, WIRE_MIG_CHUNK = 2 };
 #define WIRE_STAGE_MAX 256 /* files per STAGE_ENTRIES / STAGE_FILES */
 
 #define WIRE_CREATE_EXCL 1
+#define WIRE_CREATE_LEASE 2 /* record an open lease of the new file for the client (STAT_OPEN) */
+#define WIRE_LEASE_MAX 4096 /* items per LEASE_RENEW */
 #define WIRE_INSERT_NOREPLACE 1
 #define WIRE_INSERT_LINK 2 /* a new name of a linked file (chfs_link), not a rename's half */
 
@@ -188,6 +199,10 @@ struct wire_setattr {
 	8 /* a hard-linked file: a name record (attributes in the inode record, see
                      * WOP_INODE_GET) or, at the inode key, the inode record itself */
 #define MD_FLAGS_ALL (MD_LOCAL | MD_BACKEND | MD_FLUSH | MD_LINKED)
+/* In the removed record an UNLINK, RENAME or INSERT answers only (never stored, refused in
+ * requests): other clients hold the file open, the server keeps its data until they close it
+ * (server/open_leases.c); the client must not remove them. */
+#define MD_HELD 16
 
 /* A namespace entry: the metadata of a file, directory or symlink. */
 struct chfs_md {
@@ -337,6 +352,10 @@ int wire_stage_path_get(struct wdec *d, char *path);
  * op range and that body_len matches the message length. */
 void wire_hdr_put(void *buf, const struct wire_hdr *h);
 int wire_hdr_get(const void *buf, size_t len, struct wire_hdr *h);
+/* The lease identity of a request's sender (0: none). */
+static inline uint32_t wire_lease_client(const struct wire_hdr *h) { return (uint32_t)(h->reqid >> 32); }
+/* LEASE_RENEW items: read one back from a validated request (d over r->items/r->items_len). */
+int wire_lease_item_get(struct wdec *d, uint64_t *fileid, uint32_t *closes);
 
 /* Decode and validate a complete request message (header + body). 0 or -EBADMSG/-EINVAL/
  * -ENAMETOOLONG/-EPROTO (unknown version). Does not check the secret (the handler does). */

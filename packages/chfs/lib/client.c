@@ -385,6 +385,7 @@ void chfs_after_fork(void)
 {
 	/* Lazy: the next client_begin() reopens the transport. */
 	atomic_store(&chfs_client.forked, 1);
+	open_lease_after_fork(); /* a lease identity of its own, none of the parent's leases */
 }
 
 static int reopen_after_fork(void)
@@ -582,6 +583,7 @@ int chfs_init(const char *server)
 		goto out;
 	}
 	chfs_client.pid = getpid();
+	open_lease_init();
 	listcache_init(&chfs_client.lc, &chfs_client.cfg, server ? server : chfs_client.cfg.server,
 	               chfs_client.secret);
 	rc = connect_pool(server);
@@ -617,8 +619,10 @@ int chfs_term(void)
 	 * cost each `chls` or `stat` the RPC timeout), and short processes pay no extra round. */
 	if (chfs_client.initialized && fd_sync_sizes(0) == 0 && atomic_exchange(&chfs_client.wrote, 0))
 		client_flush_backend();
-	if (chfs_client.initialized)
+	if (chfs_client.initialized) {
+		open_lease_end();
 		orphan_term();
+	}
 	return chfs_term_without_sync();
 }
 

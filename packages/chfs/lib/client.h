@@ -71,6 +71,7 @@ struct client {
 	atomic_int list_refreshing; /* one thread refreshes the server list at a time */
 	atomic_llong list_retry_at; /* after a failed refresh: no new attempt before this time */
 	atomic_int list_due;        /* a request timed out: refresh on the next call */
+	atomic_uint lease_id;       /* open_lease.c: the high half of every request id */
 };
 extern struct client chfs_client;
 
@@ -162,8 +163,11 @@ struct chfs_file {
 	size_t wcap, wlen;
 	uint64_t woff;
 	atomic_int refs;
-	pid_t orphan; /* its name was removed while open, by this process (orphan.c); 0: not */
+	pid_t orphan; /* its name was removed while open, by this process (orphan.c); 0: not;
+	               * ORPHAN_LEASED: by any, the owner keeps it for our open lease */
+	int leased;   /* the open took an open lease (open_lease.c) */
 };
+#define ORPHAN_LEASED ((pid_t)-1)
 int fd_alloc(struct chfs_file *f);
 struct chfs_file *fd_get(int fd); /* NULL + errno EBADF */
 void fd_put(struct chfs_file *f);
@@ -196,6 +200,25 @@ void orphan_lease_hold(struct srvlist *s, const struct chfs_md *md);
 void orphan_lease_drop(struct srvlist *s, uint64_t fileid);
 /* chfs_term: stop the renewal thread (after every lease was dropped). */
 void orphan_lease_stop(void);
+/* Start the renewal thread if it does not run (an open lease was taken). */
+void lease_renewer_need(void);
+/* f's name is gone (another process unlinked it) and our open lease keeps its data: answer
+ * from the descriptor from now on, as an orphan. */
+void orphan_mark_leased(struct chfs_file *f);
+
+/* ---- open_lease.c: this process's open leases at the owners (see there) ---- */
+void open_lease_init(void);
+void open_lease_after_fork(void);
+/* An open took a lease (WOP_STAT_OPEN, WIRE_CREATE_LEASE) / a leased descriptor was closed. */
+void open_lease_opened(void);
+void open_lease_closed(uint64_t fileid);
+/* 1 while this process has leases to renew or closes to report. */
+int open_lease_active(void);
+/* The renewal thread's round: renew at every server, report the closes; the lease in ms (0:
+ * none answered). */
+int open_lease_renew(struct srvlist *s);
+/* chfs_term: end every lease of this process. */
+void open_lease_end(void);
 
 /* ---- link.c: hard links (see there) ---- */
 /* The inode record of linked file `fileid` (its attributes, nlink). */
@@ -233,6 +256,8 @@ static inline void ns_call_free(struct ns_call **c) { free(*c); }
 #define NS_CALL_DECL(c) \
 	struct ns_call *c __attribute__((cleanup(ns_call_free))) = malloc(sizeof(struct ns_call))
 int ns_lookup(struct srvlist *s, const char *cpath, struct chfs_md *md);
+/* ns_lookup with op WOP_STAT or WOP_STAT_OPEN (an open: take an open lease of a regular file). */
+int ns_lookup_op(struct srvlist *s, const char *cpath, struct chfs_md *md, unsigned op);
 /* Follow symlinks at the last component (up to 8); writes the resolved path to out. */
 int ns_resolve(struct srvlist *s, const char *cpath, char *out, struct chfs_md *md);
 void md_to_stat(const struct chfs_md *md, const char *cpath, struct stat *st);

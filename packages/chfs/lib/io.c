@@ -714,6 +714,10 @@ static int file_size(struct chfs_file *f, uint64_t *size, struct chfs_md *out)
 		rc = found ? ns_lookup_fileid(s, f->md.fileid, &md, found) : -ENOMEM;
 		free(found);
 	}
+	if ((rc == -ESTALE || rc == -ENOENT) && f->leased) { /* unlinked: our lease kept the data */
+		orphan_mark_leased(f);
+		return file_size(f, size, out);
+	}
 	if (rc == -ESTALE || rc == -ENOENT) { /* unlinked: what we know */
 		md = f->md;
 		md.size = 0;
@@ -811,6 +815,8 @@ int chfs_close(int fd)
 		return set_err(rc);
 	rc = ns_report_size(f);
 	orphan_release(f);
+	if (f->leased)
+		open_lease_closed(f->md.fileid); /* told the owner with the next renewal */
 	fd_put(f);
 	return set_err(rc);
 }

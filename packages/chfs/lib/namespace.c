@@ -42,8 +42,13 @@ static int canon(const char *in, char *out)
 
 int ns_lookup(struct srvlist *s, const char *cpath, struct chfs_md *md)
 {
+	return ns_lookup_op(s, cpath, md, WOP_STAT);
+}
+
+int ns_lookup_op(struct srvlist *s, const char *cpath, struct chfs_md *md, unsigned op)
+{
 	RPC_DECL(r);
-	rpc_begin(&r, WOP_STAT);
+	rpc_begin(&r, op);
 	wenc_str(&r.e, cpath);
 	int rc = rpc_call_path(s, cpath, &r);
 	if (rc == 0) {
@@ -84,12 +89,13 @@ void ns_merge_home(struct srvlist *s, struct chfs_md *md)
 	}
 }
 
-int ns_resolve(struct srvlist *s, const char *cpath, char *out, struct chfs_md *md)
+/* ns_resolve; op WOP_STAT_OPEN: the lookups take an open lease of the regular file found. */
+static int resolve(struct srvlist *s, const char *cpath, char *out, struct chfs_md *md, unsigned op)
 {
 	char cur[CHFS_PATH_MAX], tmp[CHFS_PATH_MAX];
 	snprintf(cur, sizeof cur, "%s", cpath);
 	for (int hop = 0; hop <= 8; hop++) {
-		int rc = ns_lookup(s, cur, md);
+		int rc = ns_lookup_op(s, cur, md, op);
 		if (rc)
 			return rc;
 		if (!S_ISLNK(md->mode)) {
@@ -112,6 +118,14 @@ int ns_resolve(struct srvlist *s, const char *cpath, char *out, struct chfs_md *
 	}
 	return -ELOOP;
 }
+
+int ns_resolve(struct srvlist *s, const char *cpath, char *out, struct chfs_md *md)
+{
+	return resolve(s, cpath, out, md, WOP_STAT);
+}
+
+/* Did the owner take an open lease of md's file (WOP_STAT_OPEN, WIRE_CREATE_LEASE)? */
+static int lease_taken(const struct chfs_md *md) { return S_ISREG(md->mode) && !(md->flags & MD_LINKED); }
 
 void md_to_stat(const struct chfs_md *md, const char *cpath, struct stat *st)
 {
@@ -475,11 +489,19 @@ static void md_new(struct chfs_md *md, mode_t mode, const struct chfs_md *dir)
 	md->atime_ns = md->mtime_ns = md->ctime_ns = now_ns();
 }
 
-static int new_file(const char *cpath, const struct chfs_md *md, int accmode, int append)
+/* leased: the open took an open lease (the descriptor reports its close; on failure here it
+ * is reported at once). */
+static int new_file(const char *cpath, const struct chfs_md *md, int accmode, int append, int leased)
 {
 	struct chfs_file *f = calloc(1, sizeof *f);
-	if (!f)
+	if (leased)
+		open_lease_opened();
+	if (!f) {
+		if (leased)
+			open_lease_closed(md->fileid);
 		return -ENOMEM;
+	}
+	f->leased = leased;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_mutex_init(&f->wlock, NULL);
 	if (S_ISREG(md->mode) && accmode != O_RDONLY)
@@ -494,6 +516,8 @@ static int new_file(const char *cpath, const struct chfs_md *md, int accmode, in
 	f->isdir = S_ISDIR(md->mode);
 	int fd = fd_alloc(f);
 	if (fd < 0) {
+		if (leased)
+			open_lease_closed(md->fileid);
 		pthread_mutex_destroy(&f->wlock);
 		pthread_mutex_destroy(&f->lock);
 		free(f);
@@ -559,7 +583,7 @@ static int create_excl(struct srvlist *s, const char *cp, int32_t flags, mode_t 
 	rpc_begin(&r, WOP_CREATE);
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, &md);
-	wenc_u32(&r.e, WIRE_CREATE_EXCL);
+	wenc_u32(&r.e, WIRE_CREATE_EXCL | WIRE_CREATE_LEASE);
 	int rc = rpc_call_path(s, cp, &r);
 	if (rc == 0) {
 		wdec_u32(&r.d);
@@ -570,19 +594,11 @@ static int create_excl(struct srvlist *s, const char *cp, int32_t flags, mode_t 
 	return rc;
 }
 
-/* Open the existing entry at cp (symlinks followed): O_DIRECTORY and directory checks, then
- * O_TRUNC through ns_truncate, which first reports this process's own dirty writes of the
- * file and clamps its descriptors — else their later size report would resurrect the old
- * length as zeros. */
-static int open_existing(struct ns_call *c, int32_t flags, int posix)
+/* open_existing's checks of the entry found (c->md) and its O_TRUNC. */
+static int check_existing(struct ns_call *c, int32_t flags, int posix)
 {
 	struct chfs_md *md = &c->md;
-	int rc = fd_sync_sizes(0);
-	if (rc == 0)
-		rc = ns_resolve(c->s, c->cp, c->real, md);
-	if (rc)
-		return rc;
-	int acc = flags & O_ACCMODE;
+	int rc, acc = flags & O_ACCMODE;
 	if (S_ISFIFO(md->mode) || S_ISSOCK(md->mode) || S_ISCHR(md->mode) || S_ISBLK(md->mode))
 		return -ENXIO; /* node-local objects: the kernel runs them on a mount (special.c) */
 	if (S_ISDIR(md->mode) && acc != O_RDONLY)
@@ -599,7 +615,29 @@ static int open_existing(struct ns_call *c, int32_t flags, int posix)
 			return rc;
 		md->size = 0;
 	}
-	return new_file(c->real, md, acc, !!(flags & O_APPEND));
+	return 0;
+}
+
+/* Open the existing entry at cp (symlinks followed): O_DIRECTORY and directory checks, then
+ * O_TRUNC through ns_truncate, which first reports this process's own dirty writes of the
+ * file and clamps its descriptors — else their later size report would resurrect the old
+ * length as zeros. */
+static int open_existing(struct ns_call *c, int32_t flags, int posix)
+{
+	struct chfs_md *md = &c->md;
+	int rc = fd_sync_sizes(0);
+	if (rc == 0)
+		rc = resolve(c->s, c->cp, c->real, md, WOP_STAT_OPEN);
+	if (rc)
+		return rc;
+	int leased = lease_taken(md);
+	if ((rc = check_existing(c, flags, posix)) == 0)
+		return new_file(c->real, md, flags & O_ACCMODE, !!(flags & O_APPEND), leased);
+	if (leased) { /* the owner counted an open that did not happen: report its close */
+		open_lease_opened();
+		open_lease_closed(md->fileid);
+	}
+	return rc;
 }
 
 /* The one open path of libchfs. Without O_CREAT: open_existing. With O_CREAT: create
@@ -638,7 +676,8 @@ static int open_file(const char *path, int32_t flags, mode_t mode, int chunk_siz
 		if (rc == 0)
 			dir_touch(s, cp, placement_owner(s->ring, cp), 0);
 		if (rc == 0)
-			return new_file(cp, &c->md, flags & O_ACCMODE, !!(flags & O_APPEND));
+			return new_file(cp, &c->md, flags & O_ACCMODE, !!(flags & O_APPEND),
+			                lease_taken(&c->md));
 		if (rc != -EEXIST || (flags & O_EXCL))
 			return rc;
 		rc = open_existing(c, flags, posix);
@@ -812,7 +851,7 @@ int chfs_unlink(const char *path)
 	}
 	if (rc == 0)
 		dir_touch(s, cp, placement_owner(s->ring, cp), 0);
-	if (rc == 0 && S_ISREG(md.mode) && link_last_name(s, &md) && !orphan_hold(&md))
+	if (rc == 0 && S_ISREG(md.mode) && link_last_name(s, &md) && !orphan_hold(&md)) /* MD_HELD */
 		data_remove_all(s, &md); /* best effort: the name is gone either way */
 	return set_err(rc);
 }

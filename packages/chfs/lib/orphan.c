@@ -17,10 +17,17 @@
  * server (orphan_lease.c, server/orphans.c), which removes the data once the process stops
  * renewing the lease (60 s by default).
  *
- * Bounds, said plainly: only the unlinking process's descriptors keep the data (another hooked
- * process that has the file open reads zeros afterwards — through chfuse this cannot happen);
- * a forked child's copies never remove the data (the process that made the orphan does), so a
- * child closing inherited descriptors cannot destroy a file its parent still uses.
+ * Other processes' descriptors (another hooked program, another node or chfuse mount) keep
+ * the data through their open leases (open_lease.c, server/open_leases.c): the owner answers
+ * the unlink or rename with MD_HELD and removes the data itself after their last close; this
+ * process's own descriptors of such a file become ORPHAN_LEASED orphans (no removal at their
+ * close: their lease is dropped instead), and so do another process's descriptors once they
+ * find the name gone (orphan_mark_leased).
+ *
+ * Bounds, said plainly: a forked child's copies never remove the data (the process that made
+ * the orphan does), so a child closing inherited descriptors cannot destroy a file its parent
+ * still uses; and they hold no lease, so once the parent closed its own, another process's
+ * unlink removes the data under the child.
  */
 #define _GNU_SOURCE
 #include "client.h"
@@ -33,6 +40,19 @@ struct hold {
 	int n;
 };
 
+/* f->lock held: f is an orphan of `who` from now on. */
+static void become_orphan(struct chfs_file *f, pid_t who)
+{
+	if (!f->orphan)
+		f->orphan = who;
+	if (f->dirty) { /* no name to report a size to any more: the descriptor keeps it */
+		f->dirty = 0;
+		atomic_fetch_sub(&chfs_client.dirty_fds, 1);
+	}
+	if (f->written_end > f->md.size)
+		f->md.size = f->written_end;
+}
+
 static void hold_one(struct chfs_file *f, void *arg)
 {
 	struct hold *h = arg;
@@ -40,17 +60,19 @@ static void hold_one(struct chfs_file *f, void *arg)
 	if (!f->orphan) {
 		uint64_t size = f->md.size > h->md->size ? f->md.size : h->md->size;
 		f->md = *h->md;
+		f->md.flags &= ~(uint32_t)MD_HELD;
 		f->md.size = size;
-		f->orphan = getpid();
 	}
-	if (f->dirty) { /* no name to report a size to any more: the descriptor keeps it */
-		f->dirty = 0;
-		atomic_fetch_sub(&chfs_client.dirty_fds, 1);
-	}
-	if (f->written_end > f->md.size)
-		f->md.size = f->written_end;
+	become_orphan(f, h->md->flags & MD_HELD ? ORPHAN_LEASED : getpid());
 	pthread_mutex_unlock(&f->lock);
 	h->n++;
+}
+
+void orphan_mark_leased(struct chfs_file *f)
+{
+	pthread_mutex_lock(&f->lock);
+	become_orphan(f, ORPHAN_LEASED);
+	pthread_mutex_unlock(&f->lock);
 }
 
 int orphan_hold(const struct chfs_md *removed)
@@ -59,6 +81,8 @@ int orphan_hold(const struct chfs_md *removed)
 		return 0;
 	struct hold h = {removed, 0};
 	fd_foreach_fileid(removed->fileid, hold_one, &h);
+	if (removed->flags & MD_HELD)
+		return 1; /* other processes hold it open: the owner keeps the data for all */
 	struct srvlist *s;
 	if (h.n && client_begin(&s) == 0)
 		orphan_lease_hold(s, removed); /* if this process dies, a server removes the data */

@@ -18,6 +18,10 @@
  * unlink an open file (nearly all) never have it. It blocks every signal, as the progress
  * thread does (under the hook it runs on another libc than the program's). A forked child
  * starts with an empty table: the parent keeps renewing its own orphans.
+ *
+ * The same thread renews this process's open leases (open_lease.c) while it has files open or
+ * closes to report: its first round comes soon after it starts (to learn the servers' lease),
+ * then one a lease quarter.
  */
 #define _GNU_SOURCE
 #include "client.h"
@@ -40,6 +44,7 @@ static struct {
 	struct lease *v;
 	int n, cap;
 	int interval_ms; /* a quarter of the shortest lease a server gave */
+	int known;       /* a server told its lease (else the first round comes soon) */
 	int alive;       /* the renewal thread runs its loop (it clears this as it leaves) */
 	int joinable;    /* a thread was started and not joined yet */
 	int stop;
@@ -112,6 +117,17 @@ static int hold_at_owner(struct srvlist *s, struct lease *l, int *lease_ms)
 	return lease_call(s, l->addr, WOP_ORPHAN_HOLD, l->fileid, l->size, lease_ms);
 }
 
+/* L.lock held: a server's lease is ms. */
+static void learn(int ms)
+{
+	if (!L.known || ms / 4 < L.interval_ms)
+		L.interval_ms = ms / 4 > 50 ? ms / 4 : 50;
+	L.known = 1;
+}
+
+/* L.lock held: anything to renew? */
+static int busy(void) { return L.n > 0 || open_lease_active(); }
+
 static void renew_all(void)
 {
 	struct srvlist *s;
@@ -136,25 +152,32 @@ static void renew_all(void)
 		for (int k = 0; k < L.n; k++)
 			if (L.v[k].fileid == copy[i].fileid)
 				memcpy(L.v[k].addr, copy[i].addr, sizeof L.v[k].addr);
-		if (ms > 0 && ms / 4 < L.interval_ms)
-			L.interval_ms = ms / 4 > 50 ? ms / 4 : 50;
+		if (ms > 0)
+			learn(ms);
 		pthread_mutex_unlock(&L.lock);
 	}
 	free(copy);
+	int ms = open_lease_renew(s);
+	if (ms > 0) {
+		lock();
+		learn(ms);
+		pthread_mutex_unlock(&L.lock);
+	}
 }
 
 static void *renewer(void *arg)
 {
 	(void)arg;
 	lock();
-	while (!L.stop && L.n > 0) {
+	while (!L.stop && busy()) {
 		struct timespec ts;
+		int wait_ms = L.known ? L.interval_ms : 200;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		long ns = ts.tv_nsec + (long)(L.interval_ms % 1000) * 1000000L;
-		ts.tv_sec += L.interval_ms / 1000 + ns / 1000000000L;
+		long ns = ts.tv_nsec + (long)(wait_ms % 1000) * 1000000L;
+		ts.tv_sec += wait_ms / 1000 + ns / 1000000000L;
 		ts.tv_nsec = ns % 1000000000L;
 		pthread_cond_timedwait(&L.cv, &L.lock, &ts);
-		if (L.stop || L.n == 0)
+		if (L.stop || !busy())
 			break;
 		pthread_mutex_unlock(&L.lock);
 		renew_all();
@@ -217,8 +240,7 @@ void orphan_lease_hold(struct srvlist *s, const struct chfs_md *md)
 		L.cap = cap;
 	}
 	L.v[L.n++] = l;
-	if (ms / 4 < L.interval_ms)
-		L.interval_ms = ms / 4 > 50 ? ms / 4 : 50;
+	learn(ms);
 	start_renewer();
 	pthread_mutex_unlock(&L.lock);
 }
@@ -233,11 +255,19 @@ void orphan_lease_drop(struct srvlist *s, uint64_t fileid)
 			L.v[k] = L.v[--L.n];
 			break;
 		}
-	if (L.n == 0)
+	if (!busy())
 		pthread_cond_broadcast(&L.cv);
 	pthread_mutex_unlock(&L.lock);
 	if (addr[0])
 		lease_call(s, addr, WOP_ORPHAN_DROP, fileid, 0, NULL); /* best effort: it expires anyway */
+}
+
+void lease_renewer_need(void)
+{
+	lock();
+	if (!L.stop)
+		start_renewer();
+	pthread_mutex_unlock(&L.lock);
 }
 
 void orphan_lease_stop(void)

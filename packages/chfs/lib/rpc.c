@@ -59,7 +59,8 @@ void rpc_fill_hdr(uint8_t *msg, size_t len, unsigned op, uint64_t epoch)
 	                     .magic = WIRE_MAGIC,
 	                     .version = WIRE_VERSION,
 	                     .op = (uint16_t)op,
-	                     .reqid = atomic_fetch_add(&chfs_client.reqid, 1),
+	                     .reqid = (uint64_t)atomic_load(&chfs_client.lease_id) << 32 |
+	                              (uint32_t)atomic_fetch_add(&chfs_client.reqid, 1),
 	                     .body_len = (uint32_t)(len - WIRE_HDR_LEN)};
 	memcpy(h.secret, chfs_client.secret, CHFS_SECRET_LEN);
 	wire_hdr_put(msg, &h);

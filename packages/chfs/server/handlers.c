@@ -22,6 +22,7 @@
 #include "inode.h"
 #include "io_engine.h"
 #include "moved.h"
+#include "open_leases.h"
 #include "orphans.h"
 #include "relink.h"
 #include "stage.h"
@@ -269,6 +270,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		         (unsigned long long)files, (unsigned long long)bytes,
 		         (unsigned long long)atomic_load(&d->requests));
 		orphans_status(line, sizeof line);
+		oleases_status(line, sizeof line);
 		ops_status(d, line, sizeof line);
 		wenc_str(e, line);
 		return 0;
@@ -292,14 +294,20 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		rc = st_create(d->st, q->path, &md, q->flags & WIRE_CREATE_EXCL, &old, &flag);
 		if (rc == 0 && !flag)
 			bmeta_note_create(d, q->path, &md);
+		if (rc == 0 && (q->flags & WIRE_CREATE_LEASE) && S_ISREG(old.mode) &&
+		    !(old.flags & MD_LINKED))
+			oleases_add(wire_lease_client(&q->h), old.fileid);
 		if (rc == 0) {
 			wenc_u32(e, (uint32_t)flag);
 			wenc_md(e, &old);
 		}
 		return rc;
 	case WOP_STAT:
+	case WOP_STAT_OPEN:
 		if ((rc = st_lookup(d->st, q->path, &md)) == -ENOENT)
 			rc = backend_lookup(d, q->path, &md);
+		if (rc == 0 && q->h.op == WOP_STAT_OPEN && S_ISREG(md.mode) && !(md.flags & MD_LINKED))
+			oleases_add(wire_lease_client(&q->h), md.fileid);
 		if (rc == 0) {
 			merge_local(d, &md);
 			wenc_md(e, &md);
@@ -342,6 +350,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 			rc = S_ISDIR(md.mode) ? -EISDIR : 0; /* a symlink only the backend has */
 		if (rc == 0) {
 			bmeta_note(d, BM_UNLINK, q->path, NULL);
+			oleases_on_remove(q, &md);
 			wenc_md(e, &md);
 		}
 		return rc;
@@ -352,6 +361,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 			moved_note(q->md.fileid, q->path); /* a rename's new name (see moved.c) */
 		if (rc == 0 && !(q->flags & WIRE_INSERT_LINK))
 			bmeta_note_rename(d, NULL, q->path, &q->md);
+		if (rc == 0 && flag && old.fileid != q->md.fileid)
+			oleases_on_remove(q, &old);
 		if (rc == 0) {
 			wenc_u32(e, (uint32_t)flag);
 			wenc_md(e, &old);
@@ -370,6 +381,8 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 				moved_note(md.fileid, q->path2);
 			bmeta_note_rename(d, q->path, q->path2, &md);
 		}
+		if (rc == 0 && flag && old.fileid != md.fileid)
+			oleases_on_remove(q, &old);
 		if (rc == 0) {
 			wenc_u32(e, (uint32_t)flag);
 			wenc_md(e, &old);
@@ -429,6 +442,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return rc;
 	case WOP_ORPHAN_HOLD:
 	case WOP_ORPHAN_DROP: return orphans_handle(d, q, e);
+	case WOP_LEASE_RENEW: return oleases_renew(wire_lease_client(&q->h), q, e);
 	case WOP_DATA_STAT:
 		md = q->md;
 		md.fileid = q->fileid;
@@ -494,6 +508,7 @@ static int placed(unsigned op)
 	case WOP_RELINK:
 	case WOP_ORPHAN_HOLD: /* renewed where the holder registered it, whatever the ring says */
 	case WOP_ORPHAN_DROP:
+	case WOP_LEASE_RENEW: /* every server the client holds leases at, whatever the ring says */
 	case WOP_META_SETTLE:
 	case WOP_RELINK_OWED:
 	case WOP_FLUSH_ERRORS:
@@ -512,6 +527,7 @@ static int take_keys(struct chfsd *d, const struct wire_req *q)
 	switch (q->h.op) {
 	case WOP_CREATE:
 	case WOP_STAT:
+	case WOP_STAT_OPEN:
 	case WOP_MKDIR:
 	case WOP_RMDIR:
 	case WOP_UNLINK:
@@ -627,7 +643,8 @@ int handle_inline(xprt_req_t *r, void *arg)
 	size_t len;
 	const void *msg = xprt_req_data(r, &len);
 	struct wire_hdr h;
-	if (d->bk || wire_hdr_get(msg, len, &h) != 0 || (h.op != WOP_STAT && h.op != WOP_INODE_GET))
+	if (d->bk || wire_hdr_get(msg, len, &h) != 0 ||
+	    (h.op != WOP_STAT && h.op != WOP_STAT_OPEN && h.op != WOP_INODE_GET))
 		return 0;
 	if (!t && !(t = malloc(sizeof *t)))
 		return 0;
@@ -649,8 +666,10 @@ int handle_inline(xprt_req_t *r, void *arg)
 	int rc = st_lookup(d->st, q->path, &t->md);
 	if (rc == 0 && q->h.op == WOP_INODE_GET && t->md.fileid != q->fileid)
 		rc = -ESTALE;
+	if (rc == 0 && q->h.op == WOP_STAT_OPEN && S_ISREG(t->md.mode) && !(t->md.flags & MD_LINKED))
+		oleases_add(wire_lease_client(&q->h), t->md.fileid);
 	if (rc == 0) {
-		if (q->h.op == WOP_STAT)
+		if (q->h.op != WOP_INODE_GET)
 			merge_local(d, &t->md);
 		wenc_md(&e, &t->md);
 		rc = e.err;

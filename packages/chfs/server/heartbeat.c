@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include "chfsd.h"
+#include "open_leases.h"
 #include "orphans.h"
 
 #include "log.h"
@@ -57,6 +58,7 @@ static void *heartbeat(void *arg)
 		nanosleep(&ts, NULL);
 		if (atomic_load(&d->stopping))
 			break;
+		oleases_collect(); /* (a dead client's files become due orphans first) */
 		orphans_collect(d);
 		unsigned vnodes;
 		members_get(&d->mem, list, WIRE_LIST_MAX, &vnodes);

@@ -16,12 +16,18 @@
  * file, fsync, rename) on every registration and removal, never on a renewal. A restarted
  * server reads it back and gives each entry a full lease from its start, so a holder that is
  * alive renews in time and the data of a holder that died while the server was down still go.
+ *
+ * An orphan can also be held by the open leases of other clients (open_leases.c): the owner of
+ * the removed name adopts it (orphans_adopt) and removes its data once no live open lease
+ * holds the file — a round after the last holder's close reached it (orphans_due), or a lease
+ * after the last holder died.
  */
 #define _GNU_SOURCE
 #include "orphans.h"
 
 #include "chfsd.h"
 #include "log.h"
+#include "open_leases.h"
 #include "storage.h"
 
 #include <errno.h>
@@ -41,6 +47,7 @@
 struct orphan {
 	uint64_t fileid, size;
 	int64_t expires_ms; /* CLOCK_MONOTONIC */
+	int leased;         /* held by open leases (open_leases.c), not only by ORPHAN_HOLD */
 };
 
 static struct {
@@ -113,13 +120,37 @@ static int add(uint64_t fileid, uint64_t size, int64_t expires)
 		O.v = v;
 		O.cap = cap;
 	}
-	O.v[O.n++] = (struct orphan){fileid, size, expires};
+	O.v[O.n++] = (struct orphan){fileid, size, expires, 0};
 	return 0;
+}
+
+int orphans_adopt(uint64_t fileid, uint64_t size)
+{
+	pthread_mutex_lock(&O.lock);
+	int i = find(fileid), rc = 0;
+	if (i < 0 && (rc = add(fileid, size, now_ms() + O.lease_ms)) == 0 && (rc = save()) != 0)
+		O.n--;
+	if (rc == 0)
+		O.v[i < 0 ? O.n - 1 : (unsigned)i].leased = 1;
+	pthread_mutex_unlock(&O.lock);
+	if (rc)
+		log_err("orphan list (file " ORPHANS_FILE " of the storage directory): %s", strerror(-rc));
+	return rc;
+}
+
+void orphans_due(uint64_t fileid)
+{
+	pthread_mutex_lock(&O.lock);
+	int i = find(fileid);
+	if (i >= 0 && O.v[i].leased)
+		O.v[i].expires_ms = now_ms();
+	pthread_mutex_unlock(&O.lock);
 }
 
 int orphans_open(struct chfsd *d, int lease_ms)
 {
 	O.lease_ms = lease_ms;
+	oleases_init(lease_ms);
 	O.rootfd = st_rootfd(d->st);
 	int fd = openat(O.rootfd, ORPHANS_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
@@ -219,6 +250,13 @@ void orphans_collect(struct chfsd *d)
 		for (unsigned k = 0; k < O.n && i < 0; k++)
 			if (O.v[k].expires_ms <= now)
 				i = (int)k;
+		if (i >= 0 && O.v[i].leased) { /* (open_leases' lock nests inside ours) */
+			if (oleases_held(O.v[i].fileid)) {
+				O.v[i].expires_ms = now + O.lease_ms; /* asked again when its holders go */
+				pthread_mutex_unlock(&O.lock);
+				continue;
+			}
+		}
 		struct orphan o = i >= 0 ? O.v[i] : (struct orphan){0};
 		if (i >= 0) /* no second collection while this one runs; a late renewal re-adds it */
 			O.v[i].expires_ms = now + O.lease_ms;
@@ -227,9 +265,8 @@ void orphans_collect(struct chfsd *d)
 			return;
 		if (remove_everywhere(d, o.fileid) != 0)
 			return; /* its lease was pushed back a full lease: the next attempt then */
-		log_notice("orphaned file %016" PRIx64 " (%" PRIu64
-		           " bytes): holder's lease expired, data removed",
-		           o.fileid, o.size);
+		log_notice("orphaned file %016" PRIx64 " (%" PRIu64 " bytes): %s, data removed", o.fileid,
+		           o.size, o.leased ? "no open lease holds it any more" : "holder's lease expired");
 		pthread_mutex_lock(&O.lock);
 		if ((i = find(o.fileid)) >= 0) {
 			O.v[i] = O.v[--O.n];

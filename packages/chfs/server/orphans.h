@@ -19,6 +19,11 @@ int orphans_parse_lease(const char *s, int *ms);
 int orphans_open(struct chfsd *d, int lease_ms);
 /* Answer a validated WOP_ORPHAN_HOLD/DROP request q into e; 0 or -errno. */
 int orphans_handle(struct chfsd *d, const struct wire_req *q, struct wenc *e);
+/* An UNLINK/RENAME/INSERT removed the name of fileid while other clients hold it open
+ * (open_leases.c): keep its data until no open lease holds it. 0 or -errno. */
+int orphans_adopt(uint64_t fileid, uint64_t size);
+/* fileid lost its last open lease: if it is an orphan, remove its data at the next round. */
+void orphans_due(uint64_t fileid);
 /* Remove the data of every orphan whose lease ran out (DATA_REMOVE to every member) and drop
  * it from the list; called by the heartbeat thread each round. */
 void orphans_collect(struct chfsd *d);

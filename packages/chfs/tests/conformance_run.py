@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import stat
+import subprocess
 import sys
 import time
 
@@ -70,6 +71,10 @@ CASES = [
     # files that outlive their name (item 2)
     ("open-unlinked", [("create", "f", "data"), ("unlinked-io", "f")]),
     ("rename-over-open", [("create", "f", "old"), ("create", "g", "new"), ("renamed-over-io", "f", "g")]),
+    # ... also when another process takes the name away (the hook: another client; open leases)
+    ("unlinked-by-other-process", [("create", "f", "data"), ("other-removes-io", "f", "unlink")]),
+    ("renamed-over-by-other-process", [("create", "f", "old"), ("create", "g", "new"),
+                                       ("other-removes-io", "f", "g")]),
     # FIFOs, sockets, devices (item 3)
     ("mkfifo", [("mkfifo", "p"), ("lstat", "p"), ("unlink", "p")]),
     ("mknod-socket", [("mknod", "s", "sock"), ("lstat", "s")]),
@@ -265,6 +270,21 @@ def step(base, outside, op, *a):
             st = os.fstat(fd)
             gone = not os.path.lexists(P(a[0]))
             return f"read={got} nlink={st.st_nlink} size={st.st_size} name-gone={gone}"
+        finally:
+            os.close(fd)
+    if op == "other-removes-io":  # a child process (python, hooked as we are) unlinks or renames
+        fd = os.open(P(a[0]), os.O_RDWR)
+        try:
+            if a[1] == "unlink":
+                code, argv = "import os, sys; os.unlink(sys.argv[1])", [P(a[0])]
+            else:
+                code, argv = "import os, sys; os.rename(sys.argv[1], sys.argv[2])", [P(a[1]), P(a[0])]
+            subprocess.run([sys.executable, "-c", code] + argv, check=True, timeout=60)
+            had = os.pread(fd, 100, 0).decode()
+            os.pwrite(fd, b"+MORE", len(had))
+            got = os.pread(fd, 100, 0).decode()
+            st = os.fstat(fd)
+            return f"read={had} then={got} nlink={st.st_nlink} size={st.st_size}"
         finally:
             os.close(fd)
     if op == "renamed-over-io":

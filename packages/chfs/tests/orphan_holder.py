@@ -8,6 +8,8 @@ Creates PATH, writes SIZE bytes of a fixed pattern, unlinks it (unless --no-unli
 "held". Then it answers commands on stdin, one a line:
     check      -> "ok N" if all N bytes read back through the descriptor equal the pattern,
                   else "bad ..."
+    append N   -> writes N more bytes of the pattern at the end: "appended"
+    stat       -> "stat NLINK SIZE" from chfs_fstat of the descriptor (x86_64 struct stat)
     unlink P   -> unlinks P (another name of the file, say) while the descriptor stays open:
                   "unlinked" or "error ERRNO"
     threads    -> "threads N": the threads of this process now
@@ -74,6 +76,19 @@ def main():
                 lib.chfs_term()
                 os._exit(0)
             print(f"forked {os.waitpid(pid, 0)[1]}", flush=True)
+        if cmd.startswith("append "):
+            more = int(cmd.split()[1])
+            data = pattern(size + more)
+            ok = lib.chfs_pwrite(fd, data[size:], more, size) == more
+            size += more
+            print("appended" if ok else f"error {ctypes.get_errno()}", flush=True)
+        if cmd == "stat":
+            st = ctypes.create_string_buffer(144)
+            if lib.chfs_fstat(fd, st) != 0:
+                print(f"error {ctypes.get_errno()}", flush=True)
+            else:
+                nlink, fsize = int.from_bytes(st.raw[16:24], "little"), int.from_bytes(st.raw[48:56], "little")
+                print(f"stat {nlink} {fsize}", flush=True)
         if cmd == "threads":
             print(f"threads {len(os.listdir('/proc/self/task'))}", flush=True)
         if cmd == "close":

@@ -147,3 +147,50 @@ def test_unlinked_while_open_on_a_fifth_node_then_killed_the_space_comes_back(po
             h.kill()
         h.wait(timeout=20)
     assert all(not os.listdir(os.path.join(d, "data")) for d in pool.dirs)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("end", ["close", "kill"])
+def test_unlinked_from_another_node_while_open_stays_usable_until_closed_or_killed(pool4, end):
+    """The holder on node 4 has /f open; a process on node 1 unlinks it (open leases,
+    lib/open_lease.c): the holder still reads and extends it, fstat says nlink 0, and the space
+    comes back at its close — or a lease after it was killed."""
+    c, pool = pool4
+    io = client(c, pool)
+    before, orphans = totals(c, pool)
+    assert orphans == 0
+    h = c.popen(4, [sys.executable, HOLDER, "/f", str(SIZE), "--no-unlink"], env=python_env(pool.env),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def ask(cmd):
+        h.stdin.write(cmd + "\n")
+        h.stdin.flush()
+        return h.stdout.readline().strip()
+
+    try:
+        assert h.stdout.readline().strip() == "held"
+        r = c.run(1, ["chfs-io", "unlink", "/f"], env=pool.env, check=False)
+        assert r.returncode == 0, r.stderr
+        assert io("stat", "/f", check=False).returncode != 0
+        assert ask("check") == f"ok {SIZE}"
+        assert ask("append 65536") == "appended"
+        assert ask("stat") == f"stat 0 {SIZE + 65536}"
+        time.sleep(2.5 * LEASE)  # renewed across the bridge: still all there
+        assert ask("check") == f"ok {SIZE + 65536}"
+        held, orphans = totals(c, pool)
+        assert abs(held - (before + SIZE + 65536)) <= SLACK and orphans == 1
+        if end == "close":
+            assert ask("close") == "closed"
+        else:
+            h.send_signal(signal.SIGKILL)
+            h.wait(timeout=20)
+        t0 = time.time()
+        while time.time() - t0 < LEASE + 8 and abs(totals(c, pool)[0] - before) > SLACK:
+            time.sleep(0.2)
+        now, orphans = totals(c, pool)
+        assert abs(now - before) <= SLACK and orphans == 0, (now, before, orphans)
+    finally:
+        if h.poll() is None:
+            h.kill()
+        h.wait(timeout=20)
+    assert all(not os.listdir(os.path.join(d, "data")) for d in pool.dirs)

@@ -188,6 +188,41 @@ int main(void)
 		wenc_u64(&e, 77);
 		CHECK_EQ(wire_decode_req(lb, finish(&e, WOP_ORPHAN_DROP), &req), 0);
 		CHECK(req.fileid == 77);
+		/* Open leases: STAT_OPEN is a STAT; LEASE_RENEW lists (file id, closes), at most
+		 * WIRE_LEASE_MAX of them, each read back as sent. */
+		begin(&e, lb, sizeof lb);
+		wenc_str(&e, "a/b");
+		CHECK_EQ(wire_decode_req(lb, finish(&e, WOP_STAT_OPEN), &req), 0);
+		CHECK(strcmp(req.path, "a/b") == 0);
+		begin(&e, lb, sizeof lb);
+		wenc_str(&e, "a/../b");
+		CHECK_EQ(wire_decode_req(lb, finish(&e, WOP_STAT_OPEN), &req), -EINVAL);
+		for (int i = 0; i < 3; i++) {
+			begin(&e, lb, sizeof lb);
+			wenc_u32(&e, i == 1 ? WIRE_LEASE_MAX + 1 : 2);
+			wenc_u64(&e, 77);
+			wenc_u32(&e, 3);
+			if (i != 2) {
+				wenc_u64(&e, 0);
+				wenc_u32(&e, 0);
+			}
+			ln = finish(&e, WOP_LEASE_RENEW);
+			CHECK_EQ(wire_decode_req(lb, ln, &req), i == 0 ? 0 : i == 1 ? -EINVAL : -EBADMSG);
+		}
+		begin(&e, lb, sizeof lb);
+		wenc_u32(&e, 1);
+		wenc_u64(&e, 77);
+		wenc_u32(&e, 3);
+		CHECK_EQ(wire_decode_req(lb, finish(&e, WOP_LEASE_RENEW), &req), 0);
+		{
+			struct wdec d;
+			uint64_t id;
+			uint32_t closes;
+			wdec_init(&d, req.items, req.items_len);
+			CHECK(req.nitems == 1 && wire_lease_item_get(&d, &id, &closes) == 0 && id == 77 &&
+			      closes == 3 && wdec_finish(&d) == 0);
+		}
+		CHECK(strcmp(wire_op_name(WOP_LEASE_RENEW), "lease-renew") == 0);
 	}
 
 	/* The entry type must fit the op (a client cannot create a "file" that claims to be a

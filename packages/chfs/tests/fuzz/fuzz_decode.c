@@ -18,13 +18,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (wire_decode_req(data, size, &req) != 0)
 		return 0;
 	unsigned op = req.h.op;
-	if (op == WOP_STAT || op == WOP_CREATE || op == WOP_UNLINK || op == WOP_RENAME || op == WOP_MKDIR ||
-	    op == WOP_READDIR || op == WOP_SETATTR || op == WOP_META_SETTLE) {
+	if (op == WOP_STAT || op == WOP_STAT_OPEN || op == WOP_CREATE || op == WOP_UNLINK ||
+	    op == WOP_RENAME || op == WOP_MKDIR || op == WOP_READDIR || op == WOP_SETATTR ||
+	    op == WOP_META_SETTLE) {
 		if (path_check_canonical(req.path, strlen(req.path), 1) != 0)
 			abort();
 	}
 	if (op == WOP_RELINK_OWED && !wire_addr_ok(req.addr, strlen(req.addr)))
 		abort();
+	if (op == WOP_LEASE_RENEW) { /* every item validated, and exactly items_len of them */
+		struct wdec d;
+		uint64_t id;
+		uint32_t closes;
+		wdec_init(&d, req.items, req.items_len);
+		for (uint32_t i = 0; i < req.nitems; i++)
+			if (wire_lease_item_get(&d, &id, &closes) != 0)
+				abort();
+		if (req.nitems > WIRE_LEASE_MAX || wdec_finish(&d) != 0)
+			abort();
+	}
 	if (op == WOP_WRITE_REPORT && path_check_canonical(req.path2, strlen(req.path2), 0) != 0)
 		abort();
 	if (op == WOP_WRITE_REPORT && req.size > WIRE_MAX_OFFSET)
