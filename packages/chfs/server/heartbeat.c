@@ -10,7 +10,9 @@
  *
  * Detection takes at most HB_MISSES × (HB_INTERVAL_MS + HB_TIMEOUT_MS) ≈ 2.4 s for a hung
  * member, less for a killed one (connections are refused at once). Each server judges on its
- * own; members' views may differ for a round. Each round also collects the orphans whose
+ * own; members' views may differ for a round. A member that joins again through this server (a
+ * restart) is up here at once: members_add takes it out of the down set, and the verdict of the
+ * round in progress, which may have asked it before it was back, leaves it out. Each round also collects the orphans whose
  * holder stopped renewing (orphans.c).
  */
 #define _GNU_SOURCE
