@@ -87,9 +87,10 @@ void members_changed(struct chfsd *d);
 int members_join(struct chfsd *d, const char *bootstrap);
 /* Ids considered down (comma-joined) into buf; set by the failure detector. A member that
  * joins again through this server (a restart) is up at once; the detector's next verdict
- * leaves it out, since that round may have asked it before it was back. */
+ * leaves it out, since that round may have asked it before it was back, and gets its id in
+ * rejoined (size WIRE_LIST_MAX) to start counting its misses afresh. */
 void members_get_down(struct members *m, char *buf, size_t size);
-void members_set_down(struct members *m, const char *ids);
+void members_set_down(struct members *m, const char *ids, char *rejoined);
 /* 1 if the failure detector finds member id down. */
 int members_is_down(struct members *m, const char *id);
 

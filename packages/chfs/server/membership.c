@@ -539,10 +539,11 @@ int members_is_down(struct members *m, const char *id)
 	return down;
 }
 
-void members_set_down(struct members *m, const char *ids)
+void members_set_down(struct members *m, const char *ids, char *rejoined)
 {
 	pthread_mutex_lock(&m->lock);
 	char *c = ids_without(ids, m->rejoined);
+	snprintf(rejoined, WIRE_LIST_MAX, "%s", c && m->rejoined ? m->rejoined : "");
 	if (c) {
 		free(m->down);
 		m->down = c;
