@@ -29,6 +29,8 @@ struct members {
 	int rootfd;            /* storage dir, for the state file */
 	int pending;           /* a SET_LIST push is due */
 	char *down;            /* ids the failure detector considers down, "id,id" (heartbeat.c) */
+	char *rejoined;        /* ids that joined again through this server since the failure
+	                        * detector's last verdict (members_set_down) */
 	uint64_t ring_epoch;   /* epoch of the last change of the member set (rebalance.h) */
 	char *prev;            /* the list before that change, "" if none */
 };
@@ -83,9 +85,12 @@ int members_start_broadcaster(struct chfsd *d);
 void members_changed(struct chfsd *d);
 /* Join the pool through a bootstrap server. */
 int members_join(struct chfsd *d, const char *bootstrap);
-/* Ids considered down (comma-joined) into buf; set by the failure detector. */
+/* Ids considered down (comma-joined) into buf; set by the failure detector. A member that
+ * joins again through this server (a restart) is up at once; the detector's next verdict
+ * leaves it out, since that round may have asked it before it was back, and gets its id in
+ * rejoined (size WIRE_LIST_MAX) to start counting its misses afresh. */
 void members_get_down(struct members *m, char *buf, size_t size);
-void members_set_down(struct members *m, const char *ids);
+void members_set_down(struct members *m, const char *ids, char *rejoined);
 /* 1 if the failure detector finds member id down. */
 int members_is_down(struct members *m, const char *id);
 

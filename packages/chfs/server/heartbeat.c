@@ -10,7 +10,9 @@
  *
  * Detection takes at most HB_MISSES × (HB_INTERVAL_MS + HB_TIMEOUT_MS) ≈ 2.4 s for a hung
  * member, less for a killed one (connections are refused at once). Each server judges on its
- * own; members' views may differ for a round. Each round also collects the orphans whose
+ * own; members' views may differ for a round. A member that joins again through this server (a
+ * restart) is up here at once: members_add takes it out of the down set, and the verdict of the
+ * round in progress, which may have asked it before it was back, leaves it out. Each round also collects the orphans whose
  * holder stopped renewing (orphans.c).
  */
 #define _GNU_SOURCE
@@ -48,11 +50,15 @@ static unsigned prev_misses(const struct hb_entry *t, unsigned n, const char *id
 static void *heartbeat(void *arg)
 {
 	struct chfsd *d = arg;
-	char *list = malloc(WIRE_LIST_MAX), *down = malloc(WIRE_LIST_MAX);
+	char *list = malloc(WIRE_LIST_MAX), *down = malloc(WIRE_LIST_MAX), *rejoined = malloc(WIRE_LIST_MAX);
 	struct hb_entry *tab = NULL;
 	unsigned ntab = 0;
-	if (!list || !down)
+	if (!list || !down || !rejoined) {
+		free(list);
+		free(down);
+		free(rejoined);
 		return NULL;
+	}
 	while (!atomic_load(&d->stopping)) {
 		struct timespec ts = {0, HB_INTERVAL_MS * 1000000L};
 		nanosleep(&ts, NULL);
@@ -92,7 +98,10 @@ static void *heartbeat(void *arg)
 				o += (size_t)snprintf(down + o, WIRE_LIST_MAX - o, "%s%s", o ? "," : "",
 				                      m[i].id);
 		}
-		members_set_down(&d->mem, down);
+		members_set_down(&d->mem, down, rejoined);
+		for (int i = 0; i < n; i++) /* back: its misses count from 0 again */
+			if (wire_id_in(nt[i].id, rejoined, strlen(rejoined)))
+				nt[i].misses = 0;
 		free(tab);
 		free(m);
 		tab = nt;
@@ -101,6 +110,7 @@ static void *heartbeat(void *arg)
 	free(tab);
 	free(list);
 	free(down);
+	free(rejoined);
 	return NULL;
 }
 

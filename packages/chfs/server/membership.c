@@ -120,6 +120,7 @@ int members_init(struct members *m, int rootfd, const char *id, const char *addr
 	m->rootfd = rootfd;
 	m->pending = 0;
 	m->down = NULL;
+	m->rejoined = NULL;
 	m->n = 1;
 	if (!(m->m = calloc(1, sizeof *m->m)))
 		return -ENOMEM;
@@ -183,6 +184,36 @@ static int has_id(const struct members *m, const char *id)
 	return 0;
 }
 
+/* ids (comma-joined, may be NULL) without those in drop: a new string, NULL if out of memory. */
+static char *ids_without(const char *ids, const char *drop)
+{
+	size_t len = ids ? strlen(ids) : 0, o = 0, nd = drop ? strlen(drop) : 0;
+	char *out = malloc(len + 1);
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i + WIRE_ID_LEN <= len; i += WIRE_ID_LEN + 1)
+		if (!wire_id_in(ids + i, drop ? drop : "", nd))
+			o += (size_t)sprintf(out + o, "%s%.*s", o ? "," : "", WIRE_ID_LEN, ids + i);
+	out[o] = '\0';
+	return out;
+}
+
+/* id joined again through this server: it is alive (m->lock held). */
+static void mark_alive(struct members *m, const char *id)
+{
+	char *down = ids_without(m->down, id);
+	size_t n = m->rejoined ? strlen(m->rejoined) : 0;
+	char *rejoined = realloc(m->rejoined, n + WIRE_ID_LEN + 2);
+	if (down) {
+		free(m->down);
+		m->down = down;
+	}
+	if (rejoined) {
+		snprintf(rejoined + n, WIRE_ID_LEN + 2, "%s%s", n ? "," : "", id);
+		m->rejoined = rejoined;
+	}
+}
+
 int members_add(struct chfsd *d, const char *id, const char *addr)
 {
 	struct members *m = &d->mem;
@@ -207,6 +238,7 @@ int members_add(struct chfsd *d, const char *id, const char *addr)
 		if (strcmp(m->m[i].addr, addr) == 0)
 			same_addr = i;
 	if (i < m->n) {
+		mark_alive(m, id);
 		if (strcmp(m->m[i].addr, addr) != 0) { /* restarted elsewhere: same ring place */
 			log_notice("server %s moved from %s to %s", id, m->m[i].addr, addr);
 			snprintf(m->m[i].addr, sizeof m->m[i].addr, "%s", addr);
@@ -507,13 +539,16 @@ int members_is_down(struct members *m, const char *id)
 	return down;
 }
 
-void members_set_down(struct members *m, const char *ids)
+void members_set_down(struct members *m, const char *ids, char *rejoined)
 {
-	char *c = strdup(ids);
 	pthread_mutex_lock(&m->lock);
+	char *c = ids_without(ids, m->rejoined);
+	snprintf(rejoined, WIRE_LIST_MAX, "%s", c && m->rejoined ? m->rejoined : "");
 	if (c) {
 		free(m->down);
 		m->down = c;
+		free(m->rejoined);
+		m->rejoined = NULL;
 	}
 	pthread_mutex_unlock(&m->lock);
 }

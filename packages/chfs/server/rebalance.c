@@ -467,6 +467,32 @@ static uint64_t fence_of(struct rebalance *rb, uint64_t fileid, int *removed)
 	return len;
 }
 
+/* Store a piece taken from the previous owner at off of the local backing file. A piece of
+ * zeros is a hole there (never written, or punched when this server took the chunk before):
+ * it only extends the file. Writing it would wipe what a client wrote here since that take
+ * when the take is asked again — the set of taken keys does not survive a restart, so a server
+ * restarted while its rebalance is open takes every chunk it touches once more. Data here is
+ * never older than a hole there: a chunk is written here only after it was taken (and
+ * punched there), and the previous owner writes no chunk after it installed the new ring. */
+static int store_piece(int fd, const uint8_t *data, uint64_t n, uint64_t off)
+{
+	if (n && !data[0] && !memcmp(data, data + 1, (size_t)n - 1)) {
+		struct stat sb;
+		if (fstat(fd, &sb) != 0)
+			return -errno;
+		if ((uint64_t)sb.st_size < off + n && ftruncate(fd, (off_t)(off + n)) != 0)
+			return -errno;
+		return 0;
+	}
+	for (uint64_t w = 0; w < n;) {
+		ssize_t k = pwrite(fd, data + w, (size_t)(n - w), (off_t)(off + w));
+		if (k < 0)
+			return -errno;
+		w += (uint64_t)k;
+	}
+	return 0;
+}
+
 static int take_chunk(struct chfsd *d, const char *addr, uint64_t fileid, const struct wire_tag *tag,
                       uint64_t index, uint8_t *msg, size_t cap)
 {
@@ -507,13 +533,7 @@ static int take_chunk(struct chfsd *d, const char *addr, uint64_t fileid, const 
 				rc = fd;
 				break;
 			}
-			for (uint64_t w = 0; w < keep && rc == 0;) {
-				ssize_t k = pwrite(fd, data + w, (size_t)(keep - w), (off_t)(off + w));
-				if (k < 0)
-					rc = -errno;
-				else
-					w += (uint64_t)k;
-			}
+			rc = store_piece(fd, data, keep, off);
 			moved += keep;
 		}
 		if (n < want || off + n >= fsize)

@@ -7,6 +7,7 @@ it is back, when the rebalance completes.
 
 Each test writes 500 files (0 bytes to a few 64 KiB chunks, every 20th over 1 MiB: ~73 MB)
 with one chfsload.py process and verifies with another; the clients are chfsload.py workers."""
+import hashlib
 import json
 import os
 import signal
@@ -17,7 +18,7 @@ import pytest
 
 import chfsload
 import poolstatus
-from chfsutil import owner
+from chfsutil import owner, put, python_env, rand
 
 FILES = 500
 
@@ -243,3 +244,80 @@ def test_server_killed_during_rebalance_gives_eio_then_recovers(loaded_pool, vic
     pool._start(i)
     poolstatus.wait_settled(pool.env, 3, after_epoch=e0)
     assert_all_bytes(pool, [pool.manifest], FILES)
+
+
+CHUNK = 64 << 10
+CHUNKS_READER = r"""
+import ctypes, hashlib, os, sys
+lib = ctypes.CDLL("libchfs.so.3", use_errno=True)
+lib.chfs_pread.restype = ctypes.c_ssize_t
+lib.chfs_pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long]
+assert lib.chfs_init(None) == 0
+fd = lib.chfs_open(sys.argv[1].encode(), os.O_RDONLY)
+assert fd >= 0, os.strerror(ctypes.get_errno())
+size = int(sys.argv[2])
+buf = ctypes.create_string_buffer(size)
+for off in range(0, int(sys.argv[3]), size):
+    n = lib.chfs_pread(fd, buf, size, off)
+    print(hashlib.sha256(buf.raw[:n]).hexdigest() if n >= 0 else "E" + str(ctypes.get_errno()))
+"""
+
+
+def read_chunks(pool, path, length):
+    """sha256 of each chunk of path read on its own ("E<errno>" for a chunk that failed)."""
+    r = pool.run(["python3", "-c", CHUNKS_READER, path, str(CHUNK), str(length)],
+                 env=python_env(pool.env), timeout=90)
+    return r.stdout.split()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 2, "chfsd_args": ["-t", "90000"]}],
+                         indirect=True)
+def test_server_restarted_while_its_rebalance_is_open_keeps_what_it_took(chfs_pool):
+    """A new owner remembers the chunks it took only in memory: restarted while its rebalance
+    is open (a previous member has not said DONE), it takes each chunk it touches once more.
+    The previous owner punched the chunk when it was taken and sends the hole as zeros; they
+    must not overwrite the data the new owner holds (the CI run of test_core's
+    test_shm_server_restart_serves_old_data read 1.1 MiB of zeros after such a restart).
+
+    The window is held open deterministically: server 1 is stopped before server 2 joins,
+    and server 2's id sorts after server 1's, so server 0 — having handed its keys to server
+    2 — sends DONE to server 1 first and waits there for its 90 s RPC timeout."""
+    pool = chfs_pool
+    path = next(f"/r{i}" for i in range(200) if owner(pool, f"/r{i}") == pool.addrs[0])
+    data = rand(64 * CHUNK, 31)
+    put(pool, path, data)
+    want = [hashlib.sha256(data[o:o + CHUNK]).hexdigest() for o in range(0, len(data), CHUNK)]
+    poolstatus.wait_settled(pool.env, 2)
+    srv2 = os.path.join(pool.tmp, "srv2")
+    os.makedirs(srv2)
+    fd = os.open(os.path.join(srv2, "server.id"), os.O_WRONLY | os.O_CREAT, 0o600)
+    os.write(fd, b"f" * 32 + b"\n")
+    os.close(fd)
+    stopped = pool.addrs[1]
+    os.kill(pool.pids[1], signal.SIGSTOP)
+    try:
+        new = pool.add()
+
+        def all_see_down():
+            return all(poolstatus.status(pool.env, via=pool.addrs[v]).get(stopped, {}).get("down")
+                       for v in (0, new))
+        wait_for(all_see_down, "server 1 is not seen down")
+        first = read_chunks(pool, path, len(data))  # server 2 takes its chunks from server 0
+        assert len(first) == len(want) and all(g == w or g == "E5" for g, w in zip(first, want))
+        st = poolstatus.status(pool.env, via=pool.addrs[new])[pool.addrs[new]]
+        assert st["chunks_in"] > 0 and st["rebalance"] == "active", st
+        pool.restart(new)
+        wait_for(all_see_down, "server 1 is not seen down after the restart")
+        again = read_chunks(pool, path, len(data))
+        # Server 0 had not said DONE to server 2 (DIR/rebalance: ring epoch, previous list,
+        # the previous members that said DONE): the second read took the chunks again.
+        done = open(os.path.join(srv2, "rebalance")).read().splitlines()[2]
+        assert open(os.path.join(pool.dirs[0], "server.id")).read().strip() not in done
+    finally:
+        os.kill(pool.pids[1], signal.SIGCONT)
+    wrong = [i for i, (g, w) in enumerate(zip(again, want)) if g != w and g != "E5"]
+    assert not wrong, f"chunks {wrong} of {len(want)} read wrong after the restart"
+    assert [g for g in again if g != "E5"] and len(again) == len(want), again
+    poolstatus.wait_settled(pool.env, 3)
+    assert read_chunks(pool, path, len(data)) == want
