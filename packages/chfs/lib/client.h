@@ -310,5 +310,22 @@ int rpc_multi(struct srvlist *s, const unsigned *idx, unsigned n, uint8_t *msg, 
               uint8_t *reps, size_t cap, size_t *replen, int *rc);
 /* The server of an rpc_multi that answered -ERESTART (to fetch the newer list from). */
 unsigned rpc_multi_refused(const unsigned *idx, unsigned n, const int *rc);
+/* One request to many servers with rpc_multi: the buffers, on the heap (rpc.c). */
+struct rpc_fanout {
+	unsigned n;    /* servers asked: idx[0..n) */
+	unsigned *idx; /* their indexes in the server list */
+	uint8_t *reps; /* reply i at reps + i * cap */
+	size_t cap;
+	size_t *rl; /* reply lengths */
+	int *rcs;   /* each server's status */
+};
+/* Buffers for s's servers, replies of cap bytes; every server (idx[i] = i) until the caller
+ * sets n and idx. 0 or -ENOMEM (nothing to free then). */
+int rpc_fanout_init(struct rpc_fanout *f, const struct srvlist *s, size_t cap);
+void rpc_fanout_free(struct rpc_fanout *f);
+/* rpc_multi of msg to f's servers: the first error (0 if none). */
+int rpc_fanout_call(struct srvlist *s, struct rpc_fanout *f, uint8_t *msg, size_t len, unsigned op);
+/* Server i's reply body into d: 0, or its status (-EIO if too short). */
+int rpc_fanout_reply(const struct rpc_fanout *f, unsigned i, struct wdec *d);
 int ns_truncate(struct srvlist *s, const char *cp, const struct chfs_md *md, off_t len);
 #endif

@@ -182,29 +182,23 @@ static int setattr_size(struct srvlist *s, const char *path, uint64_t fileid, ui
 static int try_moved(struct srvlist *s, uint64_t fileid, int (*fn)(struct srvlist *, const char *, void *),
                      void *arg, char *found)
 {
-	size_t cap = WIRE_HDR_LEN + 16 + CHFS_PATH_MAX;
-	unsigned *idx = malloc(s->n * sizeof *idx);
-	uint8_t *reps = malloc(s->n * cap);
-	size_t *rl = malloc(s->n * sizeof *rl);
-	int *rcs = malloc(s->n * sizeof *rcs), rc = -ENOMEM;
-	if (idx && reps && rl && rcs) {
+	struct rpc_fanout f;
+	int rc = rpc_fanout_init(&f, s, WIRE_HDR_LEN + 16 + CHFS_PATH_MAX);
+	if (rc == 0) {
 		uint8_t msg[WIRE_HDR_LEN + 16];
 		struct wenc e;
 		wenc_init(&e, msg, sizeof msg);
 		wenc_reserve(&e, WIRE_HDR_LEN);
 		wenc_u64(&e, fileid);
-		for (unsigned i = 0; i < s->n; i++)
-			idx[i] = i;
-		rpc_multi(s, idx, s->n, msg, e.len, WOP_MOVED, reps, cap, rl, rcs);
+		rpc_fanout_call(s, &f, msg, e.len, WOP_MOVED);
 		rc = -ENOENT;
 		for (;;) { /* newest untried candidate first */
 			int best = -1;
 			int64_t best_when = 0;
-			for (unsigned i = 0; i < s->n; i++) {
-				if (rcs[i] || rl[i] < WIRE_HDR_LEN)
+			struct wdec d;
+			for (unsigned i = 0; i < f.n; i++) {
+				if (rpc_fanout_reply(&f, i, &d))
 					continue;
-				struct wdec d;
-				wdec_init(&d, reps + i * cap + WIRE_HDR_LEN, rl[i] - WIRE_HDR_LEN);
 				int64_t when = wdec_i64(&d);
 				if (!d.err && (best < 0 || when > best_when)) {
 					best = (int)i;
@@ -213,11 +207,10 @@ static int try_moved(struct srvlist *s, uint64_t fileid, int (*fn)(struct srvlis
 			}
 			if (best < 0)
 				break;
-			struct wdec d;
-			wdec_init(&d, reps + (unsigned)best * cap + WIRE_HDR_LEN, rl[best] - WIRE_HDR_LEN);
+			rpc_fanout_reply(&f, (unsigned)best, &d);
 			wdec_i64(&d);
 			wdec_str(&d, found, CHFS_PATH_MAX);
-			rcs[best] = -ENOENT; /* tried */
+			f.rcs[best] = -ENOENT; /* tried */
 			if (wdec_finish(&d))
 				continue;
 			rc = fn(s, found, arg);
@@ -228,10 +221,7 @@ static int try_moved(struct srvlist *s, uint64_t fileid, int (*fn)(struct srvlis
 	}
 	if (rc == 0)
 		fd_foreach_fileid(fileid, rename_fd, found);
-	free(idx);
-	free(reps);
-	free(rl);
-	free(rcs);
+	rpc_fanout_free(&f);
 	return rc;
 }
 
@@ -339,13 +329,9 @@ static unsigned data_servers(struct srvlist *s, const struct chfs_md *md, unsign
 static int data_bcast_once(struct srvlist *s, const struct chfs_md *md, unsigned op, uint64_t len,
                            unsigned *refused)
 {
-	unsigned *idx = malloc(s->n * sizeof *idx);
-	size_t cap = WIRE_HDR_LEN + 64;
-	uint8_t *reps = malloc(s->n * cap);
-	size_t *rl = malloc(s->n * sizeof *rl);
-	int *rcs = malloc(s->n * sizeof *rcs);
-	int rc = -ENOMEM;
-	if (idx && reps && rl && rcs) {
+	struct rpc_fanout f;
+	int rc = rpc_fanout_init(&f, s, WIRE_HDR_LEN + 64);
+	if (rc == 0) {
 		uint8_t msg[WIRE_HDR_LEN + 32];
 		struct wenc e;
 		wenc_init(&e, msg, sizeof msg);
@@ -353,14 +339,11 @@ static int data_bcast_once(struct srvlist *s, const struct chfs_md *md, unsigned
 		wenc_u64(&e, md->fileid);
 		if (op == WOP_DATA_TRUNCATE)
 			wenc_u64(&e, len);
-		unsigned n = data_servers(s, md, idx);
-		rc = n ? rpc_multi(s, idx, n, msg, e.len, op, reps, cap, rl, rcs) : -EIO;
-		*refused = rpc_multi_refused(idx, n, rcs);
+		f.n = data_servers(s, md, f.idx);
+		rc = f.n ? rpc_fanout_call(s, &f, msg, e.len, op) : -EIO;
+		*refused = rpc_multi_refused(f.idx, f.n, f.rcs);
 	}
-	free(idx);
-	free(reps);
-	free(rl);
-	free(rcs);
+	rpc_fanout_free(&f);
 	return rc;
 }
 
@@ -751,34 +734,27 @@ int chfs_mkdir(const char *path, mode_t mode)
 
 static int dir_nonempty_once(struct srvlist *s, const char *cp, unsigned *refused)
 {
-	unsigned *idx = malloc(s->n * sizeof *idx);
-	size_t cap = WIRE_HDR_LEN + 16;
-	uint8_t *reps = malloc(s->n * cap), *msg = malloc(WIRE_HDR_LEN + CHFS_PATH_MAX + 8);
-	size_t *rl = malloc(s->n * sizeof *rl);
-	int *rcs = malloc(s->n * sizeof *rcs), rc = -ENOMEM;
-	if (idx && reps && msg && rl && rcs) {
+	struct rpc_fanout f;
+	uint8_t *msg = malloc(WIRE_HDR_LEN + CHFS_PATH_MAX + 8);
+	int rc = msg ? rpc_fanout_init(&f, s, WIRE_HDR_LEN + 16) : -ENOMEM;
+	if (rc == 0) {
 		struct wenc e;
 		wenc_init(&e, msg, WIRE_HDR_LEN + CHFS_PATH_MAX + 8);
 		wenc_reserve(&e, WIRE_HDR_LEN);
 		wenc_str(&e, cp);
-		for (unsigned i = 0; i < s->n; i++)
-			idx[i] = i;
-		rc = rpc_multi(s, idx, s->n, msg, e.len, WOP_DIR_EMPTY, reps, cap, rl, rcs);
-		*refused = rpc_multi_refused(idx, s->n, rcs);
-		for (unsigned i = 0; rc == 0 && i < s->n; i++) {
+		rc = rpc_fanout_call(s, &f, msg, e.len, WOP_DIR_EMPTY);
+		*refused = rpc_multi_refused(f.idx, f.n, f.rcs);
+		for (unsigned i = 0; rc == 0 && i < f.n; i++) {
 			struct wdec d;
-			wdec_init(&d, reps + i * cap + WIRE_HDR_LEN, rl[i] - WIRE_HDR_LEN);
-			if (wdec_u32(&d))
+			rc = rpc_fanout_reply(&f, i, &d);
+			if (rc == 0 && wdec_u32(&d))
 				rc = 1;
-			if (d.err)
+			if (rc == 0 && d.err)
 				rc = -EIO;
 		}
+		rpc_fanout_free(&f);
 	}
-	free(idx);
-	free(reps);
 	free(msg);
-	free(rl);
-	free(rcs);
 	return rc;
 }
 

@@ -108,12 +108,11 @@ int open_lease_active(void)
  * into *lease_ms. 0 if all answered. */
 static int renew_once(struct srvlist *s, const struct close_note *v, unsigned n, int *lease_ms)
 {
-	size_t len = WIRE_HDR_LEN + 4 + (size_t)n * 12, cap = WIRE_HDR_LEN + 8;
-	unsigned *idx = malloc(s->n * sizeof *idx);
-	uint8_t *msg = malloc(len), *reps = malloc(s->n * cap);
-	size_t *rl = malloc(s->n * sizeof *rl);
-	int *rcs = malloc(s->n * sizeof *rcs), rc = -ENOMEM;
-	if (idx && msg && reps && rl && rcs) {
+	size_t len = WIRE_HDR_LEN + 4 + (size_t)n * 12;
+	struct rpc_fanout f;
+	uint8_t *msg = malloc(len);
+	int rc = msg ? rpc_fanout_init(&f, s, WIRE_HDR_LEN + 8) : -ENOMEM;
+	if (rc == 0) {
 		struct wenc e;
 		wenc_init(&e, msg, len);
 		wenc_reserve(&e, WIRE_HDR_LEN);
@@ -122,24 +121,18 @@ static int renew_once(struct srvlist *s, const struct close_note *v, unsigned n,
 			wenc_u64(&e, v[i].fileid);
 			wenc_u32(&e, v[i].n);
 		}
-		for (unsigned i = 0; i < s->n; i++)
-			idx[i] = i;
-		rc = rpc_multi(s, idx, s->n, msg, e.len, WOP_LEASE_RENEW, reps, cap, rl, rcs);
-		for (unsigned i = 0; i < s->n; i++) {
+		rc = rpc_fanout_call(s, &f, msg, e.len, WOP_LEASE_RENEW);
+		for (unsigned i = 0; i < f.n; i++) {
 			struct wdec d;
-			if (rcs[i])
+			if (rpc_fanout_reply(&f, i, &d))
 				continue;
-			wdec_init(&d, reps + i * cap + WIRE_HDR_LEN, rl[i] - WIRE_HDR_LEN);
 			uint32_t ms = wdec_u32(&d);
 			if (!d.err && ms && (*lease_ms == 0 || (int)ms < *lease_ms))
 				*lease_ms = (int)ms;
 		}
+		rpc_fanout_free(&f);
 	}
-	free(idx);
 	free(msg);
-	free(reps);
-	free(rl);
-	free(rcs);
 	return rc;
 }
 

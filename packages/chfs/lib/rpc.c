@@ -172,3 +172,44 @@ int rpc_multi(struct srvlist *s, const unsigned *idx, unsigned n, uint8_t *msg, 
 	free(calls);
 	return first;
 }
+
+int rpc_fanout_init(struct rpc_fanout *f, const struct srvlist *s, size_t cap)
+{
+	unsigned n = s->n ? s->n : 1;
+	*f = (struct rpc_fanout){.n = s->n, .cap = cap};
+	f->idx = malloc(n * sizeof *f->idx);
+	f->reps = malloc(n * cap);
+	f->rl = calloc(n, sizeof *f->rl);
+	f->rcs = calloc(n, sizeof *f->rcs);
+	if (!f->idx || !f->reps || !f->rl || !f->rcs) {
+		rpc_fanout_free(f);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < s->n; i++)
+		f->idx[i] = i;
+	return 0;
+}
+
+void rpc_fanout_free(struct rpc_fanout *f)
+{
+	free(f->idx);
+	free(f->reps);
+	free(f->rl);
+	free(f->rcs);
+	*f = (struct rpc_fanout){0};
+}
+
+int rpc_fanout_call(struct srvlist *s, struct rpc_fanout *f, uint8_t *msg, size_t len, unsigned op)
+{
+	return rpc_multi(s, f->idx, f->n, msg, len, op, f->reps, f->cap, f->rl, f->rcs);
+}
+
+int rpc_fanout_reply(const struct rpc_fanout *f, unsigned i, struct wdec *d)
+{
+	if (f->rcs[i])
+		return f->rcs[i];
+	if (f->rl[i] < WIRE_HDR_LEN)
+		return -EIO;
+	wdec_init(d, f->reps + i * f->cap + WIRE_HDR_LEN, f->rl[i] - WIRE_HDR_LEN);
+	return 0;
+}

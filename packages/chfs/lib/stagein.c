@@ -44,28 +44,22 @@ static int stage_entry(struct srvlist *s, const char *cp, struct chfs_md *md)
 /* One STAGE_DATA to every server; -ERESTART if one's member list is newer (*refused: which). */
 static int stage_data_once(struct srvlist *s, const struct chfs_md *md, unsigned *refused)
 {
-	size_t cap = WIRE_HDR_LEN + 64, len = WIRE_HDR_LEN + 64 + strlen(md->link);
-	unsigned *idx = malloc(s->n * sizeof *idx);
-	uint8_t *msg = malloc(len), *reps = malloc(s->n * cap);
-	size_t *rl = malloc(s->n * sizeof *rl);
-	int *rcs = malloc(s->n * sizeof *rcs), rc = -ENOMEM;
-	if (idx && msg && reps && rl && rcs) {
+	size_t len = WIRE_HDR_LEN + 64 + strlen(md->link);
+	struct rpc_fanout f;
+	uint8_t *msg = malloc(len);
+	int rc = msg ? rpc_fanout_init(&f, s, WIRE_HDR_LEN + 64) : -ENOMEM;
+	if (rc == 0) {
 		struct wenc e;
 		wenc_init(&e, msg, len);
 		wenc_reserve(&e, WIRE_HDR_LEN);
 		wire_tag_put(&e, md);
 		wenc_u64(&e, md->size);
 		wenc_u32(&e, atomic_load(&piece_size));
-		for (unsigned i = 0; i < s->n; i++)
-			idx[i] = i;
-		rc = e.err ? -EIO : rpc_multi(s, idx, s->n, msg, e.len, WOP_STAGE_DATA, reps, cap, rl, rcs);
-		*refused = rpc_multi_refused(idx, s->n, rcs);
+		rc = e.err ? -EIO : rpc_fanout_call(s, &f, msg, e.len, WOP_STAGE_DATA);
+		*refused = rpc_multi_refused(f.idx, f.n, f.rcs);
+		rpc_fanout_free(&f);
 	}
-	free(idx);
 	free(msg);
-	free(reps);
-	free(rl);
-	free(rcs);
 	return rc;
 }
 

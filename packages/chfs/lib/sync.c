@@ -38,29 +38,21 @@ int client_flush_backend(void)
 	int rc = client_begin(&s);
 	if (rc)
 		return rc;
-	unsigned *idx = malloc(s->n * sizeof *idx);
-	uint8_t *reps = malloc((size_t)s->n * FLUSH_REPLY);
-	size_t *rl = malloc(s->n * sizeof *rl);
-	int *rcs = malloc(s->n * sizeof *rcs);
+	struct rpc_fanout f;
 	uint8_t msg[WIRE_HDR_LEN + 4];
 	unsigned failed = 0;
-	rc = -ENOMEM;
-	for (uint32_t phase = 1; idx && reps && rl && rcs && phase <= 2 && (phase == 1 || rc == 0); phase++) {
+	rc = rpc_fanout_init(&f, s, FLUSH_REPLY);
+	for (uint32_t phase = 1; f.idx && phase <= 2 && (phase == 1 || rc == 0); phase++) {
 		struct wenc e;
 		wenc_init(&e, msg, sizeof msg);
 		wenc_reserve(&e, WIRE_HDR_LEN);
 		wenc_u32(&e, phase);
-		for (unsigned i = 0; i < s->n; i++)
-			idx[i] = i;
-		rc = rpc_multi(s, idx, s->n, msg, e.len, WOP_FLUSH, reps, FLUSH_REPLY, rl, rcs);
-		for (unsigned i = 0; i < s->n; i++)
-			if (rcs[i] == 0 && rl[i] >= WIRE_HDR_LEN + 4)
-				failed += report(reps + (size_t)i * FLUSH_REPLY, rl[i], s->addrs[i]);
+		rc = rpc_fanout_call(s, &f, msg, e.len, WOP_FLUSH);
+		for (unsigned i = 0; i < f.n; i++)
+			if (f.rcs[i] == 0 && f.rl[i] >= WIRE_HDR_LEN + 4)
+				failed += report(f.reps + (size_t)i * FLUSH_REPLY, f.rl[i], s->addrs[i]);
 	}
-	free(idx);
-	free(reps);
-	free(rl);
-	free(rcs);
+	rpc_fanout_free(&f);
 	return rc ? rc : failed ? -EIO : 0;
 }
 
