@@ -73,6 +73,29 @@ def spread_dirs(c, pool, n):
     pytest.fail(f"no {n} directories with names on different nodes: {seen}")
 
 
+def start_holder(c, pool, path):
+    """orphan_holder.py on node 4 holding path open (not unlinking it): (Popen, ask), where
+    ask(cmd) sends one command and returns its one-line answer."""
+    h = c.popen(4, [sys.executable, HOLDER, path, str(SIZE), "--no-unlink"], env=python_env(pool.env),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def ask(cmd):
+        h.stdin.write(cmd + "\n")
+        h.stdin.flush()
+        return h.stdout.readline().strip()
+    return h, ask
+
+
+def space_comes_back(c, pool, before):
+    """Within a lease (and slack for the bridge), the stored bytes are back to before and
+    nothing is held as an orphan."""
+    t0 = time.time()
+    while time.time() - t0 < LEASE + 8 and abs(totals(c, pool)[0] - before) > SLACK:
+        time.sleep(0.2)
+    now, orphans = totals(c, pool)
+    assert abs(now - before) <= SLACK and orphans == 0, (now, before, orphans)
+
+
 @pytest.mark.timeout(240)
 def test_links_across_namespaced_nodes_share_data_count_and_size(pool4):
     c, pool = pool4
@@ -114,13 +137,7 @@ def test_unlinked_while_open_on_a_fifth_node_then_killed_the_space_comes_back(po
         io("mkdir", d)
     before, orphans = totals(c, pool)
     assert orphans == 0
-    h = c.popen(4, [sys.executable, HOLDER, f"{a}/f", str(SIZE), "--no-unlink"], env=python_env(pool.env),
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def ask(cmd):
-        h.stdin.write(cmd + "\n")
-        h.stdin.flush()
-        return h.stdout.readline().strip()
+    h, ask = start_holder(c, pool, f"{a}/f")
 
     try:
         assert h.stdout.readline().strip() == "held"
@@ -137,11 +154,7 @@ def test_unlinked_while_open_on_a_fifth_node_then_killed_the_space_comes_back(po
         assert abs(totals(c, pool)[0] - held) <= SLACK
         h.send_signal(signal.SIGKILL)  # `ip netns exec` execs python: this is the holder itself
         h.wait(timeout=20)
-        t0 = time.time()
-        while time.time() - t0 < LEASE + 8 and abs(totals(c, pool)[0] - before) > SLACK:
-            time.sleep(0.2)
-        now, orphans = totals(c, pool)
-        assert abs(now - before) <= SLACK and orphans == 0, (now, before, orphans)
+        space_comes_back(c, pool, before)
     finally:
         if h.poll() is None:
             h.kill()
@@ -159,13 +172,7 @@ def test_unlinked_from_another_node_while_open_stays_usable_until_closed_or_kill
     io = client(c, pool)
     before, orphans = totals(c, pool)
     assert orphans == 0
-    h = c.popen(4, [sys.executable, HOLDER, "/f", str(SIZE), "--no-unlink"], env=python_env(pool.env),
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def ask(cmd):
-        h.stdin.write(cmd + "\n")
-        h.stdin.flush()
-        return h.stdout.readline().strip()
+    h, ask = start_holder(c, pool, "/f")
 
     try:
         assert h.stdout.readline().strip() == "held"
@@ -184,11 +191,7 @@ def test_unlinked_from_another_node_while_open_stays_usable_until_closed_or_kill
         else:
             h.send_signal(signal.SIGKILL)
             h.wait(timeout=20)
-        t0 = time.time()
-        while time.time() - t0 < LEASE + 8 and abs(totals(c, pool)[0] - before) > SLACK:
-            time.sleep(0.2)
-        now, orphans = totals(c, pool)
-        assert abs(now - before) <= SLACK and orphans == 0, (now, before, orphans)
+        space_comes_back(c, pool, before)
     finally:
         if h.poll() is None:
             h.kill()

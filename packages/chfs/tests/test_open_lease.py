@@ -24,6 +24,12 @@ from test_orphan_lease_paths import _mounted, kill_group
 MORE = 1 << 16
 
 
+def given_back(pool, before, timeout, what):
+    """Wait until nothing is held as an orphan and the stored bytes are back to before."""
+    took = wait_for(lambda: totals(pool.env)[1] == 0 and near(totals(pool.env)[0], before), timeout)
+    assert took is not None, f"{what}: {totals(pool.env)}, want {before}"
+
+
 def remove_name(pool, how):
     """B, another process (chfs-io: the native API), takes /f's name away."""
     if how == "unlink":
@@ -51,8 +57,7 @@ def test_a_file_another_process_unlinks_stays_usable_until_the_last_close(chfs_p
         held, orphans = totals(pool.env)
         assert near(held, before + SIZE + MORE) and orphans == 1, (held, before, orphans)
         assert h.ask("close") == "closed"
-        took = wait_for(lambda: totals(pool.env)[1] == 0 and near(totals(pool.env)[0], before), 2 * LEASE)
-        assert took is not None, f"not given back after the close: {totals(pool.env)}, want {before}"
+        given_back(pool, before, 2 * LEASE, "not given back after the close")
         logs = "".join(pool.log(i) for i in range(pool.n))
         assert "no open lease holds it any more" in logs and "stopped renewing" not in logs
     finally:
@@ -70,8 +75,7 @@ def test_a_killed_holder_of_a_file_another_process_unlinked_leaks_nothing(chfs_p
         assert h.ask("check") == f"ok {SIZE}"
         assert totals(pool.env)[1] == 1
         h.kill()
-        took = wait_for(lambda: totals(pool.env)[1] == 0 and near(totals(pool.env)[0], before), LEASE + 5)
-        assert took is not None, f"still stored after the lease: {totals(pool.env)}, want {before}"
+        given_back(pool, before, LEASE + 5, "still stored after the lease")
     finally:
         h.close()
     assert "stopped renewing" in "".join(pool.log(i) for i in range(pool.n))
@@ -170,9 +174,7 @@ def test_hooked_programs_one_unlinks_the_file_another_has_open(chfs_pool, how, e
             assert h.stdout.readline().strip() == "closed"
         else:
             kill_group(h)
-        took = wait_for(lambda: totals(pool.env)[1] == 0 and near(totals(pool.env)[0], before),
-                        LEASE + 5)
-        assert took is not None, f"not given back: {totals(pool.env)}, want {before}"
+        given_back(pool, before, LEASE + 5, "not given back")
     finally:
         kill_group(h)
 
@@ -229,9 +231,7 @@ def test_two_chfuse_mounts_one_unlinks_a_file_a_program_on_the_other_has_open(ch
         h.stdin.write("\n")
         h.stdin.flush()
         assert h.stdout.readline().strip() == "closed"
-        took = wait_for(lambda: totals(pool.env)[1] == 0 and near(totals(pool.env)[0], before),
-                        LEASE + 5)
-        assert took is not None, f"not given back: {totals(pool.env)}, want {before}"
+        given_back(pool, before, LEASE + 5, "not given back")
     finally:
         if h:
             kill_group(h)
