@@ -159,8 +159,8 @@ static void adopt(int fd)
 		        strerror(errno));
 		return;
 	}
-	struct stat st;
-	int is_dir = chfs_fstat(cfd, &st) == 0 && S_ISDIR(st.st_mode);
+	int mode = chfs_mode_of(cfd);
+	int is_dir = mode >= 0 && S_ISDIR((mode_t)mode);
 	struct hook_file *h =
 	        hook_file_new(cfd, flags & (O_ACCMODE | O_APPEND | O_NONBLOCK), is_dir, vpath, cpath);
 	if (!h) {

@@ -65,13 +65,13 @@ static long open_chfs(const struct hook_target *t, int flags, mode_t mode)
 		return hook_open_fifo(t->path, flags);
 	if (cfd < 0)
 		return hook_path_err(t->path);
-	struct stat st;
-	if (chfs_fstat(cfd, &st) != 0) {
+	int fmode = chfs_mode_of(cfd); /* the type the open found: no second lookup */
+	if (fmode < 0) {
 		rc = chfs_err();
 		chfs_close(cfd);
 		return rc;
 	}
-	int is_dir = S_ISDIR(st.st_mode);
+	int is_dir = S_ISDIR((mode_t)fmode);
 	rc = 0;
 	if (is_dir && acc != O_RDONLY)
 		rc = -EISDIR;

@@ -175,6 +175,10 @@ int chfs_lchown(const char *path, uid_t uid, gid_t gid);
 int chfs_act_as(uid_t uid, gid_t gid, int ngroups, const gid_t *groups, int flags);
 /* The chunk size of an open file. */
 int chfs_chunk_size_of(int fd);
+/* The st_mode (type and permission bits) an open file had when it was opened, without a
+ * request to a server (chfs_fstat asks the owner for the current attributes); -1 with errno
+ * EBADF for a descriptor that is not open. */
+int chfs_mode_of(int fd);
 
 /* Node-local fast path. If the open file was created with local placement (CHFS_O_LOCAL or
  * CHFS_PLACEMENT=local) and so every chunk of it lives on a server of this node, writes

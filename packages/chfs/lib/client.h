@@ -127,6 +127,8 @@ int rpc_call(struct srvlist *s, unsigned idx, struct rpc *r);
 /* rpc_call to the owner of canonical path p, placed again with the newer list as long as the
  * server says the list changed (the request body does not depend on the list). */
 int rpc_call_path(struct srvlist *s, const char *p, struct rpc *r);
+/* Same; *by: the address of the server that answered (valid until chfs_term). */
+int rpc_call_path_by(struct srvlist *s, const char *p, struct rpc *r, const char **by);
 /* Same, with caller-provided buffers (large messages); epoch: the list the request is placed with. */
 void rpc_fill_hdr(uint8_t *msg, size_t len, unsigned op, uint64_t epoch);
 int rpc_status(struct srvlist *s, unsigned idx, int xrc, const uint8_t *rep, size_t replen,
@@ -266,7 +268,8 @@ int ns_report_size(struct chfs_file *f);
  * the servers' rename notes, server/moved.c); its descriptors follow that name (copied to
  * found, CHFS_PATH_MAX). -ENOENT if the file was removed. */
 int ns_lookup_fileid(struct srvlist *s, uint64_t fileid, struct chfs_md *md, char *found);
-/* Merge size/mtime of a local-placement file's backing file (if its home is not the owner). */
+/* Merge size/mtime of a local-placement file's backing file, asked of its home (a lookup
+ * answered by the home itself skips this: the home merged before answering). */
 void ns_merge_home(struct srvlist *s, struct chfs_md *md);
 int data_truncate_all(struct srvlist *s, const struct chfs_md *md, uint64_t len);
 int data_remove_all(struct srvlist *s, const struct chfs_md *md);

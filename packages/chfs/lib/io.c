@@ -869,6 +869,16 @@ int chfs_chunk_size_of(int fd)
 	return cs;
 }
 
+int chfs_mode_of(int fd)
+{
+	struct chfs_file *f = fd_get(fd);
+	if (!f)
+		return -1;
+	int mode = (int)f->md.mode;
+	fd_put(f);
+	return mode;
+}
+
 int chfs_local_backing_path(int fd, char *buf, size_t size)
 {
 	struct chfs_file *f = fd_get(fd);

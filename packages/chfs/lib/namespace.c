@@ -50,7 +50,8 @@ int ns_lookup_op(struct srvlist *s, const char *cpath, struct chfs_md *md, unsig
 	RPC_DECL(r);
 	rpc_begin(&r, op);
 	wenc_str(&r.e, cpath);
-	int rc = rpc_call_path(s, cpath, &r);
+	const char *by = NULL;
+	int rc = rpc_call_path_by(s, cpath, &r, &by);
 	if (rc == 0) {
 		wdec_md(&r.d, md);
 		if (wdec_finish(&r.d))
@@ -60,8 +61,11 @@ int ns_lookup_op(struct srvlist *s, const char *cpath, struct chfs_md *md, unsig
 		rc = link_inode_get(s, md->fileid, md);
 		if (rc == -ESTALE)
 			rc = -ENOENT;
+		by = NULL; /* the inode record comes unmerged (WOP_INODE_GET) */
 	}
-	if (rc == 0)
+	/* The owner that answered merged its own backing file already (server/handlers.c
+	 * merge_local): ask the home only when that is another server. */
+	if (rc == 0 && !(by && strcmp(by, md->home) == 0))
 		ns_merge_home(s, md);
 	return rc;
 }

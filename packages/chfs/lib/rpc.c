@@ -129,11 +129,18 @@ int rpc_call(struct srvlist *s, unsigned idx, struct rpc *r)
 
 int rpc_call_path(struct srvlist *s, const char *p, struct rpc *r)
 {
+	return rpc_call_path_by(s, p, r, NULL);
+}
+
+int rpc_call_path_by(struct srvlist *s, const char *p, struct rpc *r, const char **by)
+{
 	int rc = -ERESTART;
 	for (int attempt = 0; attempt < CLIENT_RETRIES && rc == -ERESTART; attempt++) {
 		unsigned idx = placement_owner(s->ring, p);
 		if ((rc = rpc_call(s, idx, r)) == -ERESTART)
 			s = client_list_retry(s, idx, attempt);
+		else if (by)
+			*by = s->addrs[idx]; /* lists live until chfs_term */
 	}
 	return rpc_restart_failed(rc);
 }

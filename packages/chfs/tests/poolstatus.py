@@ -60,3 +60,18 @@ def wait_settled(env, n, after_epoch=-1, via=None, timeout=40.0, poll=0.1):
 def epoch(env, via=None):
     """The highest epoch any member reports (-1 if none answers)."""
     return max((s.get("epoch", -1) for s in status(env, via).values()), default=-1)
+
+
+def ops(env):
+    """{op name: requests served} summed over the pool's servers (chlist -S: ops=NAME:N,...)."""
+    total = {}
+    for st in status(env).values():
+        for item in filter(None, str(st.get("ops", "")).split(",")):
+            name, n = item.rsplit(":", 1)
+            total[name] = total.get(name, 0) + int(n)
+    return total
+
+
+def ops_delta(before, after):
+    """The ops whose counts changed from before to after, with the change."""
+    return {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}

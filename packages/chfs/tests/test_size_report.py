@@ -15,25 +15,11 @@ import time
 import pytest
 
 from chfsutil import get, io, put, sha, stat
-from poolstatus import status
+from poolstatus import ops, ops_delta as delta
 from tri_path import on_chfuse, on_tmpfs, under_hook
 
 SMALL_CHUNK = 4096  # 1 MiB = 256 chunks: every server (the name's owner too) holds some
 MIB = 1 << 20
-
-
-def ops(pool):
-    """{op name: requests served} summed over the pool's servers."""
-    total = {}
-    for st in status(pool.env).values():
-        for item in filter(None, str(st.get("ops", "")).split(",")):
-            name, n = item.rsplit(":", 1)
-            total[name] = total.get(name, 0) + int(n)
-    return total
-
-
-def delta(before, after):
-    return {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
 
 
 def pattern(n):
@@ -82,9 +68,9 @@ def test_close_of_a_file_written_at_its_owner_sends_no_setattr(chfs_pool):
     for i in range(4):
         p = f"/f{i}"
         io(chfs_pool, "create", p, SMALL_CHUNK)
-        before = ops(chfs_pool)
+        before = ops(chfs_pool.env)
         put_in_one_write(chfs_pool, p, data)  # open + write + close
-        d = delta(before, ops(chfs_pool))
+        d = delta(before, ops(chfs_pool.env))
         assert d.get("setattr", 0) == 0 and d.get("write-report", 0) >= 1, d
         assert stat(chfs_pool, p)[1] == MIB
         assert sha(get(chfs_pool, p)) == sha(data)
@@ -95,9 +81,9 @@ def test_close_of_a_file_written_at_its_owner_sends_no_setattr(chfs_pool):
 def test_a_long_stream_of_small_writes_reports_on_every_16th_and_at_close(chfs_pool):
     # Each report costs the owner a record update: the first 16 writes of a descriptor carry
     # one, then every 16th (n = 16, 32); the 40th did not, so the close reports.
-    before = ops(chfs_pool)
+    before = ops(chfs_pool.env)
     io(chfs_pool, "smallwrites", "/s", 40, 4096)
-    d = delta(before, ops(chfs_pool))
+    d = delta(before, ops(chfs_pool.env))
     assert (d.get("write-report"), d.get("write"), d.get("setattr")) == (18, 22, 1), d
     assert stat(chfs_pool, "/s")[1] == 40 * 4096
     assert get(chfs_pool, "/s") == bytes(k % 251 for k in range(40 * 4096))
@@ -106,14 +92,14 @@ def test_a_long_stream_of_small_writes_reports_on_every_16th_and_at_close(chfs_p
 @pytest.mark.timeout(120)
 def test_writers_own_stat_before_close_sends_no_setattr_and_others_see_the_size(chfs_pool):
     io(chfs_pool, "create", "/held", SMALL_CHUNK)
-    before = ops(chfs_pool)
+    before = ops(chfs_pool.env)
     with held_writer(chfs_pool, "/held", MIB):
-        mid = ops(chfs_pool)
+        mid = ops(chfs_pool.env)
         # Another process, before the close: close-to-open promises nothing here; with the size
         # reported on the write it already sees all of it.
         assert stat(chfs_pool, "/held")[1] == MIB
     assert delta(before, mid).get("setattr", 0) == 0, delta(before, mid)
-    assert delta(before, ops(chfs_pool)).get("setattr", 0) == 0
+    assert delta(before, ops(chfs_pool.env)).get("setattr", 0) == 0
     assert stat(chfs_pool, "/held")[1] == MIB
     assert sha(get(chfs_pool, "/held")) == sha(pattern(MIB))
 
