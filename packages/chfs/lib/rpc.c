@@ -127,10 +127,7 @@ int rpc_call(struct srvlist *s, unsigned idx, struct rpc *r)
 	return rpc_status(s, idx, xrc, r->rep, r->replen, &r->d);
 }
 
-int rpc_call_path(struct srvlist *s, const char *p, struct rpc *r)
-{
-	return rpc_call_path_by(s, p, r, NULL);
-}
+int rpc_call_path(struct srvlist *s, const char *p, struct rpc *r) { return rpc_call_path_by(s, p, r, NULL); }
 
 int rpc_call_path_by(struct srvlist *s, const char *p, struct rpc *r, const char **by)
 {
