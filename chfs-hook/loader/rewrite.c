@@ -323,9 +323,12 @@ static long rewrite_region(struct disasm *d, const struct region *r)
 	if (!(r->prot & PROT_READ) && chfs_raw_syscall(__NR_mprotect, (long)r->from, (long)(r->to - r->from),
 	                                               PROT_READ | PROT_EXEC, 0, 0, 0) < 0)
 		return 0;
-	uint64_t hash = r->has_key ? chfs_rcache_hash((const void *)r->from, r->to - r->from) : 0;
+	const uint8_t *base = (const uint8_t *)r->from, *end = (const uint8_t *)r->to;
 	uint32_t *cached = NULL;
-	long n = r->has_key ? chfs_rcache_lookup(&r->key, hash, &cached) : -1;
+	uint64_t hash = 0;
+	long n = r->has_key ? chfs_rcache_lookup(&r->key, &cached, &hash) : -1;
+	if (n >= 0 && chfs_rcache_site_hash(base, r->to - r->from, cached, n) != hash)
+		n = -1; /* the bytes around the sites are not the ones recorded */
 	if (n >= 0 && (n = apply_cached(r, cached, n)) >= 0) {
 		free(cached);
 		if (n > 0 || !(r->prot & PROT_READ))
@@ -337,7 +340,6 @@ static long rewrite_region(struct disasm *d, const struct region *r)
 	if (disasm_open(d) < 0)
 		return -1;
 	struct sweep s = {d->cs, d->insn, r, 0, NULL, 0, 0, 0, 0, NULL, 0, 0};
-	const uint8_t *base = (const uint8_t *)r->from, *end = (const uint8_t *)r->to;
 	for (const uint8_t *c = base; c + 1 < end; c++) {
 		c = memmem(c, (size_t)(end - c), "\x0f\x05", 2);
 		if (!c)
@@ -357,7 +359,8 @@ static long rewrite_region(struct disasm *d, const struct region *r)
 	if (s.writable || !(r->prot & PROT_READ))
 		chfs_raw_syscall(__NR_mprotect, (long)r->from, (long)(r->to - r->from), r->prot, 0, 0, 0);
 	if (r->has_key && !s.sites_lost)
-		chfs_rcache_store(&r->key, hash, s.sites, s.rewritten);
+		chfs_rcache_store(&r->key, chfs_rcache_site_hash(base, r->to - r->from, s.sites, s.rewritten),
+		                  s.sites, s.rewritten);
 	free(s.sites);
 	if (s.writable == 0 && s.rewritten == 0)
 		return 0;

@@ -9,13 +9,16 @@
  * directly, without capstone.
  *
  * Key and safety. An entry is looked up by the file's identity — device, inode, size, mtime
- * (ns) as stat() reports them for the mapping's path, checked against the device and inode the
- * kernel lists for the mapping — plus the mapping's file offset and length. It is used only if
- * the 64-bit content hash of the mapped bytes (computed in this process, before anything is
- * changed) equals the hash recorded with it, the entry's own checksum is right, and every
- * recorded offset holds a `syscall` (0f 05) right now. A file replaced or modified in place —
- * even with its mtime restored — therefore gets a new scan, never stale offsets. Hashing the
- * mapping costs a fraction of a millisecond for libc (8 bytes per step).
+ * and ctime (ns) as stat() reports them for the mapping's path, checked against the device and
+ * inode the kernel lists for the mapping — plus the mapping's file offset and length. Any
+ * write to the file, and any utimensat that sets its mtime back, moves its ctime (which no
+ * call can set), so a file replaced or modified in place gets a new scan. The entry is used
+ * only if, besides, its own checksum is right, every recorded offset holds a `syscall`
+ * (0f 05) right now, and a hash of the 16 bytes before and after every recorded site, taken
+ * in this process before anything is changed, equals the one recorded: the bytes the rewrite
+ * relies on are checked, not only the file's name and times. Hashing the whole mapping did
+ * that too, but read every page of every library (20 MB of text for a Montage tool: ~4.5 ms,
+ * most of a hooked process's start-up).
  *
  * Where. $CHFS_HOOK_CACHE (a directory; "0" turns the cache off), else
  * $XDG_CACHE_HOME/chfs-hook, else $HOME/.cache/chfs-hook — created 0700; used only if it is a
@@ -35,12 +38,13 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#define RC_MAGIC "CHFSRW1"
+#define RC_MAGIC "CHFSRW2" /* 2: ctime in the key, site hash */
+#define RC_WINDOW 16       /* bytes hashed on each side of a site */
 #define RC_MAX_SITES (1u << 20)
 
 struct rc_hdr {
 	char magic[8];
-	uint64_t dev, ino, size, mtime_ns, offset, len, content_hash, nsites;
+	uint64_t dev, ino, size, mtime_ns, ctime_ns, offset, len, site_hash, nsites;
 };
 
 static char cache_dir[4096];
@@ -66,6 +70,26 @@ uint64_t chfs_rcache_hash(const void *p, size_t len)
 	uint64_t tail = 0;
 	memcpy(&tail, b + i, len - i);
 	return mix(h, tail);
+}
+
+uint64_t chfs_rcache_site_hash(const uint8_t *base, size_t len, const uint32_t *sites, long n)
+{
+	uint64_t h = 0x452821e638d01377ull ^ (uint64_t)n;
+	for (long i = 0; i < n; i++) {
+		size_t at = sites[i], lo = at > RC_WINDOW ? at - RC_WINDOW : 0;
+		size_t hi = at + 2 + RC_WINDOW < len ? at + 2 + RC_WINDOW : len;
+		uint8_t w[2 * RC_WINDOW + 2];
+		memcpy(w, base + lo, hi - lo);
+		long j = i;
+		while (j > 0 && sites[j - 1] + 2 > lo)
+			j--;
+		for (; j < n && sites[j] < hi; j++) /* the sites in the window read 0f 05 */
+			for (size_t b = 0; b < 2; b++)
+				if (sites[j] + b >= lo && sites[j] + b < hi)
+					w[sites[j] + b - lo] = b ? 0x05 : 0x0f;
+		h = mix(h, chfs_rcache_hash(w, hi - lo) ^ at);
+	}
+	return h;
 }
 
 static int private_dir_fd(const char *dir)
@@ -118,6 +142,7 @@ int chfs_rcache_key(const char *path, unsigned dev_major, unsigned dev_minor, un
 	k->ino = (uint64_t)st.st_ino;
 	k->size = (uint64_t)st.st_size;
 	k->mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
+	k->ctime_ns = (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec;
 	k->offset = offset;
 	k->len = len;
 	return 0;
@@ -128,14 +153,14 @@ static void entry_name(const struct chfs_rcache_key *k, char *buf, size_t size)
 	snprintf(buf, size, "rw-%016llx", (unsigned long long)chfs_rcache_hash(k, sizeof *k));
 }
 
-static int hdr_matches(const struct rc_hdr *h, const struct chfs_rcache_key *k, uint64_t content_hash)
+static int hdr_matches(const struct rc_hdr *h, const struct chfs_rcache_key *k)
 {
 	return memcmp(h->magic, RC_MAGIC, 8) == 0 && h->dev == k->dev && h->ino == k->ino &&
-	       h->size == k->size && h->mtime_ns == k->mtime_ns && h->offset == k->offset &&
-	       h->len == k->len && h->content_hash == content_hash && h->nsites <= RC_MAX_SITES;
+	       h->size == k->size && h->mtime_ns == k->mtime_ns && h->ctime_ns == k->ctime_ns &&
+	       h->offset == k->offset && h->len == k->len && h->nsites <= RC_MAX_SITES;
 }
 
-long chfs_rcache_lookup(const struct chfs_rcache_key *k, uint64_t content_hash, uint32_t **sites)
+long chfs_rcache_lookup(const struct chfs_rcache_key *k, uint32_t **sites, uint64_t *site_hash)
 {
 	int dfd = open_cache_dir();
 	if (dfd < 0)
@@ -151,7 +176,7 @@ long chfs_rcache_lookup(const struct chfs_rcache_key *k, uint64_t content_hash, 
 	struct rc_hdr h;
 	uint32_t *v = NULL;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) ||
-	    pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || !hdr_matches(&h, k, content_hash) ||
+	    pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || !hdr_matches(&h, k) ||
 	    (uint64_t)st.st_size != sizeof h + h.nsites * 4 + 8)
 		goto out;
 	size_t body = sizeof h + h.nsites * 4;
@@ -171,7 +196,7 @@ out:
 	close(fd);
 	if (n >= 0) {
 		for (long i = 0; i < n; i++)
-			if (v[i] + 2 > k->len) { /* cannot be one of this mapping's sites */
+			if (v[i] + 2 > k->len || (i && v[i] < v[i - 1] + 2)) { /* not this mapping's sites */
 				n = -1;
 				break;
 			}
@@ -181,10 +206,11 @@ out:
 		return -1;
 	}
 	*sites = v;
+	*site_hash = h.site_hash;
 	return n;
 }
 
-void chfs_rcache_store(const struct chfs_rcache_key *k, uint64_t content_hash, const uint32_t *sites, long n)
+void chfs_rcache_store(const struct chfs_rcache_key *k, uint64_t site_hash, const uint32_t *sites, long n)
 {
 	if (n < 0 || (uint64_t)n > RC_MAX_SITES)
 		return;
@@ -195,9 +221,10 @@ void chfs_rcache_store(const struct chfs_rcache_key *k, uint64_t content_hash, c
 	                   .ino = k->ino,
 	                   .size = k->size,
 	                   .mtime_ns = k->mtime_ns,
+	                   .ctime_ns = k->ctime_ns,
 	                   .offset = k->offset,
 	                   .len = k->len,
-	                   .content_hash = content_hash,
+	                   .site_hash = site_hash,
 	                   .nsites = (uint64_t)n};
 	memcpy(h.magic, RC_MAGIC, 8);
 	size_t body = sizeof h + (size_t)n * 4;

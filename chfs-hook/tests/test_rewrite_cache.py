@@ -3,9 +3,10 @@
 A library whose only `syscall` instruction opens a path with a raw system call (no libc) shows
 whether its site was rewritten: rewritten, the open of /chfs/f reaches CHFS and returns the
 file's bytes; left alone, the kernel answers ENOENT. The library is then changed in place — same
-inode, same size, mtime set back to the old value, the site moved — so only the content check
-can tell the cached offsets are stale: the new library must be scanned again, not patched from
-the cache."""
+inode, same size, mtime set back to the old value, the site moved — so neither its name nor its
+size nor its mtime tell the cached offsets are stale (its ctime does, and the bytes around the
+recorded site do: tests/site_hash_test.c): the new library must be scanned again, not patched
+from the cache."""
 import os
 import subprocess
 
