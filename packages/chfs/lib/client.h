@@ -137,6 +137,13 @@ int rpc_timeout(void);
 /* -ERESTART left after CLIENT_RETRIES attempts becomes EIO (with a log line). */
 int rpc_restart_failed(int rc);
 
+/* ---- backing_paths.c ---- */
+/* The backing-file path server addr gave for fileid (copied to buf): 0, or -ENOENT if none is
+ * kept, -ERANGE if it does not fit. */
+int backing_path_get(const char *addr, uint64_t fileid, char *buf, size_t size);
+/* Keep what server addr said (WOP_LOCAL_PATH) of a file without the persistent backend. */
+void backing_path_put(const char *addr, uint64_t fileid, const char *path);
+
 /* ---- fdtable.c ---- */
 /* A local server's backing file of a descriptor's file (io.c): fd -2 if not usable; guard: the
  * server's fast-path page (lib/localguard.h), NULL if none. Kept until the descriptor closes

@@ -897,7 +897,11 @@ int chfs_local_backing_path(int fd, char *buf, size_t size)
 	}
 	if (rc == 0 && h < 0)
 		rc = -ENXIO;
-	if (rc == 0) {
+	/* without the backend, asking again would only tell the same path (backing_paths.c) */
+	int keep = rc == 0 && !(f->md.flags & MD_PATHED);
+	if (keep && backing_path_get(s->addrs[h], f->md.fileid, buf, size) == 0) {
+		/* known: buf holds it */
+	} else if (rc == 0) {
 		RPC_DECL(r);
 		char p[CHFS_PATH_MAX];
 		rpc_begin(&r, WOP_LOCAL_PATH);
@@ -911,6 +915,8 @@ int chfs_local_backing_path(int fd, char *buf, size_t size)
 			rc = -ERANGE;
 		if (rc == 0)
 			memcpy(buf, p, strlen(p) + 1);
+		if (rc == 0 && keep)
+			backing_path_put(s->addrs[h], f->md.fileid, p);
 	}
 	fd_put(f);
 	return set_err(rc);

@@ -9,6 +9,9 @@ workflow steps). Counted with the servers' per-op counters (`chlist -S`).
 - The hook opened a file and then looked it up again (chfs_fstat) only to learn whether it is a
   directory; the open's own lookup says so (chfs_mode_of). A hooked open + fstat costs one
   lookup each.
+- Every hooked open of a local-placement file asked its home for the backing file's path
+  (WOP_LOCAL_PATH), although a file id's backing file never changes: a process now asks once
+  per file (lib/backing_paths.c), and a file made anew under the same name is a new id.
 """
 import os
 import subprocess
@@ -89,3 +92,28 @@ def test_a_hooked_open_of_a_directory_still_refuses_writing_and_lists_it(chfs_po
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[:3] == ["EISDIR", "['f']", "ENOTDIR"], r.stdout
+
+
+@pytest.mark.timeout(120)
+def test_a_hooked_process_asks_for_a_local_files_backing_path_once(chfs_pool):
+    io(chfs_pool, "create", "/again", 0, "local")
+    put(chfs_pool, "/again", b"first", create=False)
+    script = ("import os\n"
+              "for _ in range(5):\n"
+              "    with open('/chfs/again', 'rb') as f:\n"
+              "        print(f.read().decode())\n"
+              "os.unlink('/chfs/again')\n"               # a new file (new id) under the name
+              "with open('/chfs/again', 'wb') as f:\n"
+              "    f.write(b'second, longer')\n"
+              "with open('/chfs/again', 'rb') as f:\n"
+              "    print(f.read().decode())\n")
+    env = dict(chfs_pool.env, CHFS_HOOK_LOCAL="1", CHFS_PLACEMENT="local")
+    before = ops(chfs_pool.env)
+    r = subprocess.run(["chfs-run", "--", "/usr/bin/python3", "-c", script], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:6] == ["first"] * 5 + ["second, longer"], r.stdout
+    d = ops_delta(before, ops(chfs_pool.env))
+    assert d.get("local_path") == 2, d   # one per file: the first and the new one
+    assert stat(chfs_pool, "/again")[1] == len(b"second, longer")
+
