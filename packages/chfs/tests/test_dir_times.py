@@ -6,6 +6,8 @@ On the previous build a directory's times never changed and st_nlink was always 
 script runs on tmpfs, chfuse and the hook (and checks that a renamed file's ctime changes) (4 servers, so most directories are owned by another
 server than their entries); the transcripts must be equal.
 """
+import pytest
+
 from tri_path import on_chfuse, on_tmpfs, under_hook
 
 SCRIPT = r"""
@@ -54,6 +56,7 @@ print("\n".join(out))
 """
 
 
+@pytest.mark.hook
 def test_directory_times_and_nlink_under_the_hook_as_on_tmpfs(chfs_pool):
     want = on_tmpfs(SCRIPT)
     assert "mkdir: m=True,c=True m=False,c=False" in want and "nlink b=4 d=4 e=3" in want, want

@@ -9,6 +9,8 @@ file is left on any server.
 """
 import time
 
+import pytest
+
 from tri_path import data_files, on_chfuse, on_tmpfs, under_hook
 
 SCRIPT = r"""
@@ -60,6 +62,7 @@ print("\n".join(out))
 WANT_PREFIX = "nlink=0 size=11 exists=False"
 
 
+@pytest.mark.hook
 def test_open_unlinked_file_under_the_hook_as_on_tmpfs(chfs_pool):
     want = on_tmpfs(SCRIPT)
     assert want.startswith(WANT_PREFIX), want
@@ -92,6 +95,7 @@ os._exit(0)  # no close: the exit closes it
 """
 
 
+@pytest.mark.hook
 def test_exit_without_close_frees_an_unlinked_file(chfs_pool, tmp_path):
     assert under_hook(EXIT_OPEN, chfs_pool) == "300000"
     assert data_files(chfs_pool) == []

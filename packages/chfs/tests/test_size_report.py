@@ -184,6 +184,7 @@ print("\n".join(out))
 """
 
 
+@pytest.mark.hook
 @pytest.mark.timeout(180)
 def test_size_and_mtime_under_the_hook_and_chfuse_as_on_tmpfs(chfs_pool, tmp_path):
     want = on_tmpfs(SCRIPT)

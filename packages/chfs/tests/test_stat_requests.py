@@ -55,6 +55,7 @@ def test_stat_of_a_local_file_asks_its_home_only_when_another_server_owns_the_na
     assert d.get("data_stat", 0) == (0 if home_is_owner else 1), d
 
 
+@pytest.mark.hook
 @pytest.mark.timeout(120)
 def test_a_hooked_open_and_fstat_look_the_file_up_once_each(chfs_pool):
     put(chfs_pool, "/catme", b"meow\n")
@@ -72,6 +73,7 @@ def test_a_hooked_open_and_fstat_look_the_file_up_once_each(chfs_pool):
     assert d.get("stat", 0) == 1, d     # the fstat; the open needed no second lookup
 
 
+@pytest.mark.hook
 @pytest.mark.timeout(120)
 def test_a_hooked_open_of_a_directory_still_refuses_writing_and_lists_it(chfs_pool):
     io(chfs_pool, "mkdir", "/dd")
@@ -94,6 +96,7 @@ def test_a_hooked_open_of_a_directory_still_refuses_writing_and_lists_it(chfs_po
     assert r.stdout.split("\n")[:3] == ["EISDIR", "['f']", "ENOTDIR"], r.stdout
 
 
+@pytest.mark.hook
 @pytest.mark.timeout(120)
 def test_a_hooked_process_asks_for_a_local_files_backing_path_once(chfs_pool):
     io(chfs_pool, "create", "/again", 0, "local")
