@@ -5,7 +5,18 @@
  * with an asynchronous one: smaller pieces cost more in RMA operations than their overlap gains
  * (measured: 256 KiB pieces halved the 1 MiB rate). $CHFS_IO_PIECE overrides it (experiments:
  * 4 KiB … 4 MiB). At most one file operation per thread is in flight beside
- * its RMA, and it is always collected before the function returns, also on errors.
+ * its RMA, and it is always collected before the function returns, also on errors. The first
+ * piece of a read, waited for at once, is read on this thread (ioe_run): no hand-off to an
+ * io-wq worker and back. (The last piece of a write done so was slower: measured, 0.6–1.0×.)
+ *
+ * Reads of at least MAP_MIN bytes over the node-local transport skip the piece buffer: the
+ * backing file's pages are mapped and pushed to the client from the page cache, one copy per
+ * byte instead of two (pread into a buffer, then the RMA; measured 1.3–1.9× at 1 MiB). A fault
+ * in the mapping (the file shrank meanwhile) fails that transport's process_vm_writev with
+ * EFAULT — a system call's copy never raises SIGBUS — and the rest is read the old way. That
+ * copy is done when the call returns, so the mapping goes at once. Not over libfabric: a
+ * provider may memcpy (shm without CMA, small tcp transfers), where the same fault would be a
+ * SIGBUS in chfsd, and may still read the buffer after a failure.
  */
 #define _GNU_SOURCE
 #include "bulk_io.h"
@@ -15,9 +26,13 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define PIECE_MAX ((size_t)4 << 20)
 #define PIECE_ASYNC ((size_t)1 << 20)
+#define MAP_MIN ((uint64_t)64 << 10)
 
 static __thread uint8_t *bufs[2];
 
@@ -84,8 +99,9 @@ int bulk_write_seg(xprt_req_t *r, const struct xprt_rma_desc *rd, uint64_t bufof
 	return rc;
 }
 
-int bulk_read_seg(xprt_req_t *r, const struct xprt_rma_desc *rd, uint64_t bufoff, int fd, uint64_t off,
-                  uint64_t len, uint64_t *got)
+/* Reads through the piece buffers (see the top). */
+static int copy_read(xprt_req_t *r, const struct xprt_rma_desc *rd, uint64_t bufoff, int fd, uint64_t off,
+                     uint64_t len, uint64_t *got)
 {
 	const size_t piece = piece_size();
 	struct ioe_op op[2];
@@ -94,7 +110,7 @@ int bulk_read_seg(xprt_req_t *r, const struct xprt_rma_desc *rd, uint64_t bufoff
 	if (rc < 0 || len == 0)
 		return rc;
 	op[0] = (struct ioe_op){.fd = fd, .buf = bufs[0], .n = len > piece ? piece : (size_t)len, .off = off};
-	ioe_begin(&op[0]);
+	ioe_run(&op[0]); /* waited for at once below */
 	for (uint64_t k = 0;; cur ^= 1) {
 		ssize_t n = ioe_end(&op[cur]);
 		if (n < 0)
@@ -118,4 +134,41 @@ int bulk_read_seg(xprt_req_t *r, const struct xprt_rma_desc *rd, uint64_t bufoff
 			return 0;
 		k = next;
 	}
+}
+
+/* n bytes of fd at off, all before its end, pushed from a mapping of the file: 1 done, 0 not
+ * (not mappable, or the RMA failed: read them the old way). */
+static int mapped_piece(xprt_req_t *r, const struct xprt_rma_desc *rd, uint64_t bufoff, int fd, uint64_t off,
+                        size_t n)
+{
+	const uint64_t moff = off & ~((uint64_t)sysconf(_SC_PAGESIZE) - 1);
+	const size_t mlen = n + (size_t)(off - moff);
+	uint8_t *m = mmap(NULL, mlen, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, (off_t)moff);
+	if (m == MAP_FAILED)
+		return 0;
+	int rc = xprt_rma_write(r, rd, bufoff, m + (off - moff), n);
+	munmap(m, mlen); /* the kernel's copy has ended, also a failed one (xprt_rma_by_kernel) */
+	return rc == 0;
+}
+
+int bulk_read_seg(xprt_req_t *r, const struct xprt_rma_desc *rd, uint64_t bufoff, int fd, uint64_t off,
+                  uint64_t len, uint64_t *got)
+{
+	struct stat st;
+	*got = 0;
+	if (len < MAP_MIN || !xprt_rma_by_kernel(r) || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return copy_read(r, rd, bufoff, fd, off, len, got);
+	const uint64_t size = (uint64_t)st.st_size;
+	const uint64_t avail = size <= off ? 0 : size - off < len ? size - off : len;
+	for (uint64_t k = 0; k < avail;) {
+		size_t p = avail - k > PIECE_MAX ? PIECE_MAX : (size_t)(avail - k);
+		if (!mapped_piece(r, rd, bufoff + k, fd, off + k, p)) {
+			int rc = copy_read(r, rd, bufoff + k, fd, off + k, len - k, got);
+			*got += k;
+			return rc;
+		}
+		k += p;
+	}
+	*got = avail;
+	return 0;
 }

@@ -7,7 +7,8 @@
  * client (read). With the synchronous engine each piece is moved, then written (read), in turn,
  * 4 MiB at a time: the loop chfsd always had. Each calling thread keeps two piece buffers; a
  * buffer a failed RMA may still touch is handed to the transport (xprt_rma_retire) and
- * replaced. Both return 0 or -errno and wait for everything they started.
+ * replaced. A read over the node-local transport is pushed from a mapping of the file instead
+ * (one copy per byte). Both return 0 or -errno and wait for everything they started.
  */
 #ifndef CHFSD_BULK_IO_H
 #define CHFSD_BULK_IO_H

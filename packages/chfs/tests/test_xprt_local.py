@@ -6,6 +6,7 @@ import os
 import random
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 
@@ -67,6 +68,32 @@ def test_local_transport_round_trips_data(lpool):
     data = rand(2 * (1 << 20) + 5, 49)
     io(lpool, "put", "/ofi", 0, "create", input=data, env=ofi)
     assert sha(get(lpool, "/ofi")) == sha(data)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("lpool", [{"servers": 1}], indirect=True)
+def test_reads_racing_truncates_get_file_bytes_and_the_server_lives(lpool):
+    """A local read is pushed from a mapping of the backing file (server/bulk_io.c); a truncate
+    meanwhile makes the copy fault. That must fail the copy (EFAULT), not kill chfsd (SIGBUS),
+    and the read goes on the old way: every byte read is the file's or a zero of the cut."""
+    n = 6 << 20
+    blob = os.path.join(lpool.tmp, "blob")
+    with open(blob, "wb") as f:
+        f.write(b"\xab" * n)
+    put(lpool, "/t", b"\xab" * n)
+    cutter = subprocess.Popen(["bash", "-c", "while :; do chfs-io truncate /t 4096 || exit 1;"
+                               f" chfs-io put /t 0 < {blob} || exit 1; done"], env=lpool.env)
+    try:
+        for _ in range(60):
+            r = io(lpool, "get", "/t")
+            assert set(r.stdout) <= {0xab, 0}, "a read returned bytes the file never had"
+            assert cutter.poll() is None, "the truncating client failed"
+    finally:
+        cutter.kill()
+        cutter.wait(timeout=30)
+    os.kill(lpool.pids[0], 0)  # still there
+    put(lpool, "/t", b"\xab" * n)
+    assert get(lpool, "/t") == b"\xab" * n
 
 
 @pytest.mark.timeout(180)
