@@ -72,20 +72,24 @@ def test_local_transport_round_trips_data(lpool):
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("lpool", [{"servers": 1}], indirect=True)
-def test_reads_racing_truncates_get_file_bytes_and_the_server_lives(lpool):
-    """A local read is pushed from a mapping of the backing file (server/bulk_io.c); a truncate
-    meanwhile makes the copy fault. That must fail the copy (EFAULT), not kill chfsd (SIGBUS),
-    and the read goes on the old way: every byte read is the file's or a zero of the cut."""
+@pytest.mark.parametrize("xprt_local", ["1", "0"], ids=["local", "libfabric"])
+def test_reads_racing_truncates_get_file_bytes_and_the_server_lives(lpool, xprt_local):
+    """chfsd pushes a read from a mapping of the backing file (server/bulk_io.c). A truncate
+    meanwhile would make a copy from it fault: in the local transport's process_vm_writev that
+    is EFAULT (the rest is read the old way); over libfabric, where a provider may memcpy, it
+    would be SIGBUS, so a truncate waits for the mapped reads. Either way chfsd lives and every
+    byte read is the file's or a zero of the cut."""
+    env = dict(lpool.env, CHFS_XPRT_LOCAL=xprt_local)
     n = 6 << 20
     blob = os.path.join(lpool.tmp, "blob")
     with open(blob, "wb") as f:
         f.write(b"\xab" * n)
     put(lpool, "/t", b"\xab" * n)
     cutter = subprocess.Popen(["bash", "-c", "while :; do chfs-io truncate /t 4096 || exit 1;"
-                               f" chfs-io put /t 0 < {blob} || exit 1; done"], env=lpool.env)
+                               f" chfs-io put /t 0 < {blob} || exit 1; done"], env=env)
     try:
         for _ in range(60):
-            r = io(lpool, "get", "/t")
+            r = io(lpool, "get", "/t", env=env)
             assert set(r.stdout) <= {0xab, 0}, "a read returned bytes the file never had"
             assert cutter.poll() is None, "the truncating client failed"
     finally:
