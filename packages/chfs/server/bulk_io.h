@@ -7,7 +7,10 @@
  * client (read). With the synchronous engine each piece is moved, then written (read), in turn,
  * 4 MiB at a time: the loop chfsd always had. Each calling thread keeps two piece buffers; a
  * buffer a failed RMA may still touch is handed to the transport (xprt_rma_retire) and
- * replaced. Both return 0 or -errno and wait for everything they started.
+ * replaced. A read is pushed from a mapping of the file instead (one copy per byte) where that
+ * mapping cannot fault in a user-space copy: the caller keeps the file from shrinking (pinned:
+ * st_data_shrink_hold), or the transport copies in the kernel. Both return 0 or -errno and
+ * wait for everything they started.
  */
 #ifndef CHFSD_BULK_IO_H
 #define CHFSD_BULK_IO_H
@@ -22,6 +25,6 @@ int bulk_write_seg(xprt_req_t *r, const struct xprt_rma_desc *rd, uint64_t bufof
 /* Up to len bytes of fd at off to the client's rd at bufoff; *got: the bytes before end of
  * file (what was pushed). */
 int bulk_read_seg(xprt_req_t *r, const struct xprt_rma_desc *rd, uint64_t bufoff, int fd, uint64_t off,
-                  uint64_t len, uint64_t *got);
+                  uint64_t len, int pinned, uint64_t *got);
 
 #endif

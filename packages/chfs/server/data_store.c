@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,8 @@
 
 struct data_store {
 	int datafd;
-	char dir[4096 + 8]; /* ROOT/data */
+	char dir[4096 + 8];      /* ROOT/data */
+	pthread_rwlock_t shrink; /* held shared by ds_shrink_hold, exclusively to shorten a file */
 };
 
 uint64_t ds_new_fileid(void)
@@ -52,15 +54,26 @@ int ds_open_store(int rootfd, const char *root, struct data_store **out)
 		free(ds);
 		return rc;
 	}
+	/* Writer first: a steady stream of reads must not hold a truncate back for ever. */
+	pthread_rwlockattr_t a;
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&ds->shrink, &a);
+	pthread_rwlockattr_destroy(&a);
 	*out = ds;
 	return 0;
 }
+
+void ds_shrink_hold(struct data_store *ds) { pthread_rwlock_rdlock(&ds->shrink); }
+
+void ds_shrink_release(struct data_store *ds) { pthread_rwlock_unlock(&ds->shrink); }
 
 void ds_close_store(struct data_store *ds)
 {
 	if (!ds)
 		return;
 	close(ds->datafd);
+	pthread_rwlock_destroy(&ds->shrink);
 	free(ds);
 }
 
@@ -93,7 +106,12 @@ int ds_truncate(struct data_store *ds, uint64_t fileid, uint64_t len)
 	/* Exact size both ways: a node-local file's backing file is read directly (FUSE
 	 * passthrough, hook fast path), so an extending truncate must extend it too. For striped
 	 * files the sparse extension reads as the zeros the file holds there anyway. */
-	else if ((uint64_t)sb.st_size != len && ftruncate(fd, (off_t)len) < 0)
+	else if ((uint64_t)sb.st_size > len) { /* a mapping of the file may be read: see .h */
+		pthread_rwlock_wrlock(&ds->shrink);
+		if (ftruncate(fd, (off_t)len) < 0)
+			rc = -errno;
+		pthread_rwlock_unlock(&ds->shrink);
+	} else if ((uint64_t)sb.st_size < len && ftruncate(fd, (off_t)len) < 0)
 		rc = -errno;
 	close(fd);
 	return rc;

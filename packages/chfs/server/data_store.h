@@ -25,6 +25,12 @@ void ds_close_store(struct data_store *ds);
 int ds_open(struct data_store *ds, uint64_t fileid, int create);
 /* Set the backing file's size to len exactly; an absent file stays absent. */
 int ds_truncate(struct data_store *ds, uint64_t fileid, uint64_t len);
+/* While held (shared; several threads may hold it), no backing file gets shorter: a mapping of
+ * one cannot fault (SIGBUS) in a user-space copy — bulk_io.c pushes reads from mappings, and a
+ * libfabric provider may memcpy from there. ds_truncate waits for the holders to shorten one.
+ * Node-local files (ds_path) are exempt: their users may truncate them directly. */
+void ds_shrink_hold(struct data_store *ds);
+void ds_shrink_release(struct data_store *ds);
 /* Remove the backing file; absent is success. */
 int ds_remove(struct data_store *ds, uint64_t fileid);
 /* Size and mtime of the backing file; 0 and 0 if absent. */

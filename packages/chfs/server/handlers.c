@@ -139,6 +139,11 @@ static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct wo
 		return fd;
 	uint8_t *gotp = wenc_reserve(e, 4 + 8 * (size_t)q->nseg);
 	const struct xprt_rma_desc rd = rma_desc(q);
+	/* RMA reads go out from mappings of the file (bulk_io.h): keep it from shrinking. A
+	 * node-local file's users may truncate it themselves: not mapped over libfabric. */
+	const int pinned = fd >= 0 && q->has_rma && !(q->tag.flags & MD_LOCAL);
+	if (pinned)
+		st_data_shrink_hold(d->st);
 	uint8_t *data = NULL;
 	int rc = 0;
 	if (!gotp)
@@ -164,7 +169,7 @@ static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct wo
 				memset(data + got, 0, s->len - got);
 			data += s->len;
 		} else if (fd >= 0) {
-			rc = bulk_read_seg(r, &rd, s->bufoff, fd, s->off, s->len, &got);
+			rc = bulk_read_seg(r, &rd, s->bufoff, fd, s->off, s->len, pinned, &got);
 		} else if (!q->has_rma) {
 			memset(data, 0, s->len);
 			data += s->len;
@@ -175,6 +180,8 @@ static int do_read(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct wo
 	if (gotp)
 		for (int b = 0; b < 4; b++)
 			gotp[b] = (uint8_t)(q->nseg >> (8 * b));
+	if (pinned)
+		st_data_shrink_release(d->st);
 	if (fd >= 0)
 		close(fd);
 	return rc;

@@ -177,6 +177,13 @@ void ioe_begin(struct ioe_op *op)
 		op->res = 0;
 }
 
+void ioe_run(struct ioe_op *op)
+{
+	op->slot = -1;
+	op->res = op->write ? ioe_pwrite(op->fd, op->buf, op->n, op->off)
+	                    : ioe_pread(op->fd, op->buf, op->n, op->off);
+}
+
 ssize_t ioe_end(struct ioe_op *op)
 {
 	if (op->slot < 0)

@@ -43,6 +43,9 @@ struct ioe_op {
 	ssize_t res; /* internal: result when done synchronously */
 };
 void ioe_begin(struct ioe_op *op);
+/* Does op now, on the calling thread, as ioe_pwrite / ioe_pread do (no hand-off to a kernel
+ * worker): for a piece its caller would wait for at once, with nothing to overlap. */
+void ioe_run(struct ioe_op *op);
 /* Same results as ioe_pwrite / ioe_pread. */
 ssize_t ioe_end(struct ioe_op *op);
 

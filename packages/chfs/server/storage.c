@@ -137,6 +137,10 @@ int st_data_truncate(struct storage *st, uint64_t fileid, uint64_t len)
 	return ds_truncate(st->data, fileid, len);
 }
 
+void st_data_shrink_hold(struct storage *st) { ds_shrink_hold(st->data); }
+
+void st_data_shrink_release(struct storage *st) { ds_shrink_release(st->data); }
+
 int st_data_remove(struct storage *st, uint64_t fileid) { return ds_remove(st->data, fileid); }
 
 int st_data_stat(struct storage *st, uint64_t fileid, uint64_t *size, int64_t *mtime_ns)

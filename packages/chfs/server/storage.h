@@ -56,6 +56,8 @@ int st_setattr(struct storage *st, const char *path, uint64_t fileid, const stru
  * and !create. */
 int st_data_open(struct storage *st, uint64_t fileid, int create);
 int st_data_truncate(struct storage *st, uint64_t fileid, uint64_t len);
+void st_data_shrink_hold(struct storage *st);
+void st_data_shrink_release(struct storage *st);
 int st_data_remove(struct storage *st, uint64_t fileid);
 int st_data_stat(struct storage *st, uint64_t fileid, uint64_t *size, int64_t *mtime_ns);
 int st_data_path(struct storage *st, uint64_t fileid, const struct wire_tag *tag, char *buf, size_t size);

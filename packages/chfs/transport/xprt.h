@@ -133,6 +133,10 @@ int xprt_rma_write(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t o
 /* Give up the malloc'd buffer of a failed xprt_rma_read/write of request r (before replying): it
  * is freed once no operation of r can touch it any more (at once if none is left). */
 void xprt_rma_retire(xprt_req_t *r, void *buf);
+/* 1 when the kernel copies every byte an RMA of r moves (the node-local transport's
+ * process_vm_readv/writev): a fault in `local` then fails the RMA with EFAULT, never a signal,
+ * so `local` may be a mapping of a file that can shrink meanwhile. Providers may memcpy. */
+int xprt_rma_by_kernel(const xprt_req_t *r);
 int xprt_reply(xprt_req_t *r, const void *rep, size_t len);
 /* Client side: the timeout for a call whose server moves `bytes` by RMA, given the timeout of a
  * call without bulk data (<= 0: none): base_ms plus the time the bytes take at

@@ -466,6 +466,8 @@ static int rma(xprt_req_t *r, const struct xprt_rma_desc *remote, uint64_t off, 
 	return err;
 }
 
+int xprt_rma_by_kernel(const xprt_req_t *r) { return r && r->lconn; }
+
 void xprt_rma_retire(xprt_req_t *r, void *buf)
 {
 	struct xprt_rma_late *l = r ? r->late : NULL;
