@@ -153,7 +153,8 @@ def test_a_renamed_tree_reaches_the_backend_under_its_new_name(make_pool):
     want = {}
     for d in ("/src", "/src/a", "/src/a/b", "/src/a/b/c"):
         io(pool, "mkdir", d)
-        want[d[5:]] = ("dir",)
+        if d != "/src":
+            want[d[5:]] = ("dir",)
     for i, d in enumerate(("/src", "/src/a", "/src/a/b", "/src/a/b/c") * 3):
         data = random.Random(i).randbytes(1000 + 40_000 * (i % 3))
         put(pool, f"{d}/f{i}", data)
@@ -165,10 +166,14 @@ def test_a_renamed_tree_reaches_the_backend_under_its_new_name(make_pool):
     with open(os.path.join(pool.backend, "src", "only", "here", "x"), "wb") as f:
         f.write(b"only DIR had it")          # never read through before the rename
     want.update({"only": ("dir",), "only/here": ("dir",), "only/here/x": ("file", b"only DIR had it")})
-    for i in range(4):                       # written after the last sync: not on DIR yet
+    io(pool, "mkdir", "/src/new")
+    want["new"] = ("dir",)
+    for i, d in enumerate(("a", "a", "new", "new")):   # after the last sync: not on DIR yet
         data = random.Random(100 + i).randbytes(30_000)
-        put(pool, f"/src/a/late{i}", data)
-        want[f"a/late{i}"] = ("file", data)
+        put(pool, f"/src/{d}/late{i}", data)
+        want[f"{d}/late{i}"] = ("file", data)
+    put(pool, "/src/new/empty", b"")
+    want["new/empty"] = ("file", b"")
     io(pool, "rename", "/src", "/dst")
     assert get(pool, "/dst/only/here/x") == b"only DIR had it"
     r = io(pool, "sync", check=False)
