@@ -130,7 +130,8 @@ static int move_children(struct srvlist *s, const char *from, const char *to)
 			continue;
 		}
 		if (rc == 0)
-			rc = S_ISDIR(md->mode) ? move_tree(s, cf, ct, md, 0) : ns_move(s, cf, ct, md, NS_MOVE_NO_TOUCH);
+			rc = S_ISDIR(md->mode) ? move_tree(s, cf, ct, md, 0)
+			                       : ns_move(s, cf, ct, md, NS_MOVE_NO_TOUCH);
 	}
 	free(n.buf);
 	free(md);

@@ -222,7 +222,10 @@ static int readdir_common(const char *path, int index, void *buf, filler_t fille
 	return rc < 0 ? rc : 0;
 }
 
-int readdir_all(const char *path, void *buf, filler_t filler) { return readdir_common(path, -1, buf, filler); }
+int readdir_all(const char *path, void *buf, filler_t filler)
+{
+	return readdir_common(path, -1, buf, filler);
+}
 
 int chfs_readdir(const char *path, void *buf, filler_t filler)
 {

@@ -96,7 +96,10 @@ static int after_data(int op)
 /* Does op make an entry at its path (so the missing parent directories are made first)? Not a
  * removal, not the old name of a rename: making its parent would bring back a directory removed
  * (or renamed away) meanwhile. */
-static int makes_entry(int op) { return op != BM_UNLINK && op != BM_RMDIR && op != BM_RENAME && op != BM_HIDE; }
+static int makes_entry(int op)
+{
+	return op != BM_UNLINK && op != BM_RMDIR && op != BM_RENAME && op != BM_HIDE;
+}
 
 /* An attribute record of an entry that left CHFS since: a later record says where it went. */
 static int gone_from_chfs(struct chfsd *d, const struct mop *m)
@@ -372,10 +375,10 @@ static int apply_rename(struct chfsd *d, const struct mop *m, int pfd, const cha
 		return 0;
 	}
 	int pfd2 = backend_parent(d->bk, m->path2, 1, &leaf2);
-	int rc = pfd2 < 0   ? pfd2
-	         : pfd < 0  ? 0 /* the old name's directory is not there: nothing to move */
+	int rc = pfd2 < 0  ? pfd2
+	         : pfd < 0 ? 0 /* the old name's directory is not there: nothing to move */
 	         : renameat(pfd, leaf, pfd2, leaf2) < 0 && errno != ENOENT ? -errno
-	                                                                  : 0;
+	                                                                   : 0;
 	if (rc == 0)
 		rc = apply_attr(d, m->path2, pfd2, leaf2, 0, 0);
 	if (rc == 0 && current) { /* later opens write to (and read through from) the new name */
