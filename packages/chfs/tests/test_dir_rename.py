@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from chfsutil import get, io, put
+from chfsutil import err_name, get, io, put
 from test_backend_flush import backend_bytes, make_pool  # noqa: F401 (fixture)
 from tri_path import on_chfuse, on_tmpfs, under_hook
 
@@ -181,3 +181,23 @@ def test_a_renamed_tree_reaches_the_backend_under_its_new_name(make_pool):
     assert not os.path.lexists(os.path.join(pool.backend, "src"))
     assert backend_tree(os.path.join(pool.backend, "dst")) == want
     assert io(pool, "stat", "/src", check=False).returncode != 0
+
+
+@pytest.mark.timeout(120)
+def test_a_rename_that_fails_midway_leaves_every_entry_under_one_of_its_names(chfs_pool):
+    # The deepest file's new name would pass CHFS_PATH_MAX: the walk stops there with
+    # ENAMETOOLONG, having moved what it reached; nothing is lost or doubled.
+    deep = "/a" + ("/" + "d" * 250) * 16
+    for i in range(17):
+        io(chfs_pool, "mkdir", "/a" + ("/" + "d" * 250) * i)
+    files = {f"{deep}/{'f' * 75}": b"deepest"}
+    files.update({"/a" + ("/" + "d" * 250) * k + f"/x{k}": b"level %d" % k for k in range(0, 17, 4)})
+    for path, data in files.items():
+        put(chfs_pool, path, data)
+    r = io(chfs_pool, "rename", "/a", "/a123456789", check=False)
+    assert err_name(r) == "ENAMETOOLONG"
+    for path, data in files.items():
+        moved = "/a123456789" + path[2:]
+        here = [p for p in (path, moved) if io(chfs_pool, "stat", p, check=False).returncode == 0]
+        assert len(here) == 1, (path[-20:], here)
+        assert get(chfs_pool, here[0]) == data
