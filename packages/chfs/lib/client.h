@@ -232,7 +232,7 @@ int link_setattr(struct srvlist *s, uint64_t fileid, const struct wire_setattr *
 int link_last_name(struct srvlist *s, struct chfs_md *md);
 
 /* ---- dir_rename.c ---- */
-/* Rename directory cf (record md, entries below it) to ct (free: replace_dir_target ran). */
+/* Rename directory cf (record md) and the entries below it to ct (free: replace_dir_target ran). */
 int dir_rename(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md);
 
 /* ---- readdir.c ---- */

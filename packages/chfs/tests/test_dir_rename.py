@@ -165,7 +165,9 @@ def test_a_renamed_tree_reaches_the_backend_under_its_new_name(make_pool):
     os.makedirs(os.path.join(pool.backend, "src", "only", "here"))
     with open(os.path.join(pool.backend, "src", "only", "here", "x"), "wb") as f:
         f.write(b"only DIR had it")          # never read through before the rename
-    want.update({"only": ("dir",), "only/here": ("dir",), "only/here/x": ("file", b"only DIR had it")})
+    os.symlink("here/x", os.path.join(pool.backend, "src", "only", "sl"))
+    want.update({"only": ("dir",), "only/here": ("dir",), "only/here/x": ("file", b"only DIR had it"),
+                 "only/sl": ("link", "here/x")})
     io(pool, "mkdir", "/src/new")
     want["new"] = ("dir",)
     for i, d in enumerate(("a", "a", "new", "new")):   # after the last sync: not on DIR yet
@@ -174,11 +176,18 @@ def test_a_renamed_tree_reaches_the_backend_under_its_new_name(make_pool):
         want[f"{d}/late{i}"] = ("file", data)
     put(pool, "/src/new/empty", b"")
     want["new/empty"] = ("file", b"")
+    os.makedirs(os.path.join(pool.backend, "bonly"))      # a tree only DIR has, renamed whole
+    with open(os.path.join(pool.backend, "bonly", "y"), "wb") as f:
+        f.write(b"y")
+    os.symlink("y", os.path.join(pool.backend, "bonly", "ly"))
+    io(pool, "rename", "/bonly", "/src/bmoved")
+    want.update({"bmoved": ("dir",), "bmoved/y": ("file", b"y"), "bmoved/ly": ("link", "y")})
     io(pool, "rename", "/src", "/dst")
     assert get(pool, "/dst/only/here/x") == b"only DIR had it"
     r = io(pool, "sync", check=False)
     assert r.returncode == 0, r.stderr.decode()
     assert not os.path.lexists(os.path.join(pool.backend, "src"))
+    assert not os.path.lexists(os.path.join(pool.backend, "bonly"))
     assert backend_tree(os.path.join(pool.backend, "dst")) == want
     assert io(pool, "stat", "/src", check=False).returncode != 0
 
