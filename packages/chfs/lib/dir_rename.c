@@ -1,7 +1,8 @@
 /*
- * dir_rename.c — renaming a non-empty directory (chfs_rename, namespace.c, calls dir_rename
- * once the checks of rename(2) passed: permissions, EINVAL for a target inside the source, the
- * target free or an empty directory removed).
+ * dir_rename.c — renaming a directory (chfs_rename, namespace.c, calls dir_rename for every
+ * directory once the checks of rename(2) passed: permissions, EINVAL for a target inside the
+ * source, the target free or an empty directory removed; an empty one too, since entries only
+ * the backend has are not counted by DIR_EMPTY, and a directory only it has has no record).
  *
  * Entries are placed by the hash of their whole path, so a subtree is not one object that can
  * be relinked: every entry below the directory gets a new name and, mostly, a new owner. Only
