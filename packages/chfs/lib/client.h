@@ -3,7 +3,8 @@
  *
  * Module map: client.c (init/term, configuration setters, the server list, fork handling),
  * rpc.c (building requests, calling a server, errno mapping), fdtable.c (descriptors),
- * namespace.c (create/open/stat/mkdir/rename/... — calls to the owner of a path), io.c (the
+ * namespace.c (create/open/stat/mkdir/rename/... — calls to the owner of a path), dir_rename.c
+ * (renaming a non-empty directory: its subtree's entries one by one), io.c (the
  * data path: chunking, placement, inline vs RMA, concurrent per-server requests, size tracking),
  * readdir.c (directory listing across all servers).
  *
@@ -239,6 +240,14 @@ int link_setattr(struct srvlist *s, uint64_t fileid, const struct wire_setattr *
  * keep it. */
 int link_last_name(struct srvlist *s, struct chfs_md *md);
 
+/* ---- dir_rename.c ---- */
+/* Rename directory cf (record md) and the entries below it to ct (free: replace_dir_target ran). */
+int dir_rename(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md);
+
+/* ---- readdir.c ---- */
+/* chfs_readdir with -errno: every entry of directory path (all servers) to filler. */
+int readdir_all(const char *path, void *buf, int (*filler)(void *, const char *, const struct stat *, off_t));
+
 /* ---- dirtimes.c ---- */
 /* A name at cp was added (delta 0: an entry, 1: a subdirectory) or removed (0, -1) by server
  * done_at: update the directory's times and count at its owner if that is another server. */
@@ -278,6 +287,17 @@ int ns_lookup_fileid(struct srvlist *s, uint64_t fileid, struct chfs_md *md, cha
 /* Merge size/mtime of a local-placement file's backing file, asked of its home (a lookup
  * answered by the home itself skips this: the home merged before answering). */
 void ns_merge_home(struct srvlist *s, struct chfs_md *md);
+/* 1 if any server holds entries below directory cp, 0 if none. */
+int ns_dir_nonempty(struct srvlist *s, const char *cp);
+/* Remove directory cp's record at its owner (the caller checked it is empty); its parent's
+ * times and count follow. */
+int ns_rmdir_entry(struct srvlist *s, const char *cp);
+/* Move the entry cf (record md) to ct, replacing what is there (a replaced file's data go when
+ * that was its last name), and this process's descriptors of it: one RENAME if one server owns
+ * both names, else INSERT at ct's owner then REMOVE_IF at cf's. The parents' times and counts
+ * follow (dir_touch), for a non-directory not with NS_MOVE_NO_TOUCH. */
+enum { NS_MOVE_NO_TOUCH = 1 };
+int ns_move(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md, unsigned how);
 int data_truncate_all(struct srvlist *s, const struct chfs_md *md, uint64_t len);
 int data_remove_all(struct srvlist *s, const struct chfs_md *md);
 

@@ -11,8 +11,9 @@
  * Open and create share open_file: O_CREAT is an exclusive CREATE, and on EEXIST the existing
  * file is opened, never reset — only O_TRUNC truncates (see doc/design.md "Open and create").
  * Rename moves only the namespace entry (data is keyed by file id): one RENAME when both names
- * have the same owner, else INSERT at the new owner then REMOVE_IF at the old one. Directories
- * can be renamed only when empty (EXDEV otherwise, so mv(1) falls back to copying).
+ * have the same owner, else INSERT at the new owner then REMOVE_IF at the old one (ns_move). A
+ * directory has its subtree's entries moved one by one, metadata only, by dir_rename.c (not
+ * atomic; see there).
  */
 #define _GNU_SOURCE
 #include "client.h"
@@ -762,8 +763,7 @@ static int dir_nonempty_once(struct srvlist *s, const char *cp, unsigned *refuse
 	return rc;
 }
 
-/* 1 if any server holds entries below cpath. */
-static int dir_nonempty(struct srvlist *s, const char *cp)
+int ns_dir_nonempty(struct srvlist *s, const char *cp)
 {
 	int rc = -ERESTART;
 	for (int attempt = 0; attempt < CLIENT_RETRIES && rc == -ERESTART; attempt++) {
@@ -772,6 +772,18 @@ static int dir_nonempty(struct srvlist *s, const char *cp)
 			s = client_list_retry(s, refused, attempt);
 	}
 	return rpc_restart_failed(rc);
+}
+
+int ns_rmdir_entry(struct srvlist *s, const char *cp)
+{
+	RPC_DECL(r);
+	rpc_begin(&r, WOP_RMDIR);
+	wenc_str(&r.e, cp);
+	int rc = rpc_call_path(s, cp, &r);
+	forget_parent();
+	if (rc == 0)
+		dir_touch(s, cp, placement_owner(s->ring, cp), -1);
+	return rc;
 }
 
 int chfs_rmdir(const char *path)
@@ -789,19 +801,12 @@ int chfs_rmdir(const char *path)
 	if (rc == 0)
 		rc = may_remove(s, cp, &c->md);
 	if (rc == 0) {
-		rc = dir_nonempty(s, cp);
+		rc = ns_dir_nonempty(s, cp);
 		if (rc > 0)
 			rc = -ENOTEMPTY;
 	}
-	if (rc == 0) {
-		RPC_DECL(r);
-		rpc_begin(&r, WOP_RMDIR);
-		wenc_str(&r.e, cp);
-		rc = rpc_call_path(s, cp, &r);
-		forget_parent();
-		if (rc == 0)
-			dir_touch(s, cp, placement_owner(s->ring, cp), -1);
-	}
+	if (rc == 0)
+		rc = ns_rmdir_entry(s, cp);
 	return set_err(rc);
 }
 
@@ -871,17 +876,10 @@ static int replace_dir_target(struct srvlist *s, const char *ct)
 	int rc = ns_lookup(s, ct, t);
 	if (rc == 0 && !S_ISDIR(t->mode))
 		rc = -ENOTDIR;
-	else if (rc == 0 && (rc = dir_nonempty(s, ct)) > 0)
+	else if (rc == 0 && (rc = ns_dir_nonempty(s, ct)) > 0)
 		rc = -ENOTEMPTY;
-	else if (rc == 0) {
-		RPC_DECL(r);
-		rpc_begin(&r, WOP_RMDIR);
-		wenc_str(&r.e, ct);
-		rc = rpc_call_path(s, ct, &r);
-		forget_parent();
-		if (rc == 0)
-			dir_touch(s, ct, placement_owner(s->ring, ct), -1);
-	}
+	else if (rc == 0)
+		rc = ns_rmdir_entry(s, ct);
 	free(t);
 	return rc == -ENOENT ? 0 : rc;
 }
@@ -893,47 +891,12 @@ static void rename_fd(struct chfs_file *f, void *arg)
 	pthread_mutex_unlock(&f->lock);
 }
 
-int chfs_rename(const char *from, const char *to)
+int ns_move(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md, unsigned how)
 {
-	char ct[CHFS_PATH_MAX];
-	NS_CALL_DECL(c);
-	struct chfs_md *old; /* the replaced entry's record: on the heap, as r's buffers */
+	struct chfs_md *old = malloc(sizeof *old); /* the replaced entry's record */
 	uint32_t replaced = 0;
-	int rc = canon(to, ct);
-	if (rc == 0)
-		rc = ns_begin(from, NS_SYNC | NS_LOOKUP, c);
-	if (rc)
-		return set_err(rc);
-	const char *cf = c->cp;
-	struct srvlist *s = c->s;
-	struct chfs_md *md = &c->md;
-	if (!cf[0] || !ct[0])
-		return set_err(-EBUSY);
-	if (strcmp(cf, ct) == 0)
-		return 0;
-	size_t lf = strlen(cf);
-	if (S_ISDIR(md->mode) && strncmp(ct, cf, lf) == 0 && ct[lf] == '/')
-		return set_err(-EINVAL);
-	if ((rc = may_rename(s, cf, md, ct)) < 0)
-		return set_err(rc);
-	if (md->flags & MD_LINKED) { /* two names of one file: rename(2) does nothing */
-		struct chfs_md *t = malloc(sizeof *t);
-		rc = t ? ns_lookup(s, ct, t) : -ENOMEM;
-		int same = rc == 0 && t->fileid == md->fileid && (t->flags & MD_LINKED);
-		free(t);
-		if (same)
-			return 0;
-	}
-	if (S_ISDIR(md->mode)) {
-		rc = dir_nonempty(s, cf);
-		if (rc)
-			return set_err(rc > 0 ? -EXDEV : rc);
-		if ((rc = replace_dir_target(s, ct)) < 0)
-			return set_err(rc);
-	}
-	if (!(old = malloc(sizeof *old)))
-		return set_err(-ENOMEM);
-	for (int attempt = 0;; attempt++) {
+	int rc = old ? -ERESTART : -ENOMEM;
+	for (int attempt = 0; old; attempt++) {
 		unsigned of = placement_owner(s->ring, cf), ot = placement_owner(s->ring, ct);
 		RPC_DECL(r);
 		if (of == ot) {
@@ -966,7 +929,7 @@ int chfs_rename(const char *from, const char *to)
 			wenc_u64(&r2.e, md->fileid);
 			rc = rpc_call_path(s, cf, &r2);
 		}
-		if (rc == 0) {
+		if (rc == 0 && (S_ISDIR(md->mode) || !(how & NS_MOVE_NO_TOUCH))) {
 			int isdir = S_ISDIR(md->mode);
 			dir_touch(s, ct, ot, isdir);
 			dir_touch(s, cf, of, -isdir);
@@ -978,7 +941,45 @@ int chfs_rename(const char *from, const char *to)
 		data_remove_all(s, old);
 	free(old);
 	if (rc == 0 && md->fileid)
-		fd_foreach_fileid(md->fileid, rename_fd, ct);
+		fd_foreach_fileid(md->fileid, rename_fd, (void *)ct);
+	return rc;
+}
+
+int chfs_rename(const char *from, const char *to)
+{
+	char ct[CHFS_PATH_MAX];
+	NS_CALL_DECL(c);
+	int rc = canon(to, ct);
+	if (rc == 0)
+		rc = ns_begin(from, NS_SYNC | NS_LOOKUP, c);
+	if (rc)
+		return set_err(rc);
+	const char *cf = c->cp;
+	struct srvlist *s = c->s;
+	struct chfs_md *md = &c->md;
+	if (!cf[0] || !ct[0])
+		return set_err(-EBUSY);
+	if (strcmp(cf, ct) == 0)
+		return 0;
+	size_t lf = strlen(cf);
+	if (S_ISDIR(md->mode) && strncmp(ct, cf, lf) == 0 && ct[lf] == '/')
+		return set_err(-EINVAL);
+	if ((rc = may_rename(s, cf, md, ct)) < 0)
+		return set_err(rc);
+	if (md->flags & MD_LINKED) { /* two names of one file: rename(2) does nothing */
+		struct chfs_md *t = malloc(sizeof *t);
+		rc = t ? ns_lookup(s, ct, t) : -ENOMEM;
+		int same = rc == 0 && t->fileid == md->fileid && (t->flags & MD_LINKED);
+		free(t);
+		if (same)
+			return 0;
+	}
+	/* A directory, even one that looks empty, by the walk: entries only the backend has (chfsd
+	 * -b) are listed but not counted by DIR_EMPTY, and a directory only the backend has has no
+	 * record to RENAME. */
+	if (S_ISDIR(md->mode) && (rc = replace_dir_target(s, ct)) < 0)
+		return set_err(rc);
+	rc = S_ISDIR(md->mode) ? dir_rename(s, cf, ct, md) : ns_move(s, cf, ct, md, 0);
 	forget_parent();
 	return set_err(rc);
 }

@@ -200,7 +200,7 @@ static int readdir_common(const char *path, int index, void *buf, filler_t fille
 	if (rc == 0 && index >= (int)s->n)
 		rc = -EINVAL;
 	if (rc)
-		return set_err(rc);
+		return rc;
 	struct stat st;
 	md_to_stat(&md, cp, &st);
 	if (filler(buf, ".", &st, 0) || filler(buf, "..", &st, 0))
@@ -219,17 +219,22 @@ static int readdir_common(const char *path, int index, void *buf, filler_t fille
 	}
 	free(l.fs);
 	rc = rpc_restart_failed(rc);
-	return rc < 0 ? set_err(rc) : 0;
+	return rc < 0 ? rc : 0;
+}
+
+int readdir_all(const char *path, void *buf, filler_t filler)
+{
+	return readdir_common(path, -1, buf, filler);
 }
 
 int chfs_readdir(const char *path, void *buf, filler_t filler)
 {
-	return readdir_common(path, -1, buf, filler);
+	return set_err(readdir_common(path, -1, buf, filler));
 }
 
 int chfs_readdir_index(const char *path, int index, void *buf, filler_t filler)
 {
 	if (index < 0)
 		return set_err(-EINVAL);
-	return readdir_common(path, index, buf, filler);
+	return set_err(readdir_common(path, index, buf, filler));
 }

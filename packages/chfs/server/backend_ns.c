@@ -3,13 +3,15 @@
  * backend directory where CHFS has nothing.
  *
  * Lookup: the owner of a path (placement_owner) that has no entry for it asks the backend. A
- * regular file becomes a CHFS entry right there, created exclusively (two racing lookups agree
- * on one file id): mode, owner, size and times from the backend, this server's chunk size for
- * backend files, flag MD_BACKEND, and md.link = the backend path (a regular file has no other
- * use for link). Every later READ/WRITE of it carries that path (wire_tag_put), so the server
+ * regular file or a symlink becomes a CHFS entry right there, created exclusively (two racing
+ * lookups agree on one file id), so that a rename or unlink acts on it as on any entry (a
+ * symlink only DIR had failed to rename with ENOENT, after INSERT had made its new name). A
+ * file: mode, owner, size and times from the backend, this server's chunk size for backend
+ * files, flag MD_BACKEND, and md.link = the backend path (a regular file has no other use for
+ * link). Every later READ/WRITE of it carries that path (wire_tag_put), so the server
  * that owns a chunk fetches that chunk itself (backend_cache.c); a rename inside CHFS keeps
- * reading from where the data came from. Directories and symlinks are answered as the backend
- * has them without making entries: a directory's CHFS identity is its path.
+ * reading from where the data came from. Directories are answered as the backend has them
+ * without making entries: a directory's CHFS identity is its path.
  *
  * Readdir: each server lists, besides its own entries, the backend entries of the directory
  * whose path it owns, so across the pool every backend name is listed once; an entry CHFS has
@@ -95,8 +97,11 @@ static int md_of(struct chfsd *d, const char *path, const struct stat *st, uint3
 		strcpy(md->link, path);
 		return 0;
 	}
-	if (S_ISLNK(st->st_mode))
-		return backend_readlink(d->bk, path, md->link, sizeof md->link);
+	if (S_ISLNK(st->st_mode)) {
+		int rc = backend_readlink(d->bk, path, md->link, sizeof md->link);
+		md->size = strlen(md->link); /* as chfs_symlink's and lstat(2)'s */
+		return rc;
+	}
 	return S_ISDIR(st->st_mode) ? 0 : -ENOENT; /* devices, fifos, sockets: not cached */
 }
 
@@ -111,7 +116,7 @@ static int lookup(struct chfsd *d, const char *path, uint32_t cs, struct chfs_md
 		return rc == -ENOTDIR ? -ENOENT : rc;
 	if ((rc = md_of(d, path, &st, cs, &md)) < 0)
 		return rc;
-	if (!S_ISREG(md.mode)) {
+	if (S_ISDIR(md.mode)) {
 		*out = md;
 		return 0;
 	}

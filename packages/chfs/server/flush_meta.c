@@ -83,11 +83,32 @@ static void put32(uint8_t *p, uint32_t v)
 }
 static uint32_t get32(const uint8_t *p) { return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
 
-/* Renames (both halves: the old name stays hidden until then) and file attributes go after the
- * data: at chfs_sync's meta phase and at shutdown. */
+/* Renames (both halves: the old name stays hidden until then), file attributes and rmdirs go
+ * after the data: at chfs_sync's meta phase and at shutdown. An rmdir too, since the directory
+ * may be a renamed one's old name: the data flush puts a file's unflushed data under its old
+ * name (md.link) first, and only its rename, recorded by another server, empties it again. */
 static int after_data(int op)
 {
-	return op == BM_RENAME || op == BM_HIDE || op == BM_FATTR || op == BM_TRUNC || op == BM_CHOWN;
+	return op == BM_RENAME || op == BM_HIDE || op == BM_FATTR || op == BM_TRUNC || op == BM_CHOWN ||
+	       op == BM_RMDIR;
+}
+
+/* Does op make an entry at its path (so the missing parent directories are made first)? Not a
+ * removal, not the old name of a rename: making its parent would bring back a directory removed
+ * (or renamed away) meanwhile. */
+static int makes_entry(int op)
+{
+	return op != BM_UNLINK && op != BM_RMDIR && op != BM_RENAME && op != BM_HIDE;
+}
+
+/* An attribute record of an entry that left CHFS since: a later record says where it went. */
+static int gone_from_chfs(struct chfsd *d, const struct mop *m)
+{
+	struct chfs_md *md = malloc(sizeof *md);
+	int gone = md && (m->op == BM_ATTR || m->op == BM_FATTR || m->op == BM_TRUNC || m->op == BM_CHOWN) &&
+	           st_lookup(d->st, m->path, md) == -ENOENT;
+	free(md);
+	return gone;
 }
 
 static int hides_any(const struct mop *m)
@@ -354,7 +375,10 @@ static int apply_rename(struct chfsd *d, const struct mop *m, int pfd, const cha
 		return 0;
 	}
 	int pfd2 = backend_parent(d->bk, m->path2, 1, &leaf2);
-	int rc = pfd2 < 0 ? pfd2 : renameat(pfd, leaf, pfd2, leaf2) < 0 && errno != ENOENT ? -errno : 0;
+	int rc = pfd2 < 0  ? pfd2
+	         : pfd < 0 ? 0 /* the old name's directory is not there: nothing to move */
+	         : renameat(pfd, leaf, pfd2, leaf2) < 0 && errno != ENOENT ? -errno
+	                                                                   : 0;
 	if (rc == 0)
 		rc = apply_attr(d, m->path2, pfd2, leaf2, 0, 0);
 	if (rc == 0 && current) { /* later opens write to (and read through from) the new name */
@@ -369,15 +393,15 @@ static int apply_rename(struct chfsd *d, const struct mop *m, int pfd, const cha
 
 static int apply_one(struct chfsd *d, const struct mop *m)
 {
-	const char *leaf;
-	int pfd = backend_parent(d->bk, m->path, m->op != BM_UNLINK && m->op != BM_RMDIR, &leaf);
+	const char *leaf = NULL;
+	if (m->op == BM_HIDE || gone_from_chfs(d, m))
+		return 0; /* nothing to do on the backend */
+	int pfd = backend_parent(d->bk, m->path, makes_entry(m->op), &leaf);
 	int rc = pfd < 0 ? pfd : 0;
-	if (m->op == BM_HIDE ||
-	    (rc == -ENOENT && (m->op == BM_UNLINK || m->op == BM_RMDIR || m->op == BM_RENAME))) {
-		if (pfd >= 0)
-			close(pfd);
-		return m->op == BM_HIDE || rc == -ENOENT ? 0 : rc; /* nothing (else) to do on the backend */
-	}
+	if (rc == -ENOENT && m->op == BM_RENAME)
+		return apply_rename(d, m, -1, leaf); /* the new name still gets its attributes */
+	if (rc == -ENOENT && (m->op == BM_UNLINK || m->op == BM_RMDIR))
+		return 0;
 	if (rc)
 		return rc;
 	switch (m->op) {

@@ -27,7 +27,7 @@ enum {
 };
 
 /* Open STORAGE/bdirty/meta.log (bdirty_fd: that directory) and queue what a previous run left;
- * with background, a thread applies what may go before the data (all but renames and file
+ * with background, a thread applies what may go before the data (all but renames, rmdirs and file
  * attributes) as it is noted. */
 int bmeta_init(struct chfsd *d, int bdirty_fd, int background);
 /* Stop the background thread (before the final bmeta_apply). */

@@ -239,3 +239,30 @@ def test_a_file_written_after_its_rename_reached_the_backend_goes_to_the_new_nam
     assert not os.path.lexists(bk(pool, "a"))
     assert get(pool, "/dst") == b"0123456789" * 20000     # read through from the new name
     assert not os.path.lexists(bk(pool, "src"))
+
+
+@pytest.mark.timeout(60)
+def test_a_directory_emptied_by_renames_and_removed_is_gone_from_the_backend_after_one_sync(make_pool):
+    # /s reached DIR with its files; /n did not, and its files' data are flushed only at the
+    # sync — under their old names, which the renames then move. Before, /n's rmdir ran at once
+    # and the data flush made DIR/n again (left empty), and DIR/s's rmdir, on another server
+    # than the renames out of it, could fail ENOTEMPTY (chfs_sync: EIO).
+    pool = make_pool("-F", "0")
+    io(pool, "mkdir", "/s")
+    io(pool, "mkdir", "/t")
+    for i in range(6):
+        put(pool, f"/s/f{i}", b"s%d" % i)
+    io(pool, "sync")
+    io(pool, "mkdir", "/n")
+    for i in range(6):
+        put(pool, f"/n/g{i}", b"n%d" % i)
+    for i in range(6):
+        io(pool, "rename", f"/s/f{i}", f"/t/f{i}")
+        io(pool, "rename", f"/n/g{i}", f"/t/g{i}")
+    io(pool, "rmdir", "/s")
+    io(pool, "rmdir", "/n")
+    r = io(pool, "sync", check=False)
+    assert r.returncode == 0, r.stderr.decode()
+    assert not os.path.lexists(bk(pool, "s")) and not os.path.lexists(bk(pool, "n"))
+    assert sorted(os.listdir(bk(pool, "t"))) == sorted([f"f{i}" for i in range(6)] + [f"g{i}" for i in range(6)])
+    assert backend_bytes(pool.backend, "t/g5") == b"n5"

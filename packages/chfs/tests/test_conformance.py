@@ -9,7 +9,8 @@ agree fails the test too, so the list and the README stay true.
 Before this change the hook crashed or answered wrongly for bad pointers (NULL gave
 ENAMETOOLONG: the kernel read the trampoline in page 0), renaming a directory over a file gave
 EEXIST (ENOTDIR), over a non-empty directory EEXIST (ENOTEMPTY), over an empty one EXDEV,
-utimensat(AT_SYMLINK_NOFOLLOW) changed the target, and a rename left ctime alone.
+utimensat(AT_SYMLINK_NOFOLLOW) changed the target, and a rename left ctime alone; renaming a
+non-empty directory gave EXDEV until lib/dir_rename.c (rename-nonempty-dir agrees now).
 `packages/chfs/bench/run-conformance` prints the pass counts per path and writes them as CSV.
 """
 import os
@@ -20,16 +21,10 @@ from ci.testlib import conformance
 
 # (path, case): why CHFS still differs from tmpfs there (the README's POSIX section says the same).
 KNOWN = {
-    (p, "rename-nonempty-dir"): "a non-empty directory cannot be renamed: entries are placed by "
-                                "the hash of their path, so renaming would move every entry below "
-                                "it; EXDEV makes mv(1) copy instead"
-    for p in ("chfuse", "hook")
-}
-KNOWN.update({
     (p, "beyond-4k-from-the-root"): "a name is at most 4,095 bytes from the CHFS root "
                                     "(CHFS_PATH_MAX): deeper entries are ENAMETOOLONG even when "
                                     "every argument is short"
-    for p in ("chfuse", "hook")})
+    for p in ("chfuse", "hook")}
 PENDING = {}
 
 README = os.path.join(conformance.ROOT, "README.md")
