@@ -4,8 +4,9 @@ fake_gfccd.py LOCAL_SOCKET PEER_IP:PORT CAPTURE_FILE [SECRET_FILE | relay=IP:POR
                                                     relay-key=IP:PORT]
 
 LOCAL_SOCKET: a stand-in for the node's gfccd that the attacker's own libgfarm talks to:
-HELLO names PEER_IP:PORT as this node's cache endpoint (so reading a file registers that
-endpoint with gfmd as a holder), every GET misses, every other request succeeds.
+HELLO names PEER_IP:PORT as this node's cache endpoint, HAS claims every byte of the file (so
+reading a file to its end registers that endpoint with gfmd as a holder), every GET misses,
+every other request succeeds.
 PEER_IP:PORT: the fake peer. It speaks whichever protocol the reader speaks: if the reader
 sends first (a secret in clear, the old protocol) it accepts anything and answers GETs with
 forged bytes ('F'); otherwise it sends a challenge, accepts the reader's proof, answers with a
@@ -30,7 +31,7 @@ import threading
 
 REQ = struct.Struct("!IIQQQIIQQ")  # magic op ino gen off len aux fs inc
 REP = struct.Struct("!iI")
-HELLO, AUTH, GET = 1, 2, 3
+HELLO, AUTH, GET, HAS = 1, 2, 3, 11
 
 
 def recv_exact(s, n, log=None):
@@ -56,6 +57,8 @@ def local_conn(s, endpoint):
                 recv_exact(s, ln)
             if op == HELLO:
                 s.sendall(REP.pack(0, 96) + endpoint.encode().ljust(64, b"\0") + b"\0" * 32)
+            elif op == HAS:  # a lie: "all of [0, off) is cached here"
+                s.sendall(REP.pack(0, 8) + struct.pack("!Q", off))
             else:
                 s.sendall(REP.pack(0, 0))  # GET: miss; others: ok
 

@@ -177,7 +177,7 @@ def test_gfmd_table_tracks_holders_generation_and_unlink(cluster, tmp_path):
     assert [(g, ep) for g, ep, _, _ in table(cluster)[ino]] == [(gen, c1)]  # the writer
     assert cluster.get("c2", "/tbl") == data
     rows = table(cluster)[ino]
-    assert {ep for _, ep, _, _ in rows} == {c1, c2}  # the reader registered at open
+    assert {ep for _, ep, _, _ in rows} == {c1, c2}  # the reader, once it held every page
     served = [r for r in rows if r[1] == c1][0]
     assert served[2] == served[3] == pages(SIZE)  # c2's report: requested = transferred
     cluster.put("c3", local, "/tbl", coop=False)  # new generation: old holders are stale
@@ -187,6 +187,39 @@ def test_gfmd_table_tracks_holders_generation_and_unlink(cluster, tmp_path):
     assert all(g == gen2 for g, _, _, _ in table(cluster)[ino])
     cluster.run("c1", ["gfrm", "/tbl"])
     assert ino not in table(cluster)  # unlinked: the entry is gone
+
+
+def holder_totals(cluster):
+    """gfmd's per-holder totals since it started: {endpoint: (requested, transferred)}."""
+    out = cluster.run("c1", ["gfcctable"], stdout=subprocess.PIPE, text=True).stdout
+    return {f[2]: (int(f[3]), int(f[4])) for f in
+            (line.split() for line in out.splitlines() if line.startswith("# holder "))}
+
+
+def test_a_node_holding_only_a_prefix_is_not_handed_out(cluster, tmp_path):
+    """A reader that stopped early caches only the file's first chunk; requesters sent to it
+    would find nothing past that (a miss counted at the holder). A node becomes a holder
+    only once its cache has the whole file."""
+    size = 16 * 1024 * 1024 + 777  # gfexport reads 4 MiB at a time
+    local, data = random_file(tmp_path, "prefix", size)
+    cluster.put("c3", local, "/prefix", coop=False)  # no holder yet
+    ino, _ = inode_gen(cluster, "/prefix")
+    c1, c2 = cluster.stat("c1")["endpoint"], cluster.stat("c2")["endpoint"]
+    cluster.run("c1", ["sh", "-c", "gfexport /prefix | head -c 4096 >/dev/null"])
+    before, b2 = holder_totals(cluster), cluster.stat("c2")
+    assert cluster.get("c2", "/prefix") == data
+    after, a2 = holder_totals(cluster), cluster.stat("c2")
+    asked = delta(a2, b2, "peer_requested")
+    assert asked == delta(a2, b2, "peer_transferred"), "a holder was asked for pages it lacks"
+    r0, t0 = before.get(c1, (0, 0))
+    r1, t1 = after.get(c1, (0, 0))
+    assert r1 - r0 == t1 - t0
+    assert [ep for _, ep, _, _ in table(cluster)[ino]] == [c2]  # c2 has it all, c1 a prefix
+    b1 = cluster.stat("c1")
+    assert cluster.get("c1", "/prefix") == data  # its own prefix, then the rest from c2
+    a1 = cluster.stat("c1")
+    assert delta(a1, b1, "peer_requested") == delta(a1, b1, "peer_transferred") > 0
+    assert delta(a1, b1, "gfsd_pages") == 0
 
 
 def test_bad_timeout_setting_disables_the_cache_with_one_message(cluster, tmp_path):

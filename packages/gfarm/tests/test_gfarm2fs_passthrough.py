@@ -100,6 +100,31 @@ def test_local_replica_is_served_by_the_kernel_and_right_on_another_node(cluster
     assert st1["read"] > 0 and st1["read_bytes"] >= len(data), st1
 
 
+def test_rewrite_in_place_and_with_o_trunc_pass_through(cluster, mounts):
+    """IOzone's rewrite (an existing file opened O_WRONLY, no O_TRUNC) and a rewrite with
+    O_TRUNC are served by the kernel too, and gfmd gets each new size at release."""
+    path = os.path.join(mounts["sd"], "rewrite")
+    data = bytearray(os.urandom(SIZE))
+    with open(path, "wb") as f:
+        f.write(data)
+    settle(cluster, "sd", "size_report", 1)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        assert os.write(fd, b"R" * 65536) == 65536
+    finally:
+        os.close(fd)
+    data[:65536] = b"R" * 65536
+    settle(cluster, "sd", "size_report", 2)
+    assert cluster.get("c1", "/rewrite", coop=False) == bytes(data)
+    with open(path, "wb") as f:  # O_WRONLY | O_CREAT | O_TRUNC on the existing file
+        f.write(b"T" * 5000)
+    st = settle(cluster, "sd", "size_report", 3)
+    assert st["open"] == st["passthrough_open"] == 3, st
+    assert st["read"] == 0 and st["write"] == 0, f"rewrite I/O reached gfarm2fs: {st}"
+    assert gfls_size(cluster, "c1", "/rewrite") == 5000
+    assert cluster.get("c1", "/rewrite", coop=False) == b"T" * 5000
+
+
 def test_remote_replica_goes_through_the_daemon(cluster, mounts):
     c1 = mounts["c1"]
     data = os.urandom(SIZE)

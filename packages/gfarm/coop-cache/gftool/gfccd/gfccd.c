@@ -311,6 +311,14 @@ serve_local(struct conn *c, const struct coop_req *rq)
 		stat_text(text, sizeof(text));
 		r = send_reply(fd, 0, text, (uint32_t)strlen(text));
 		break;
+	case COOP_OP_HAS: {
+		struct coop_key k = key_of(rq);
+		uint64_t have = htobe64(page_cache_get(cache, &k, 0, NULL,
+		    rq->off));
+
+		r = send_reply(fd, 0, &have, sizeof(have));
+		break;
+	}
 	case COOP_OP_DROP:
 		page_cache_drop_all(cache);
 		r = send_reply(fd, 0, NULL, 0);

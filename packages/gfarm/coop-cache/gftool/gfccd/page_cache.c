@@ -123,7 +123,8 @@ page_cache_get(struct page_cache *pc, const struct coop_key *k,
 		n = p->valid - in;
 		if (n > end - pos)
 			n = end - pos;
-		memcpy(buf + (pos - off), p->data + in, n);
+		if (buf != NULL)
+			memcpy(buf + (pos - off), p->data + in, n);
 		pos += n;
 		lru_unlink(p);
 		lru_push_front(pc, p);

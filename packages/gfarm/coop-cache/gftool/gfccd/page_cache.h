@@ -18,7 +18,8 @@ struct page_cache;
 struct coop_key;
 
 struct page_cache *page_cache_new(size_t max_bytes);
-/* copy the longest cached prefix of [off, off+len) into buf; returns bytes */
+/* copy the longest cached prefix of [off, off+len) into buf (NULL: only
+ * measure it); returns bytes */
 size_t page_cache_get(struct page_cache *, const struct coop_key *,
 	uint64_t off, char *buf, size_t len);
 /* store [off, off+len): a page the data cover whole is stored; a page they

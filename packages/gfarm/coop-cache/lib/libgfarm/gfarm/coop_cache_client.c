@@ -360,6 +360,23 @@ coop_cache_local_put(const struct coop_key *k, uint64_t off,
 	    eof ? COOP_PUT_EOF : 0, buf, (uint32_t)len, NULL, 0, NULL));
 }
 
+int
+coop_cache_local_has(const struct coop_key *k, uint64_t size,
+	uint64_t *havep)
+{
+	uint64_t have;
+	size_t got;
+	int r = local_call(COOP_OP_HAS, k, size, 0, 0, NULL, 0,
+	    &have, sizeof(have), &got);
+
+	if (r < 0)
+		return (r);
+	if (got != sizeof(have))
+		return (-EPROTO);
+	*havep = be64toh(have);
+	return (0);
+}
+
 /* one PUT_REF: the header, then the payload with fd attached (gfccd
  * reads the header with read(2), the payload with recvmsg(2)) */
 static int

@@ -30,6 +30,9 @@ int coop_cache_local_get(const struct coop_key *, uint64_t off,
 	char *buf, size_t len, size_t *gotp);
 int coop_cache_local_put(const struct coop_key *, uint64_t off,
 	const char *buf, size_t len, int eof);
+/* how many bytes of [0, size) the local daemon holds as one prefix */
+int coop_cache_local_has(const struct coop_key *, uint64_t size,
+	uint64_t *havep);
 /* staging by reference, in two steps so that gfccd reads while the caller
  * sends: start asks gfccd to store bytes [src_off, src_off+len) of the file
  * open as fd at off and returns a connection (or -errno) with *nreq

@@ -56,6 +56,8 @@ enum coop_op {
 	COOP_OP_STAT = 8,	/* local: reply text "key value\n"... */
 	COOP_OP_DROP = 9,	/* local: evict everything (tests) */
 	COOP_OP_PUT_REF = 10,	/* local: PUT by reference, see below */
+	COOP_OP_HAS = 11,	/* local: reply u64 = bytes of [0, off) cached
+				 * as one prefix (a holder has the whole file) */
 };
 
 #define COOP_PUT_EOF		1	/* data end at the end of the file */

@@ -26,8 +26,12 @@
  *      only if a second KEY answer, after the read, still says the
  *      generation is current and nobody writes (else gfsd may have handed
  *      out bytes of the next generation).
- * The first read through a descriptor registers this client as a possible
- * holder of (ino, gen) with gfmd (GFM_PROTO_COOP_CACHE_REGISTER).
+ * A reader registers this node as a holder of (ino, gen) with gfmd
+ * (GFM_PROTO_COOP_CACHE_REGISTER) only once the node's cache holds the
+ * whole file: at a read that reaches the end of the file (gfmd's size,
+ * asked once per descriptor) it asks gfccd how much of the file it holds
+ * (COOP_OP_HAS), and registers if that is all of it - so gfmd never hands
+ * a requester a node that is still reading the file or read only a part.
  * With GFARM_COOP_CACHE_PEERS=0 steps 2 and the registrations are skipped:
  * the node-local cache alone, the baseline of the published evaluation.
  * A page is stored partial only when it is the end of the file, so a short
@@ -46,7 +50,9 @@
  * opened with O_TRUNC (so the written extent is the file), the close
  * succeeded, the new generation is the one after the open's (no other
  * writer closed in between) and KEY says nobody else has the file open for
- * writing; otherwise this node's pages of the inode are dropped.
+ * writing; otherwise this node's pages of the inode are dropped.  The
+ * writer registers, as a reader does, only if gfccd then holds every page
+ * of the written extent.
  * gfs_pio_sendfile (gfreg) from a regular file keeps stock Gfarm's
  * sendfile to gfsd and stages by reference: gfccd is handed the source
  * descriptor and reads the range itself (COOP_OP_PUT_REF), so the writer
@@ -90,6 +96,7 @@
 #define COOP_STATE_NO_RETAG	4	/* truncated: extent unknown */
 #define COOP_STATE_KEYED	8	/* gf->coop_fs, coop_inc are known */
 #define COOP_STATE_BYPASS	16	/* generation not cacheable: gfsd only */
+#define COOP_STATE_SIZED	32	/* gf->coop_size is known (reads) */
 
 /* a peer that failed (refused, timed out) is skipped for a while, so a
  * hung peer costs one timeout per process, not one per read */
@@ -222,6 +229,56 @@ coop_register(GFS_File gf, gfarm_uint64_t gen, const char *ep)
 		    (unsigned long long)gf->ino, gfarm_error_string(e));
 }
 
+/* register as a holder of k's generation if this node's cache holds all
+ * of its `size' bytes (a holder that has only a prefix would be handed out
+ * and fail its requesters' reads) */
+static int
+coop_register_whole(GFS_File gf, const struct coop_key *k,
+	gfarm_off_t size, const char *ep)
+{
+	uint64_t have;
+
+	if (size <= 0 || coop_cache_local_has(k, size, &have) < 0 ||
+	    have != (uint64_t)size)
+		return (0);
+	coop_register(gf, k->gen, ep);
+	return (1);
+}
+
+/* the file's size as gfmd has it (read-only descriptor, asked once), or
+ * -1; KEY said nobody writes, so it is the size of the generation read */
+static gfarm_off_t
+coop_read_size(GFS_File gf)
+{
+	struct gfs_stat st;
+
+	if ((gf->coop_state & COOP_STATE_SIZED) == 0) {
+		gf->coop_state |= COOP_STATE_SIZED;
+		gf->coop_size = -1;
+		if (gfs_fstat(gf, &st) == GFARM_ERR_NO_ERROR) {
+			gf->coop_size = st.st_size;
+			gfs_stat_free(&st);
+		}
+	}
+	return (gf->coop_size);
+}
+
+/* a read through gf ended at `end': once it reached the end of the file,
+ * register if the node now holds all of it (see the top) */
+static void
+coop_read_done(GFS_File gf, const struct coop_key *k, gfarm_off_t end,
+	const char *self)
+{
+	gfarm_off_t size;
+
+	if (!coop_cache_config()->peers ||
+	    (gf->coop_state & (COOP_STATE_REGISTERED | COOP_STATE_BYPASS)))
+		return;
+	size = coop_read_size(gf);
+	if (size > 0 && end >= size && coop_register_whole(gf, k, size, self))
+		gf->coop_state |= COOP_STATE_REGISTERED;
+}
+
 /* the holder gfmd named failed us (refused, timed out, failed the proof or
  * a MAC): gfmd drops it from (ino, gen)'s list, so no reader tries it
  * again until it registers anew */
@@ -321,14 +378,11 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 	if (size > COOP_MAX_IO)
 		size = COOP_MAX_IO;
 	peers = coop_cache_config()->peers;
-	if (peers && (gf->coop_state & COOP_STATE_REGISTERED) == 0) {
-		gf->coop_state |= COOP_STATE_REGISTERED;
-		coop_register(gf, gf->gen, self);
-	}
 	if (coop_cache_local_get(k, off, buf, size, &got) == 0 && got > 0) {
 		pages = coop_cache_pages(off, got);
 		(void)coop_cache_local_stat_add(pages, pages, 0, 0, 0);
 		*lenp = got;
+		coop_read_done(gf, k, off + got, self);
 		return (GFARM_ERR_NO_ERROR);
 	}
 	peer = peers ? coop_lookup(gf, self) : NULL;
@@ -348,6 +402,7 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 		coop_report(gf, peer, pages, pages, 0);
 		free(peer);
 		*lenp = got;
+		coop_read_done(gf, k, off + got, self);
 		return (GFARM_ERR_NO_ERROR);
 	}
 	e = (*storage_pread)(gf, buf, size, off, lenp);
@@ -362,6 +417,8 @@ gfs_pio_coop_pread(GFS_File gf, gfs_pio_coop_pread_fn storage_pread,
 		pages = coop_cache_pages(off, *lenp);
 		coop_report(gf, peer, peer != NULL ? pages : 0, 0, pages);
 	}
+	if (e == GFARM_ERR_NO_ERROR)
+		coop_read_done(gf, k, off + *lenp, self);
 	free(peer);
 	return (e);
 }
@@ -615,5 +672,5 @@ gfs_pio_coop_closed(GFS_File gf, const gfarm_uint64_t *genp)
 	}
 	if (coop_cache_local_retag(&staged, &to, gf->coop_hi) == 0 &&
 	    coop_cache_config()->peers)
-		coop_register(gf, *genp, self);
+		(void)coop_register_whole(gf, &to, gf->coop_hi, self);
 }
