@@ -60,3 +60,19 @@ def wait_settled(env, n, after_epoch=-1, via=None, timeout=40.0, poll=0.1):
 def epoch(env, via=None):
     """The highest epoch any member reports (-1 if none answers)."""
     return max((s.get("epoch", -1) for s in status(env, via).values()), default=-1)
+
+
+def down_in_view(env, via):
+    """The addresses server `via` finds down (its failure detector's verdict)."""
+    out = subprocess.run(["chlist", "-s", via], env=env, capture_output=True, text=True,
+                         timeout=30).stdout
+    return {l.split()[0] for l in out.splitlines() if l.endswith(" down")}
+
+
+def wait_view(env, via, want, timeout=10):
+    """Wait until server `via` finds exactly the addresses `want` down; return the time then."""
+    end = time.time() + timeout
+    while (seen := down_in_view(env, via)) != want:
+        assert time.time() < end, f"pool view of down servers: {seen}, want {want}"
+        time.sleep(0.2)
+    return time.time()

@@ -164,20 +164,6 @@ def test_server_id_is_made_once_private_and_checked(chfs_pool):
     assert "server.id" in chfs_pool.log(1)
 
 
-def down_in_view(pool, via):
-    out = subprocess.run(["chlist", "-s", via], env=pool.env, capture_output=True, text=True,
-                         timeout=30).stdout
-    return {l.split()[0] for l in out.splitlines() if l.endswith(" down")}
-
-
-def wait_view(pool, via, want, timeout=10):
-    end = time.time() + timeout
-    while down_in_view(pool, via) != want:
-        assert time.time() < end, f"pool view of down servers: {down_in_view(pool, via)}, want {want}"
-        time.sleep(0.2)
-    return time.time()
-
-
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
 def test_restarted_server_is_up_once_it_has_rejoined(chfs_pool):
@@ -200,11 +186,11 @@ def test_restarted_server_is_up_once_it_has_rejoined(chfs_pool):
     put(chfs_pool, name, b"back\n")
     os.kill(chfs_pool.pids[2], signal.SIGSTOP)
     try:
-        wait_view(chfs_pool, chfs_pool.addrs[0], {chfs_pool.addrs[2]})
+        poolstatus.wait_view(chfs_pool.env, chfs_pool.addrs[0], {chfs_pool.addrs[2]})
         chfs_pool.kill(1, signal.SIGTERM)
-        wait_view(chfs_pool, chfs_pool.addrs[0], {chfs_pool.addrs[1], chfs_pool.addrs[2]})
+        poolstatus.wait_view(chfs_pool.env, chfs_pool.addrs[0], {chfs_pool.addrs[1], chfs_pool.addrs[2]})
         chfs_pool.restart(1)  # joins through server 0
-        assert down_in_view(chfs_pool, chfs_pool.addrs[0]) == {chfs_pool.addrs[2]}
+        assert poolstatus.down_in_view(chfs_pool.env, chfs_pool.addrs[0]) == {chfs_pool.addrs[2]}
         assert get(chfs_pool, name) == b"back\n"
     finally:
         os.kill(chfs_pool.pids[2], signal.SIGCONT)
@@ -218,8 +204,8 @@ def test_hung_server_is_detected_and_its_requests_fail_within_2s(chfs_pool):
     os.kill(chfs_pool.pids[1], signal.SIGSTOP)
     try:
         t0 = time.time()
-        assert wait_view(chfs_pool, chfs_pool.addrs[0], {hung}) - t0 < 5
-        wait_view(chfs_pool, chfs_pool.addrs[2], {hung})
+        assert poolstatus.wait_view(chfs_pool.env, chfs_pool.addrs[0], {hung}) - t0 < 5
+        poolstatus.wait_view(chfs_pool.env, chfs_pool.addrs[2], {hung})
         ok, failed = [], []
         for p, b in files.items():
             t = time.time()
@@ -244,11 +230,10 @@ def test_hung_server_is_detected_and_its_requests_fail_within_2s(chfs_pool):
         assert ls.returncode == 0 and f"without server {hung}" in ls.stderr.decode(), ls.stderr
     finally:
         os.kill(chfs_pool.pids[1], signal.SIGCONT)
-    wait_view(chfs_pool, chfs_pool.addrs[0], set())
-    wait_view(chfs_pool, chfs_pool.addrs[2], set())
-    # A process starting within CHFS_LIST_CACHE_MSEC (500 ms) of the last fetch still uses that
-    # list, which says the server is down; quick processes (CHFS_XPRT_LOCAL=1) started within it.
-    time.sleep(0.6)
+    poolstatus.wait_view(chfs_pool.env, chfs_pool.addrs[0], set())
+    poolstatus.wait_view(chfs_pool.env, chfs_pool.addrs[2], set())
+    # A process starting within CHFS_LIST_CACHE_MSEC (500 ms) of the last fetch takes that list,
+    # which says the server is down: it asks the server before failing (client.c).
     assert check_files(chfs_pool, files) == ([], [])
 
 
