@@ -27,6 +27,7 @@
 #include "log.h"
 #include "nodelist.h"
 #include "placement.h"
+#include "statefile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -84,23 +85,17 @@ static int member_cmp(const void *a, const void *b)
 	return strcmp(((const struct wire_member *)a)->id, ((const struct wire_member *)b)->id);
 }
 
-static void save(struct members *m)
+static int put_members(FILE *f, void *arg)
 {
-	char tmp[] = "members.tmp";
-	int fd = openat(m->rootfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return;
-	FILE *f = fdopen(fd, "w");
-	if (!f) {
-		close(fd);
-		return;
-	}
+	const struct members *m = arg;
 	fprintf(f, "%llu\n%u\n", (unsigned long long)m->epoch, m->vnodes);
 	for (unsigned i = 0; i < m->n; i++)
 		fprintf(f, "%s=%s\n", m->m[i].id, m->m[i].addr);
-	if (fclose(f) == 0)
-		renameat(m->rootfd, tmp, m->rootfd, "members");
+	return 0;
 }
+
+/* DIR/members (m->lock held). */
+static void save(struct members *m) { statefile_write(m->rootfd, "members", 0, put_members, m); }
 
 int members_init(struct members *m, int rootfd, const char *id, const char *addr, unsigned vnodes,
                  int joining)
