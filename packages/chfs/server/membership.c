@@ -577,6 +577,27 @@ void members_changed(struct chfsd *d)
 	pthread_mutex_unlock(&d->mem.lock);
 }
 
+/* Whom server addr's rebalance waits for (its status line's waiting_for=, rebalance.c), or
+ * "unknown" if it does not say. */
+static void rebalance_waits_for(struct chfsd *d, const char *addr, char *out, size_t size)
+{
+	uint8_t msg[WIRE_HDR_LEN + 16], *rep = malloc(WIRE_HDR_LEN + 2048);
+	char *line = malloc(1100);
+	struct wenc e;
+	struct wdec b;
+	snprintf(out, size, "unknown");
+	wenc_init(&e, msg, sizeof msg);
+	chfsd_req_hdr(d, &e, WOP_STATUS);
+	if (rep && line && chfsd_call(d, addr, &e, rep, WIRE_HDR_LEN + 2048, &b, d->timeout_ms) == 0) {
+		wdec_str(&b, line, 1100);
+		const char *w = wdec_finish(&b) ? NULL : strstr(line, " waiting_for=");
+		if (w)
+			snprintf(out, size, "%.*s", (int)strcspn(w + 13, " "), w + 13);
+	}
+	free(rep);
+	free(line);
+}
+
 int members_join(struct chfsd *d, const char *bootstrap)
 {
 	struct nodelist l;
@@ -586,10 +607,13 @@ int members_join(struct chfsd *d, const char *bootstrap)
 		rc = nodelist_fetch(d->x, bootstrap, d->secret, d->timeout_ms, d->id, d->self, &l);
 		if (rc != -EAGAIN)
 			break;
-		if (waited % 10 == 0)
+		if (waited % 10 == 0) {
+			char who[WIRE_ADDR_MAX + WIRE_ID_LEN + 16];
+			rebalance_waits_for(d, bootstrap, who, sizeof who);
 			log_notice("joining through %s: the pool is still rebalancing after an earlier "
-			           "change; waiting",
-			           bootstrap);
+			           "change (it waits for member %s); waiting",
+			           bootstrap, who);
+		}
 		sleep(1);
 	}
 	if (rc)

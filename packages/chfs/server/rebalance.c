@@ -377,6 +377,29 @@ void rebalance_saved(struct chfsd *d)
 	pthread_mutex_unlock(&d->rb->lock);
 }
 
+/* "ADDR(ID)" of the first previous member that has not said DONE (",+N" more), else of the
+ * member this server's handover is stuck at; "" if none. */
+static void waiting_for(struct chfsd *d, char *buf, size_t size)
+{
+	struct rebalance *rb = d->rb;
+	unsigned more = 0;
+	buf[0] = '\0';
+	pthread_mutex_lock(&rb->lock);
+	for (unsigned i = 0; rb->in_open && i < rb->nprev; i++)
+		if (rb->done[i])
+			continue;
+		else if (!buf[0])
+			snprintf(buf, size, "%s(%s)", rb->prev[i].addr, rb->prev[i].id);
+		else
+			more++;
+	pthread_mutex_unlock(&rb->lock);
+	size_t n = strlen(buf);
+	if (more)
+		snprintf(buf + n, size - n, ",+%u", more);
+	else if (!n && atomic_load(&d->handover_pending))
+		handover_blocked(buf, size);
+}
+
 void rebalance_status(struct chfsd *d, char *buf, size_t size)
 {
 	struct rebalance *rb = d->rb;
@@ -384,6 +407,8 @@ void rebalance_status(struct chfsd *d, char *buf, size_t size)
 	pthread_mutex_lock(&rb->lock);
 	unsigned long long ring_epoch = rb->ring_epoch;
 	pthread_mutex_unlock(&rb->lock);
+	char who[WIRE_ADDR_MAX + WIRE_ID_LEN + 16];
+	waiting_for(d, who, sizeof who);
 	snprintf(buf, size,
 	         "id=%s epoch=%llu ring_epoch=%llu rebalance=%s entries_in=%llu chunks_in=%llu bytes_in=%llu "
 	         "entries_out=%llu chunks_out=%llu bytes_out=%llu",
@@ -394,6 +419,9 @@ void rebalance_status(struct chfsd *d, char *buf, size_t size)
 	         (unsigned long long)atomic_load(&rb->entries_out),
 	         (unsigned long long)atomic_load(&rb->chunks_out),
 	         (unsigned long long)atomic_load(&rb->bytes_out));
+	size_t n = strlen(buf);
+	if (who[0])
+		snprintf(buf + n, size - n, " waiting_for=%s", who);
 }
 
 /* Previous owner of key if a take is needed: its address into addr and 1, else 0; -EIO if

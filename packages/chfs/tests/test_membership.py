@@ -320,3 +320,40 @@ def test_long_lived_client_sees_a_server_down_then_back(chfs_pool):
     assert any(d < 0.5 for _, d, _ in failed), str([(round(t - back, 2), d, e) for t, d, e in rows])
     ok_again = [t for t, d, e in rows if e == 0 and t > back]
     assert ok_again and ok_again[0] - back < 5, f"still failing {rows[-1][0] - back:.1f} s after"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
+def test_join_waiting_on_a_rebalance_names_the_member_it_waits_for(chfs_pool):
+    """Server 1 hangs while server 2 joins: the rebalance of that change stays open until server
+    1 says DONE, and a fourth server's join through server 0 waits for it. Its log says whom the
+    pool waits for (address and id), not only that it is "still rebalancing"."""
+    pool = chfs_pool
+    poolstatus.wait_settled(pool.env, 2)
+    hung_id = open(os.path.join(pool.dirs[1], "server.id")).read().strip()
+    d3 = os.path.join(pool.tmp, "srv3")
+    os.makedirs(d3)
+    log = os.path.join(d3, "chfsd.log")
+    os.kill(pool.pids[1], signal.SIGSTOP)
+    joiner = None
+    try:
+        pool.add()
+        joiner = subprocess.Popen(["chfsd", "-c", d3, "-p", "tcp", "-k", pool.secret_file, "-S",
+                                   f"{d3}/info", "-P", f"{d3}/chfsd.pid", "-l", log, "-t", "5000",
+                                   pool.addrs[0]], env=pool.env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+
+        def waiting():
+            text = open(log).read() if os.path.exists(log) else ""
+            return [l for l in text.splitlines() if "still rebalancing" in l]
+        end = time.time() + 30
+        while not waiting():
+            assert time.time() < end and joiner.poll() is None, "the join did not wait"
+            time.sleep(0.2)
+        line = waiting()[0]
+        assert pool.addrs[1] in line and hung_id in line, line
+    finally:
+        if joiner:
+            joiner.kill()
+            joiner.wait(timeout=30)
+        os.kill(pool.pids[1], signal.SIGCONT)
