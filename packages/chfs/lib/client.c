@@ -131,9 +131,7 @@ static int srvlist_build(struct nodelist *l, struct srvlist **out)
 	s->peers = calloc((size_t)(n > 0 ? n : 1), sizeof *s->peers);
 	s->local = calloc((size_t)(n > 0 ? n : 1), sizeof *s->local);
 	s->down = calloc((size_t)(n > 0 ? n : 1), sizeof *s->down);
-	int rc = m && ids && s->addrs && s->peers && s->local && s->down ? 0 : -ENOMEM;
-	if (n <= 0)
-		rc = -EIO;
+	int rc = n <= 0 ? -EIO : m && ids && s->addrs && s->peers && s->local && s->down ? 0 : -ENOMEM;
 	if (rc == 0 && wire_list_parse(s->members.list, s->members.len, m, (unsigned)n) != n)
 		rc = -EIO;
 	for (int i = 0; rc == 0 && i < n; i++) {
