@@ -6,10 +6,8 @@
  * owner takes each key (from its previous owner, normally this server) before it answers, so a
  * HINT that succeeded means those keys are at their new owner; a copy still here (a leftover
  * the new owner did not need) is dropped. When the walk found nothing left to hand over and
- * every HINT succeeded, the server sends DONE to every member at once (chfsd_call_peers: a
- * hung member costs one RPC timeout and delays nobody else's DONE; one found down is not
- * called); failures are retried with a back-off (1..16 s), so a member that was down gets its
- * keys and its DONE when it is back.
+ * every HINT succeeded, the server sends DONE to every member; failures are retried with a
+ * back-off (1..16 s), so a member that was down gets its keys when it is back.
  *
  * Graceful leave (SIGUSR1 → handover_leave): the server takes itself out of the member list
  * (epoch + 1, a ring change), pushes the list to every member, hands everything over the same
@@ -177,26 +175,6 @@ static int on_data(void *arg, uint64_t fileid)
 	return rc;
 }
 
-struct done_round {
-	struct scan *s;
-	unsigned missed;
-};
-
-/* A member did not take DONE: the pass is retried (and names it in the status line). */
-static void done_missed(struct chfsd *d, const char *addr, int rc, void *arg)
-{
-	(void)d;
-	struct done_round *r = arg;
-	r->missed++;
-	log_info("rebalance: %s did not take DONE: %s (will retry)", addr,
-	         rc == -EHOSTDOWN       ? "down"
-	         : rc < 0 && rc > -4096 ? strerror(-rc)
-	                                : "refused");
-	for (unsigned i = 0; i < r->s->n; i++)
-		if (strcmp(r->s->m[i].addr, addr) == 0)
-			set_blocked(&r->s->m[i]);
-}
-
 /* One pass: walk, hint, and say DONE if everything went. 0 when done, 1 to retry. */
 static int pass(struct chfsd *d)
 {
@@ -241,15 +219,21 @@ static int pass(struct chfsd *d)
 		flush(&s, i);
 	if (wrc != 0 || s.failed || members_ring_epoch(&d->mem) != s.ring_epoch)
 		goto out;
-	/* Everything is at its new owner: tell every member, all at once (a member that hangs must
-	 * not hold the others' rebalance open for an RPC timeout each). */
-	struct done_round r = {.s = &s};
-	struct wenc e;
-	wenc_init(&e, s.msg, s.cap);
-	chfsd_req_hdr(d, &e, WOP_MIG_DONE);
-	wenc_u64(&e, s.ring_epoch);
-	wenc_str(&e, d->id);
-	unsigned missed = chfsd_call_peers(d, &e, done_missed, &r) ? 1 : r.missed;
+	/* Everything is at its new owner: tell every member. */
+	unsigned missed = 0;
+	for (unsigned i = 0; i < s.n; i++) {
+		if ((int)i == s.self)
+			continue;
+		struct wenc e;
+		wenc_init(&e, s.msg, s.cap);
+		chfsd_req_hdr(d, &e, WOP_MIG_DONE);
+		wenc_u64(&e, s.ring_epoch);
+		wenc_str(&e, d->id);
+		if (chfsd_call(d, s.m[i].addr, &e, s.rep, s.cap, NULL, d->timeout_ms) != 0) {
+			missed++;
+			set_blocked(&s.m[i]);
+		}
+	}
 	if (missed)
 		goto out;
 	log_notice("rebalance: handed over %llu keys for ring epoch %llu", s.sent,
