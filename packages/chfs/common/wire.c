@@ -63,6 +63,7 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_WRITE_REPORT] = "write-report",
         [WOP_STAT_OPEN] = "stat-open",
         [WOP_LEASE_RENEW] = "lease-renew",
+        [WOP_REJOINED] = "rejoined",
 };
 
 const char *wire_op_name(unsigned op)
@@ -674,6 +675,11 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 	}
 	case WOP_MIG_DONE:
 		r->ring_epoch = wdec_u64(&d);
+		wdec_str(&d, r->id, sizeof r->id);
+		if (!d.err && !wire_id_ok(r->id, strlen(r->id)))
+			bad = -EINVAL;
+		break;
+	case WOP_REJOINED:
 		wdec_str(&d, r->id, sizeof r->id);
 		if (!d.err && !wire_id_ok(r->id, strlen(r->id)))
 			bad = -EINVAL;

@@ -137,6 +137,8 @@ enum wire_op {
 	WOP_LEASE_RENEW, /* u32 n, n x (u64 fileid, u32 closes) -> u32 lease in ms: renews all
 	                    * the client's open leases at this server and drops `closes` opens of
 	                    * each file listed; fileid 0: the client ends, drop all its leases */
+	WOP_REJOINED,    /* str id (server to server): that member joined again through the sender,
+	                  * so it is up (the receiver's failure detector need not wait a round) */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);

@@ -10,6 +10,8 @@
  * The refresh takes no lock either: the first thread to see the list due asks the members
  * (from a random one on, skipping down ones), the others keep using the snapshot they have
  * until the new one is published.
+ * A list taken from the node's cache (listcache.c) may call down a server that is back since:
+ * a fresh list from a live member is fetched before its requests fail (client_down_confirmed).
  *
  * Fork: the transport's threads do not exist in a child, so a child (detected by pid, or told by
  * chfs_after_fork) abandons the inherited transport and opens its own on first use; descriptors
@@ -436,6 +438,22 @@ static int list_stale(const struct srvlist *s)
 	       now >= (time_t)atomic_load(&chfs_client.list_retry_at);
 }
 
+/* The list from any live member of s: from a random one on, skipping those s calls down, a
+ * short timeout first (a dead member costs a short wait now and then). */
+static int fetch_from_members(struct srvlist *s, struct srvlist **out)
+{
+	unsigned start = random_index(s->n);
+	int rc = -ENOTCONN;
+	int full = rpc_timeout(), quick = full < LIST_QUICK_TIMEOUT_MS ? full : LIST_QUICK_TIMEOUT_MS;
+	for (int pass = quick < full ? 0 : 1; pass < 2 && rc != 0; pass++)
+		for (unsigned k = 0; k < s->n && rc != 0; k++) {
+			unsigned i = (start + k) % s->n;
+			if (!s->down[i])
+				rc = fetch_list(s->addrs[i], pass ? full : quick, out);
+		}
+	return rc;
+}
+
 /* Make ns the current list unless a newer one is there already (a thread refreshing after
  * WIRE_ERETRY and the periodic refresh may race); returns the current list. */
 static struct srvlist *install_list(struct srvlist *ns)
@@ -452,6 +470,38 @@ static struct srvlist *install_list(struct srvlist *ns)
 			return ns;
 		}
 	}
+}
+
+enum { RECHECK_NONE, RECHECK_RUNNING, RECHECK_DONE };
+
+/* The cached list was written up to CHFS_LIST_CACHE_MSEC ago, maybe just before the server came
+ * back (SIGCONT, a restart): a fresh list from a live member — what a process without the cache
+ * would have started with — decides, at the cost of one round trip for the first request that
+ * needs a server the cached list calls down. Refusing such lists outright would send every new
+ * process to the bootstrap server, which the cache spares a hung one. The fresh list becomes the
+ * process's and the node's (install_list). */
+int client_down_confirmed(struct srvlist *s, unsigned idx)
+{
+	if (!atomic_load(&s->cached))
+		return 1;
+	int st = RECHECK_NONE;
+	if (atomic_compare_exchange_strong(&s->recheck, &st, RECHECK_RUNNING)) {
+		struct srvlist *ns = NULL;
+		if (fetch_from_members(s, &ns) == 0)
+			ns = install_list(ns);
+		atomic_store(&s->fresh, ns);
+		atomic_store(&s->recheck, RECHECK_DONE);
+	} else {
+		struct timespec tick = {0, 1000000};
+		while (atomic_load(&s->recheck) != RECHECK_DONE) /* another thread asks */
+			nanosleep(&tick, NULL);
+	}
+	struct srvlist *ns = atomic_load(&s->fresh);
+	int i = ns && ns != s ? client_server_index(ns, s->addrs[idx]) : -1;
+	if (i < 0 || ns->down[i])
+		return 1;
+	log_info("server %s, down in the node's cached member list, is up in the pool's", s->addrs[idx]);
+	return 0;
 }
 
 struct srvlist *client_list_retry(struct srvlist *s, unsigned idx, int attempt)
@@ -487,16 +537,7 @@ static struct srvlist *refresh_list(struct srvlist *s)
 		return s;
 	struct srvlist *cur = atomic_load(&chfs_client.srv), *ns = NULL;
 	if (cur == s) {
-		unsigned start = random_index(s->n);
-		int rc = -ENOTCONN;
-		int full = rpc_timeout(), quick = full < LIST_QUICK_TIMEOUT_MS ? full : LIST_QUICK_TIMEOUT_MS;
-		for (int pass = quick < full ? 0 : 1; pass < 2 && rc != 0; pass++)
-			for (unsigned k = 0; k < s->n && rc != 0; k++) { /* any live member will do */
-				unsigned i = (start + k) % s->n;
-				if (!s->down[i])
-					rc = fetch_list(s->addrs[i], pass ? full : quick, &ns);
-			}
-		if (rc == 0) {
+		if (fetch_from_members(s, &ns) == 0) {
 			cur = install_list(ns);
 			atomic_store(&chfs_client.list_due, 0);
 		} else {

@@ -48,9 +48,11 @@ struct srvlist {
 	unsigned ndown;
 	int nlocal;
 	time_t fetched;
-	atomic_int cached;     /* taken from the node's list cache, no server has answered yet */
-	atomic_int refetch;    /* a cached list named a server nobody listens at: fetch afresh */
-	struct srvlist *older; /* kept until chfs_term: other threads may still hold it */
+	atomic_int cached;             /* taken from the node's list cache, no server has answered yet */
+	atomic_int refetch;            /* a cached list named a server nobody listens at: fetch afresh */
+	atomic_int recheck;            /* cached: the pool was asked which servers are down (client.c) */
+	struct srvlist *_Atomic fresh; /* the list that recheck brought (NULL: none answered) */
+	struct srvlist *older;         /* kept until chfs_term: other threads may still hold it */
 };
 
 struct client {
@@ -83,9 +85,16 @@ int client_begin(struct srvlist **out);
 int client_local_server(const struct srvlist *s);
 /* Index of address a in the list, or -1. */
 int client_server_index(const struct srvlist *s, const char *a);
+/* A server that s, taken from the node's list cache, calls down: 1 if a fresh list from a live
+ * member says so too (fetched once per snapshot, and installed), 0 if that list has it up. */
+int client_down_confirmed(struct srvlist *s, unsigned idx);
 /* 1 if server idx is known to be down: requests for it fail at once with EIO (rpc_status
- * reports -EHOSTDOWN as such). */
-static inline int client_server_down(const struct srvlist *s, unsigned idx) { return s->down[idx]; }
+ * reports -EHOSTDOWN as such). A cached list may be CHFS_LIST_CACHE_MSEC old: a server it
+ * calls down may be back since, so the pool is asked first. */
+static inline int client_server_down(struct srvlist *s, unsigned idx)
+{
+	return s->down[idx] && client_down_confirmed(s, idx);
+}
 /* A request timed out: fetch a fresh list (and its down members) on the next call. */
 void client_list_stale(void);
 /* Server idx of s answered WIRE_ERETRY (rpc: -ERESTART): its member list is newer than s.

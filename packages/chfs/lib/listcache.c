@@ -19,7 +19,9 @@
  *
  * Correctness does not rest on the entry being current: servers refuse requests placed with
  * another epoch (WIRE_ERETRY) and the client fetches the newer list then (client.c); a cached
- * list naming a server that no longer answers is dropped and fetched afresh (rpc.c).
+ * list naming a server that no longer answers is dropped and fetched afresh (rpc.c); before a
+ * request for a server it calls down fails with EIO, a fresh list from a live member is asked
+ * whether that server is back, and replaces the entry (client.c, client_down_confirmed).
  *
  * Format (text, one "key value" per line): "chfs-list 1", server, fetched_ms (unix time in ms), epoch,
  * vnodes, ring_epoch, list, down, prev, sum (16 hex digits). Written to a temporary file and

@@ -31,6 +31,8 @@ struct members {
 	char *down;            /* ids the failure detector considers down, "id,id" (heartbeat.c) */
 	char *rejoined;        /* ids that joined again through this server since the failure
 	                        * detector's last verdict (members_set_down) */
+	char *tell_up;         /* ids that joined again through this server, not yet told to the
+	                        * other members (WOP_REJOINED, the broadcaster thread) */
 	uint64_t ring_epoch;   /* epoch of the last change of the member set (rebalance.h) */
 	char *prev;            /* the list before that change, "" if none */
 };
@@ -93,6 +95,8 @@ void members_get_down(struct members *m, char *buf, size_t size);
 void members_set_down(struct members *m, const char *ids, char *rejoined);
 /* 1 if the failure detector finds member id down. */
 int members_is_down(struct members *m, const char *id);
+/* WOP_REJOINED: member id joined again through another member; it is up here too. */
+void members_rejoined(struct members *m, const char *id);
 
 /* ---- fastpath.c: the page shared with direct-access clients (common/fastpath_page.h) ---- */
 int fastpath_open(struct chfsd *d);

@@ -262,6 +262,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		members_put_list(&d->mem, e);
 		return 0;
 	}
+	case WOP_REJOINED: members_rejoined(&d->mem, q->id); return 0;
 	case WOP_SET_LIST:
 		rc = members_set(d, q->epoch, q->vnodes, q->list, q->list_len, q->ring_epoch, q->prev,
 		                 q->prev_len);
@@ -509,6 +510,7 @@ static int placed(unsigned op)
 	case WOP_NODE_LIST:
 	case WOP_JOIN:
 	case WOP_SET_LIST:
+	case WOP_REJOINED:
 	case WOP_STATUS:
 	case WOP_SYNC:
 	case WOP_FLUSH:

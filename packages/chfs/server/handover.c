@@ -48,6 +48,27 @@ struct scan {
 	uint64_t ring_epoch;
 };
 
+/* The member the last pass did not finish with (a HINT or DONE failed), for the status line. */
+static pthread_mutex_t blocked_lock = PTHREAD_MUTEX_INITIALIZER;
+static char blocked[WIRE_ADDR_MAX + WIRE_ID_LEN + 8];
+
+static void set_blocked(const struct wire_member *m)
+{
+	pthread_mutex_lock(&blocked_lock);
+	if (!m)
+		blocked[0] = '\0';
+	else
+		snprintf(blocked, sizeof blocked, "%s(%s)", m->addr, m->id);
+	pthread_mutex_unlock(&blocked_lock);
+}
+
+void handover_blocked(char *buf, size_t size)
+{
+	pthread_mutex_lock(&blocked_lock);
+	snprintf(buf, size, "%s", blocked);
+	pthread_mutex_unlock(&blocked_lock);
+}
+
 static pthread_mutex_t kick_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t kick_cond = PTHREAD_COND_INITIALIZER;
 static int kicked, stopping, running;
@@ -94,6 +115,7 @@ static int flush(struct scan *s, unsigned dest)
 		log_warn("rebalance: %s did not take %u keys: %s (will retry)", s->m[dest].addr, b->n,
 		         rc < 0 && rc > -4096 ? strerror(-rc) : "the member list changed");
 		s->failed += b->n;
+		set_blocked(&s->m[dest]);
 	}
 	b->n = 0;
 	return rc;
@@ -207,14 +229,17 @@ static int pass(struct chfsd *d)
 		chfsd_req_hdr(d, &e, WOP_MIG_DONE);
 		wenc_u64(&e, s.ring_epoch);
 		wenc_str(&e, d->id);
-		if (chfsd_call(d, s.m[i].addr, &e, s.rep, s.cap, NULL, d->timeout_ms) != 0)
+		if (chfsd_call(d, s.m[i].addr, &e, s.rep, s.cap, NULL, d->timeout_ms) != 0) {
 			missed++;
+			set_blocked(&s.m[i]);
+		}
 	}
 	if (missed)
 		goto out;
 	log_notice("rebalance: handed over %llu keys for ring epoch %llu", s.sent,
 	           (unsigned long long)s.ring_epoch);
 	rc = 0;
+	set_blocked(NULL);
 out:
 	for (unsigned i = 0; s.b && i < s.n; i++)
 		free(s.b[i].items);

@@ -12,7 +12,8 @@
  * member, less for a killed one (connections are refused at once). Each server judges on its
  * own; members' views may differ for a round. A member that joins again through this server (a
  * restart) is up here at once: members_add takes it out of the down set, and the verdict of the
- * round in progress, which may have asked it before it was back, leaves it out. Each round also collects the orphans whose
+ * round in progress, which may have asked it before it was back, leaves it out; this server's
+ * broadcaster tells every other member (WOP_REJOINED), which do the same. Each round also collects the orphans whose
  * holder stopped renewing (orphans.c).
  */
 #define _GNU_SOURCE

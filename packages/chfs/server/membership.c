@@ -18,7 +18,9 @@
  * the list and wakes the broadcaster thread, which pushes SET_LIST to every other member. The
  * push runs outside the request workers, so a dead member (each call bounded by the RPC
  * timeout) never holds a worker; a member that missed a push gets it again (back-off 1..16 s),
- * so a server that was stopped or partitioned does not keep handing clients an old list. Newer epochs win; DIR/members keeps the last list seen
+ * so a server that was stopped or partitioned does not keep handing clients an old list. A
+ * member that joins again under its id (a restart) is up here at once, and the broadcaster
+ * tells the other members so (WOP_REJOINED) before their failure detectors' next round. Newer epochs win; DIR/members keeps the last list seen
  * ("epoch\nvnodes\nid=addr\n...") for inspection and for the epoch.
  */
 #define _GNU_SOURCE
@@ -27,6 +29,7 @@
 #include "log.h"
 #include "nodelist.h"
 #include "placement.h"
+#include "statefile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -84,23 +87,17 @@ static int member_cmp(const void *a, const void *b)
 	return strcmp(((const struct wire_member *)a)->id, ((const struct wire_member *)b)->id);
 }
 
-static void save(struct members *m)
+static int put_members(FILE *f, void *arg)
 {
-	char tmp[] = "members.tmp";
-	int fd = openat(m->rootfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return;
-	FILE *f = fdopen(fd, "w");
-	if (!f) {
-		close(fd);
-		return;
-	}
+	const struct members *m = arg;
 	fprintf(f, "%llu\n%u\n", (unsigned long long)m->epoch, m->vnodes);
 	for (unsigned i = 0; i < m->n; i++)
 		fprintf(f, "%s=%s\n", m->m[i].id, m->m[i].addr);
-	if (fclose(f) == 0)
-		renameat(m->rootfd, tmp, m->rootfd, "members");
+	return 0;
 }
+
+/* DIR/members (m->lock held). */
+static void save(struct members *m) { statefile_write(m->rootfd, "members", 0, put_members, m); }
 
 int members_init(struct members *m, int rootfd, const char *id, const char *addr, unsigned vnodes,
                  int joining)
@@ -121,6 +118,7 @@ int members_init(struct members *m, int rootfd, const char *id, const char *addr
 	m->pending = 0;
 	m->down = NULL;
 	m->rejoined = NULL;
+	m->tell_up = NULL;
 	m->n = 1;
 	if (!(m->m = calloc(1, sizeof *m->m)))
 		return -ENOMEM;
@@ -198,20 +196,35 @@ static char *ids_without(const char *ids, const char *drop)
 	return out;
 }
 
-/* id joined again through this server: it is alive (m->lock held). */
+/* Append id to the comma-joined list *ids (left as it is if out of memory). */
+static void ids_add(char **ids, const char *id)
+{
+	size_t n = *ids ? strlen(*ids) : 0;
+	char *more = realloc(*ids, n + WIRE_ID_LEN + 2);
+	if (more) {
+		snprintf(more + n, WIRE_ID_LEN + 2, "%s%s", n ? "," : "", id);
+		*ids = more;
+	}
+}
+
+/* id joined again (through this server, or another that told us): it is alive (m->lock
+ * held). */
 static void mark_alive(struct members *m, const char *id)
 {
 	char *down = ids_without(m->down, id);
-	size_t n = m->rejoined ? strlen(m->rejoined) : 0;
-	char *rejoined = realloc(m->rejoined, n + WIRE_ID_LEN + 2);
 	if (down) {
 		free(m->down);
 		m->down = down;
 	}
-	if (rejoined) {
-		snprintf(rejoined + n, WIRE_ID_LEN + 2, "%s%s", n ? "," : "", id);
-		m->rejoined = rejoined;
-	}
+	ids_add(&m->rejoined, id);
+}
+
+void members_rejoined(struct members *m, const char *id)
+{
+	pthread_mutex_lock(&m->lock);
+	if (has_id(m, id))
+		mark_alive(m, id);
+	pthread_mutex_unlock(&m->lock);
 }
 
 int members_add(struct chfsd *d, const char *id, const char *addr)
@@ -239,6 +252,8 @@ int members_add(struct chfsd *d, const char *id, const char *addr)
 			same_addr = i;
 	if (i < m->n) {
 		mark_alive(m, id);
+		ids_add(&m->tell_up, id); /* the others still count its misses: tell them */
+		pthread_cond_signal(&m->cond);
 		if (strcmp(m->m[i].addr, addr) != 0) { /* restarted elsewhere: same ring place */
 			log_notice("server %s moved from %s to %s", id, m->m[i].addr, addr);
 			snprintf(m->m[i].addr, sizeof m->m[i].addr, "%s", addr);
@@ -481,6 +496,19 @@ static unsigned broadcast_once(struct chfsd *d, char *list, uint8_t *msg, size_t
 static pthread_t bc_thread;
 static int bc_running;
 
+/* Tell every other member that the members in ids (comma-joined) joined again through this
+ * server: their failure detectors had them down, and would until their next round. */
+static void tell_rejoined(struct chfsd *d, char *ids, uint8_t *msg, size_t cap)
+{
+	for (char *sv = NULL, *id = strtok_r(ids, ",", &sv); id; id = strtok_r(NULL, ",", &sv)) {
+		struct wenc e;
+		wenc_init(&e, msg, cap);
+		chfsd_req_hdr(d, &e, WOP_REJOINED);
+		wenc_str(&e, id);
+		chfsd_call_peers(d, &e, NULL, NULL); /* best effort: the heartbeat is the fallback */
+	}
+}
+
 static void *broadcaster(void *arg)
 {
 	struct chfsd *d = arg;
@@ -489,21 +517,31 @@ static void *broadcaster(void *arg)
 	int retry_s = 0; /* a member missed the last push: push again after this long */
 	for (;;) {
 		pthread_mutex_lock(&d->mem.lock);
+		int due = 0; /* a retry of a missed push */
 		if (retry_s) {
 			struct timespec t;
 			clock_gettime(CLOCK_REALTIME, &t);
 			t.tv_sec += retry_s;
-			while (!d->mem.pending && !atomic_load(&d->stopping) &&
-			       pthread_cond_timedwait(&d->mem.cond, &d->mem.lock, &t) == 0)
-				;
+			while (!d->mem.pending && !d->mem.tell_up && !atomic_load(&d->stopping) && !due)
+				due = pthread_cond_timedwait(&d->mem.cond, &d->mem.lock, &t) != 0;
 		} else {
-			while (!d->mem.pending && !atomic_load(&d->stopping))
+			while (!d->mem.pending && !d->mem.tell_up && !atomic_load(&d->stopping))
 				pthread_cond_wait(&d->mem.cond, &d->mem.lock);
 		}
+		int push = d->mem.pending || due;
 		d->mem.pending = 0; /* changes during this push trigger one more */
+		char *up = d->mem.tell_up;
+		d->mem.tell_up = NULL;
 		pthread_mutex_unlock(&d->mem.lock);
-		if (atomic_load(&d->stopping))
+		if (atomic_load(&d->stopping)) {
+			free(up);
 			break;
+		}
+		if (up && msg)
+			tell_rejoined(d, up, msg, LIST_MSG_CAP);
+		free(up);
+		if (!push)
+			continue;
 		/* Members that are up to date ignore a repeated epoch, so a retry goes to everyone;
 		 * the back-off (1, 2, 4 .. 16 s) bounds the cost of a member that stays down. */
 		unsigned failed = list && msg ? broadcast_once(d, list, msg, LIST_MSG_CAP) : 0;
@@ -582,6 +620,27 @@ void members_changed(struct chfsd *d)
 	pthread_mutex_unlock(&d->mem.lock);
 }
 
+/* Whom server addr's rebalance waits for (its status line's waiting_for=, rebalance.c), or
+ * "unknown" if it does not say. */
+static void rebalance_waits_for(struct chfsd *d, const char *addr, char *out, size_t size)
+{
+	uint8_t msg[WIRE_HDR_LEN + 16], *rep = malloc(WIRE_HDR_LEN + 2048);
+	char *line = malloc(1100);
+	struct wenc e;
+	struct wdec b;
+	snprintf(out, size, "unknown");
+	wenc_init(&e, msg, sizeof msg);
+	chfsd_req_hdr(d, &e, WOP_STATUS);
+	if (rep && line && chfsd_call(d, addr, &e, rep, WIRE_HDR_LEN + 2048, &b, d->timeout_ms) == 0) {
+		wdec_str(&b, line, 1100);
+		const char *w = wdec_finish(&b) ? NULL : strstr(line, " waiting_for=");
+		if (w)
+			snprintf(out, size, "%.*s", (int)strcspn(w + 13, " "), w + 13);
+	}
+	free(rep);
+	free(line);
+}
+
 int members_join(struct chfsd *d, const char *bootstrap)
 {
 	struct nodelist l;
@@ -591,10 +650,13 @@ int members_join(struct chfsd *d, const char *bootstrap)
 		rc = nodelist_fetch(d->x, bootstrap, d->secret, d->timeout_ms, d->id, d->self, &l);
 		if (rc != -EAGAIN)
 			break;
-		if (waited % 10 == 0)
+		if (waited % 10 == 0) {
+			char who[WIRE_ADDR_MAX + WIRE_ID_LEN + 16];
+			rebalance_waits_for(d, bootstrap, who, sizeof who);
 			log_notice("joining through %s: the pool is still rebalancing after an earlier "
-			           "change; waiting",
-			           bootstrap);
+			           "change (it waits for member %s); waiting",
+			           bootstrap, who);
+		}
 		sleep(1);
 	}
 	if (rc)

@@ -28,6 +28,7 @@
 #include "chfsd.h"
 #include "log.h"
 #include "open_leases.h"
+#include "statefile.h"
 #include "storage.h"
 
 #include <errno.h>
@@ -83,30 +84,17 @@ static int find(uint64_t fileid)
 	return -1;
 }
 
-/* Rewrite DIR/orphans from the list (O.lock held). */
-static int save(void)
+static int put_orphans(FILE *f, void *arg)
 {
-	const char *tmp = ORPHANS_FILE ".tmp";
-	int fd = openat(O.rootfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return -errno;
-	FILE *f = fdopen(fd, "w");
-	if (!f) {
-		close(fd);
-		return -ENOMEM;
-	}
+	(void)arg;
 	fprintf(f, "chfs-orphans 1\n");
 	for (unsigned i = 0; i < O.n; i++)
 		fprintf(f, "%016" PRIx64 " %" PRIu64 "\n", O.v[i].fileid, O.v[i].size);
-	int rc = fflush(f) == 0 && fsync(fd) == 0 ? 0 : -errno;
-	if (fclose(f) != 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && renameat(O.rootfd, tmp, O.rootfd, ORPHANS_FILE) != 0)
-		rc = -errno;
-	if (rc)
-		unlinkat(O.rootfd, tmp, 0);
-	return rc;
+	return 0;
 }
+
+/* Rewrite DIR/orphans from the list (O.lock held). */
+static int save(void) { return statefile_write(O.rootfd, ORPHANS_FILE, 1, put_orphans, NULL); }
 
 static int add(uint64_t fileid, uint64_t size, int64_t expires)
 {

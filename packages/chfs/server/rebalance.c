@@ -4,7 +4,8 @@
  * members said DONE, the set of keys already taken (or found absent) during this change, the
  * data operations that cut what is taken later, and counters for `chlist -s`. The state that
  * must survive a restart (ring epoch, previous list, DONE members, whether this server still
- * has keys to hand over) is kept in DIR/rebalance.
+ * has keys to hand over, the data operations that cut what is taken later) is kept in
+ * DIR/rebalance, written whole through statefile.c.
  */
 #define _GNU_SOURCE
 #include "rebalance.h"
@@ -13,9 +14,11 @@
 #include "log.h"
 #include "backend.h"
 #include "placement.h"
+#include "statefile.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,20 +50,15 @@ struct rebalance {
 	atomic_uint_fast64_t entries_in, chunks_in, bytes_in, entries_out, chunks_out, bytes_out;
 };
 
-/* ---- persistence: DIR/rebalance = "ring_epoch\nprev list\ndone ids\nout_pending\n" ---- */
+/* ---- persistence: DIR/rebalance = "ring_epoch\nprev list\ndone ids\nout_pending\nfences\n" ----
+ * fences: "fileid:len" (hex, decimal; len "-": removed), comma-joined: the data operations of
+ * the open window, which cut what is taken later also after a restart (a chunk a truncate cut
+ * or a remove dropped must not come back from its previous owner). */
 
-static void save(struct chfsd *d)
+static int put_state(FILE *f, void *arg)
 {
+	struct chfsd *d = arg;
 	struct rebalance *rb = d->rb;
-	int fd = openat(st_rootfd(d->st), "rebalance.tmp",
-	                O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return;
-	FILE *f = fdopen(fd, "w");
-	if (!f) {
-		close(fd);
-		return;
-	}
 	fprintf(f, "%llu\n", (unsigned long long)rb->ring_epoch);
 	for (unsigned i = 0; i < rb->nprev; i++)
 		fprintf(f, "%s%s=%s", i ? "," : "", rb->prev[i].id, rb->prev[i].addr);
@@ -69,16 +67,58 @@ static void save(struct chfsd *d)
 		if (rb->done[i] && (int)i != rb->self_prev)
 			fprintf(f, "%s%s", k++ ? "," : "", rb->prev[i].id);
 	fprintf(f, "\n%d\n", atomic_load(&d->handover_pending));
-	if (fclose(f) == 0)
-		renameat(st_rootfd(d->st), "rebalance.tmp", st_rootfd(d->st), "rebalance");
+	for (size_t i = 0; i < rb->nfences; i++) {
+		const struct fence *c = &rb->fences[i];
+		fprintf(f, "%s%" PRIx64 ":", i ? "," : "", c->fileid);
+		if (c->len == UINT64_MAX)
+			fputc('-', f);
+		else
+			fprintf(f, "%" PRIu64, c->len);
+	}
+	fputc('\n', f);
+	return 0;
 }
+
+/* DIR/rebalance (rb->lock held). */
+static void save(struct chfsd *d) { statefile_write(st_rootfd(d->st), "rebalance", 0, put_state, d); }
 
 /* What DIR/rebalance said at start-up, applied when the pool's ring epoch matches it. */
 static struct {
 	uint64_t ring_epoch;
 	char *done;
 	int out_pending;
+	struct fence *fences;
+	size_t nfences;
 } saved;
+
+/* The fences line of DIR/rebalance into saved (a malformed item ends it). */
+static void load_fences(const char *line)
+{
+	size_t n = *line != '\0';
+	for (const char *c = line; *c; c++)
+		n += *c == ',';
+	if (!n || !(saved.fences = calloc(n, sizeof *saved.fences)))
+		return;
+	for (const char *c = line; *c && *c != '\n';) {
+		char *end;
+		struct fence fc = {.fileid = strtoull(c, &end, 16)};
+		if (*end != ':')
+			break;
+		c = end + 1;
+		if (*c == '-') {
+			fc.len = UINT64_MAX;
+			end = (char *)c + 1;
+		} else {
+			fc.len = strtoull(c, &end, 10);
+			if (end == c)
+				break;
+		}
+		saved.fences[saved.nfences++] = fc;
+		if (*end != ',')
+			break;
+		c = end + 1;
+	}
+}
 
 static void load(struct chfsd *d)
 {
@@ -98,6 +138,8 @@ static void load(struct chfsd *d)
 		saved.done = strdup(line);
 		if (getline(&line, &cap, f) > 0)
 			saved.out_pending = atoi(line);
+		if (getline(&line, &cap, f) > 0)
+			load_fences(line);
 	}
 	free(line);
 	fclose(f);
@@ -246,6 +288,12 @@ void rebalance_ring_changed(struct chfsd *d)
 			for (unsigned i = 0; i < rb->nprev; i++)
 				if (strstr(saved.done, rb->prev[i].id))
 					rb->done[i] = 1;
+		if (resumed && saved.nfences) { /* the window this server was restarted in */
+			rb->fences = saved.fences;
+			rb->nfences = rb->capfences = saved.nfences;
+			saved.fences = NULL;
+			saved.nfences = 0;
+		}
 		char *cur = malloc(WIRE_LIST_MAX);
 		unsigned vn;
 		if (cur)
@@ -329,6 +377,29 @@ void rebalance_saved(struct chfsd *d)
 	pthread_mutex_unlock(&d->rb->lock);
 }
 
+/* "ADDR(ID)" of the first previous member that has not said DONE (",+N" more), else of the
+ * member this server's handover is stuck at; "" if none. */
+static void waiting_for(struct chfsd *d, char *buf, size_t size)
+{
+	struct rebalance *rb = d->rb;
+	unsigned more = 0;
+	buf[0] = '\0';
+	pthread_mutex_lock(&rb->lock);
+	for (unsigned i = 0; rb->in_open && i < rb->nprev; i++)
+		if (rb->done[i])
+			continue;
+		else if (!buf[0])
+			snprintf(buf, size, "%s(%s)", rb->prev[i].addr, rb->prev[i].id);
+		else
+			more++;
+	pthread_mutex_unlock(&rb->lock);
+	size_t n = strlen(buf);
+	if (more)
+		snprintf(buf + n, size - n, ",+%u", more);
+	else if (!n && atomic_load(&d->handover_pending))
+		handover_blocked(buf, size);
+}
+
 void rebalance_status(struct chfsd *d, char *buf, size_t size)
 {
 	struct rebalance *rb = d->rb;
@@ -336,6 +407,8 @@ void rebalance_status(struct chfsd *d, char *buf, size_t size)
 	pthread_mutex_lock(&rb->lock);
 	unsigned long long ring_epoch = rb->ring_epoch;
 	pthread_mutex_unlock(&rb->lock);
+	char who[WIRE_ADDR_MAX + WIRE_ID_LEN + 16];
+	waiting_for(d, who, sizeof who);
 	snprintf(buf, size,
 	         "id=%s epoch=%llu ring_epoch=%llu rebalance=%s entries_in=%llu chunks_in=%llu bytes_in=%llu "
 	         "entries_out=%llu chunks_out=%llu bytes_out=%llu",
@@ -346,6 +419,9 @@ void rebalance_status(struct chfsd *d, char *buf, size_t size)
 	         (unsigned long long)atomic_load(&rb->entries_out),
 	         (unsigned long long)atomic_load(&rb->chunks_out),
 	         (unsigned long long)atomic_load(&rb->bytes_out));
+	size_t n = strlen(buf);
+	if (who[0])
+		snprintf(buf + n, size - n, " waiting_for=%s", who);
 }
 
 /* Previous owner of key if a take is needed: its address into addr and 1, else 0; -EIO if
@@ -630,6 +706,7 @@ void rebalance_data_op_begin(struct chfsd *d, uint64_t fileid, uint64_t len, int
 		}
 		if (rb->nfences < rb->capfences)
 			rb->fences[rb->nfences++] = (struct fence){fileid, remove ? UINT64_MAX : len};
+		save(d); /* before the operation: a restart must not forget the cut */
 	}
 	pthread_mutex_unlock(&rb->lock);
 }

@@ -38,7 +38,8 @@ void rebalance_ring_changed(struct chfsd *d);
 void rebalance_publish(struct chfsd *d);
 /* 1 while this server still takes keys from previous owners or hands keys over. */
 int rebalance_active(struct chfsd *d);
-/* One "key=value ..." status line (chlist -s). */
+/* One "key=value ..." status line (chlist -s); while a rebalance runs, waiting_for=ADDR(ID)
+ * names the member it waits for. */
 void rebalance_status(struct chfsd *d, char *buf, size_t size);
 
 /* Before a request on a key (gate held for reading): take it over if it is still at its
@@ -65,6 +66,8 @@ void handover_kick(struct chfsd *d);
 /* Graceful leave: leave the member list, hand every key over, say DONE. Blocks; 0 or -errno. */
 int handover_leave(struct chfsd *d);
 void handover_stop(struct chfsd *d);
+/* The member the last handover pass could not finish with ("ADDR(ID)"; "" if none). */
+void handover_blocked(char *buf, size_t size);
 /* MIG_HINT: take every hinted key (from its previous owner). */
 int handover_take_hinted(struct chfsd *d, const struct wire_req *q, struct wenc *e);
 

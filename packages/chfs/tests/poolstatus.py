@@ -75,3 +75,19 @@ def ops(env):
 def ops_delta(before, after):
     """The ops whose counts changed from before to after, with the change."""
     return {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
+
+
+def down_in_view(env, via):
+    """The addresses server `via` finds down (its failure detector's verdict)."""
+    out = subprocess.run(["chlist", "-s", via], env=env, capture_output=True, text=True,
+                         timeout=30).stdout
+    return {l.split()[0] for l in out.splitlines() if l.endswith(" down")}
+
+
+def wait_view(env, via, want, timeout=10):
+    """Wait until server `via` finds exactly the addresses `want` down; return the time then."""
+    end = time.time() + timeout
+    while (seen := down_in_view(env, via)) != want:
+        assert time.time() < end, f"pool view of down servers: {seen}, want {want}"
+        time.sleep(0.2)
+    return time.time()

@@ -7,7 +7,8 @@ server, a client that ignores it needs the bootstrap server and fails. So each "
 (a file owned by another user, a symlink, a damaged file, a directory open to others) is shown
 by behaviour, not by a log line. A stale entry (older epoch, a member missing, a server that is
 gone) must be corrected by the servers / the retry path, never give wrong answers; an entry
-older than CHFS_LIST_CACHE_MSEC is not used (down servers are only known from a fresh list)."""
+older than CHFS_LIST_CACHE_MSEC is not used (down servers are only known from a fresh list), and
+a server a young entry calls down is asked before its requests fail (it may be back since)."""
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ import time
 
 import pytest
 
+import poolstatus
 from chfsutil import io, owner
 
 SECRET_LEN = 32
@@ -195,3 +197,64 @@ def test_entry_older_than_the_age_limit_is_not_used(two):
     time.sleep(0.3)
     r, _ = stat_with_bootstrap_stopped(pool, dict(env, CHFS_LIST_CACHE_MSEC="200"), name)
     assert r.returncode != 0, "an entry older than CHFS_LIST_CACHE_MSEC was used"
+
+
+def cache_server_down(pool, env, d, stop):
+    """Stop server 1 (stop(): SIGSTOP or SIGTERM), wait until the bootstrap server finds it down,
+    and have one client fill the cache with that list; returns server 1's id."""
+    stop()
+    poolstatus.wait_view(pool.env, pool.addrs[0], {pool.addrs[1]})
+    os.unlink(entry(d))
+    subprocess.run(["chfs-io", "stat", "/none"], env=env, capture_output=True, timeout=60)
+    f = parse(entry(d))
+    sid = next(m.split("=")[0] for m in f["list"].split(",") if m.endswith("=" + pool.addrs[1]))
+    assert sid in f["down"].split(","), f
+    return sid
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["continued", "restarted"])
+def test_server_back_within_the_cache_age_serves_its_files(two, how):
+    """Server 1 hung (SIGSTOP) or stopped, the cache got a list saying it is down, then it came
+    back (SIGCONT, or restarted on its directory) and the pool finds it up: a process starting
+    from that entry (60 s here for a deterministic window; 500 ms by default) checks with a live
+    member and reads the file, where it got EIO "server ... is down" before."""
+    pool, env, d, name = two
+    if how == "continued":
+        os.kill(pool.pids[1], signal.SIGSTOP)
+        try:
+            cache_server_down(pool, env, d, lambda: None)
+        finally:
+            os.kill(pool.pids[1], signal.SIGCONT)
+    else:
+        cache_server_down(pool, env, d, lambda: pool.kill(1, signal.SIGTERM))
+        pool.restart(1)
+    poolstatus.wait_view(pool.env, pool.addrs[0], set())
+    r = subprocess.run(["chfs-io", "get", name], env=env, capture_output=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == b"hello", r.stderr.decode()
+    # The fresh list replaced the entry: later processes start with server 1 up.
+    assert parse(entry(d))["down"] == ""
+
+
+@pytest.mark.timeout(120)
+def test_server_still_hung_fails_within_the_rpc_timeout(two):
+    """The same entry while server 1 still hangs: its files fail with EIO after one list fetch
+    from a live member (which finds it down too), not after the RPC timeout."""
+    pool, env, d, name = two
+    env = dict(env, CHFS_RPC_TIMEOUT_MSEC="4000")
+    name0 = next(f"/h{i}" for i in range(200) if owner(pool, f"/h{i}") == pool.addrs[0])
+    io(pool, "put", name0, 0, "create", input=b"up", env=env)
+    os.kill(pool.pids[1], signal.SIGSTOP)
+    try:
+        cache_server_down(pool, env, d, lambda: None)
+        t = time.monotonic()
+        ok = subprocess.run(["chfs-io", "stat", name0], env=env, capture_output=True, timeout=60)
+        base = time.monotonic() - t
+        t = time.monotonic()
+        r = subprocess.run(["chfs-io", "get", name], env=env, capture_output=True, timeout=60)
+        took = time.monotonic() - t
+    finally:
+        os.kill(pool.pids[1], signal.SIGCONT)
+    assert ok.returncode == 0, ok.stderr.decode()
+    assert r.returncode != 0 and "down" in r.stderr.decode(), r.stderr.decode()
+    assert took - base < 2, f"{took:.2f} s against {base:.2f} s for a process that succeeds"

@@ -164,18 +164,18 @@ def test_server_id_is_made_once_private_and_checked(chfs_pool):
     assert "server.id" in chfs_pool.log(1)
 
 
-def down_in_view(pool, via):
-    out = subprocess.run(["chlist", "-s", via], env=pool.env, capture_output=True, text=True,
-                         timeout=30).stdout
-    return {l.split()[0] for l in out.splitlines() if l.endswith(" down")}
-
-
-def wait_view(pool, via, want, timeout=10):
-    end = time.time() + timeout
-    while down_in_view(pool, via) != want:
-        assert time.time() < end, f"pool view of down servers: {down_in_view(pool, via)}, want {want}"
-        time.sleep(0.2)
-    return time.time()
+def add_member_sorting_last(pool):
+    """Add a member whose id (f...f) sorts after every other, and wait until the pool settled;
+    returns its index. Stopped, it makes every heartbeat round of the others end with a 0.7 s
+    wait for it."""
+    d = os.path.join(pool.tmp, f"srv{pool.n}")
+    os.makedirs(d)
+    fd = os.open(os.path.join(d, "server.id"), os.O_WRONLY | os.O_CREAT, 0o600)
+    os.write(fd, b"f" * 32 + b"\n")
+    os.close(fd)
+    i = pool.add()
+    poolstatus.wait_settled(pool.env, pool.n)
+    return i
 
 
 @pytest.mark.timeout(90)
@@ -189,22 +189,16 @@ def test_restarted_server_is_up_once_it_has_rejoined(chfs_pool):
 
     A hung third member, whose id sorts last, makes every heartbeat round end with a 0.7 s
     wait for it, so the old verdict comes at least that long after the restart."""
-    srv2 = os.path.join(chfs_pool.tmp, "srv2")
-    os.makedirs(srv2)
-    fd = os.open(os.path.join(srv2, "server.id"), os.O_WRONLY | os.O_CREAT, 0o600)
-    os.write(fd, b"f" * 32 + b"\n")
-    os.close(fd)
-    chfs_pool.add()
-    poolstatus.wait_settled(chfs_pool.env, 3)
+    add_member_sorting_last(chfs_pool)
     name = next(f"/u{i}" for i in range(100) if owner(chfs_pool, f"/u{i}") == chfs_pool.addrs[1])
     put(chfs_pool, name, b"back\n")
     os.kill(chfs_pool.pids[2], signal.SIGSTOP)
     try:
-        wait_view(chfs_pool, chfs_pool.addrs[0], {chfs_pool.addrs[2]})
+        poolstatus.wait_view(chfs_pool.env, chfs_pool.addrs[0], {chfs_pool.addrs[2]})
         chfs_pool.kill(1, signal.SIGTERM)
-        wait_view(chfs_pool, chfs_pool.addrs[0], {chfs_pool.addrs[1], chfs_pool.addrs[2]})
+        poolstatus.wait_view(chfs_pool.env, chfs_pool.addrs[0], {chfs_pool.addrs[1], chfs_pool.addrs[2]})
         chfs_pool.restart(1)  # joins through server 0
-        assert down_in_view(chfs_pool, chfs_pool.addrs[0]) == {chfs_pool.addrs[2]}
+        assert poolstatus.down_in_view(chfs_pool.env, chfs_pool.addrs[0]) == {chfs_pool.addrs[2]}
         assert get(chfs_pool, name) == b"back\n"
     finally:
         os.kill(chfs_pool.pids[2], signal.SIGCONT)
@@ -218,8 +212,8 @@ def test_hung_server_is_detected_and_its_requests_fail_within_2s(chfs_pool):
     os.kill(chfs_pool.pids[1], signal.SIGSTOP)
     try:
         t0 = time.time()
-        assert wait_view(chfs_pool, chfs_pool.addrs[0], {hung}) - t0 < 5
-        wait_view(chfs_pool, chfs_pool.addrs[2], {hung})
+        assert poolstatus.wait_view(chfs_pool.env, chfs_pool.addrs[0], {hung}) - t0 < 5
+        poolstatus.wait_view(chfs_pool.env, chfs_pool.addrs[2], {hung})
         ok, failed = [], []
         for p, b in files.items():
             t = time.time()
@@ -244,11 +238,10 @@ def test_hung_server_is_detected_and_its_requests_fail_within_2s(chfs_pool):
         assert ls.returncode == 0 and f"without server {hung}" in ls.stderr.decode(), ls.stderr
     finally:
         os.kill(chfs_pool.pids[1], signal.SIGCONT)
-    wait_view(chfs_pool, chfs_pool.addrs[0], set())
-    wait_view(chfs_pool, chfs_pool.addrs[2], set())
-    # A process starting within CHFS_LIST_CACHE_MSEC (500 ms) of the last fetch still uses that
-    # list, which says the server is down; quick processes (CHFS_XPRT_LOCAL=1) started within it.
-    time.sleep(0.6)
+    poolstatus.wait_view(chfs_pool.env, chfs_pool.addrs[0], set())
+    poolstatus.wait_view(chfs_pool.env, chfs_pool.addrs[2], set())
+    # A process starting within CHFS_LIST_CACHE_MSEC (500 ms) of the last fetch takes that list,
+    # which says the server is down: it asks the server before failing (client.c).
     assert check_files(chfs_pool, files) == ([], [])
 
 
@@ -335,3 +328,62 @@ def test_long_lived_client_sees_a_server_down_then_back(chfs_pool):
     assert any(d < 0.5 for _, d, _ in failed), str([(round(t - back, 2), d, e) for t, d, e in rows])
     ok_again = [t for t, d, e in rows if e == 0 and t > back]
     assert ok_again and ok_again[0] - back < 5, f"still failing {rows[-1][0] - back:.1f} s after"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 2}], indirect=True)
+def test_join_waiting_on_a_rebalance_names_the_member_it_waits_for(chfs_pool):
+    """Server 1 hangs while server 2 joins: the rebalance of that change stays open until server
+    1 says DONE, and a fourth server's join through server 0 waits for it. Its log says whom the
+    pool waits for (address and id), not only that it is "still rebalancing"."""
+    pool = chfs_pool
+    poolstatus.wait_settled(pool.env, 2)
+    hung_id = open(os.path.join(pool.dirs[1], "server.id")).read().strip()
+    d3 = os.path.join(pool.tmp, "srv3")
+    os.makedirs(d3)
+    log = os.path.join(d3, "chfsd.log")
+    os.kill(pool.pids[1], signal.SIGSTOP)
+    joiner = None
+    try:
+        pool.add()
+        joiner = subprocess.Popen(["chfsd", "-c", d3, "-p", "tcp", "-k", pool.secret_file, "-S",
+                                   f"{d3}/info", "-P", f"{d3}/chfsd.pid", "-l", log, "-t", "5000",
+                                   pool.addrs[0]], env=pool.env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+
+        def waiting():
+            text = open(log).read() if os.path.exists(log) else ""
+            return [l for l in text.splitlines() if "still rebalancing" in l]
+        end = time.time() + 30
+        while not waiting():
+            assert time.time() < end and joiner.poll() is None, "the join did not wait"
+            time.sleep(0.2)
+        line = waiting()[0]
+        assert pool.addrs[1] in line and hung_id in line, line
+    finally:
+        if joiner:
+            joiner.kill()
+            joiner.wait(timeout=30)
+        os.kill(pool.pids[1], signal.SIGCONT)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 3}], indirect=True)
+def test_restarted_server_is_up_at_every_member_once_it_has_rejoined(chfs_pool):
+    """A server found down that joins again through server 0 is up at once in the view of
+    server 2 too — server 0 tells the other members (WOP_REJOINED). Server 2 listed it down
+    until its own next verdict, which a hung member sorting last delays to at least 0.7 s
+    after the restart (clients asking server 2 for the list got EIO for its files meanwhile)."""
+    pool = chfs_pool
+    hung = add_member_sorting_last(pool)
+    os.kill(pool.pids[hung], signal.SIGSTOP)
+    try:
+        for v in (0, 2):
+            poolstatus.wait_view(pool.env, pool.addrs[v], {pool.addrs[hung]})
+        pool.kill(1, signal.SIGTERM)
+        for v in (0, 2):
+            poolstatus.wait_view(pool.env, pool.addrs[v], {pool.addrs[1], pool.addrs[hung]})
+        pool.restart(1)  # joins through server 0
+        poolstatus.wait_view(pool.env, pool.addrs[2], {pool.addrs[hung]}, timeout=0.4)
+    finally:
+        os.kill(pool.pids[hung], signal.SIGCONT)

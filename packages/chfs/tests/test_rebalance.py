@@ -18,7 +18,7 @@ import pytest
 
 import chfsload
 import poolstatus
-from chfsutil import owner, put, python_env, rand
+from chfsutil import io, owner, put, python_env, rand
 
 FILES = 500
 
@@ -263,11 +263,36 @@ for off in range(0, int(sys.argv[3]), size):
 """
 
 
-def read_chunks(pool, path, length, env=None):
+def read_chunks(pool, path, length):
     """sha256 of each chunk of path read on its own ("E<errno>" for a chunk that failed)."""
     r = pool.run(["python3", "-c", CHUNKS_READER, path, str(CHUNK), str(length)],
-                 env=python_env(env or pool.env), timeout=90)
+                 env=python_env(pool.env), timeout=90)
     return r.stdout.split()
+
+
+def join_while_server1_is_stopped(pool):
+    """The set-up of the restarted-while-open tests: a file of server 0 with 64 chunks written
+    and settled, server 1 stopped (SIGSTOP: the caller continues it), server 2 (id f…f: sorts
+    last) joined and seen down by servers 0 and 2. Server 2's rebalance window stays open
+    while server 1 cannot say DONE. Returns (path, data, index of server 2, seen_down)."""
+    path = next(f"/r{i}" for i in range(200) if owner(pool, f"/r{i}") == pool.addrs[0])
+    data = rand(64 * CHUNK, 31)
+    put(pool, path, data)
+    poolstatus.wait_settled(pool.env, 2)
+    srv2 = os.path.join(pool.tmp, "srv2")
+    os.makedirs(srv2)
+    fd = os.open(os.path.join(srv2, "server.id"), os.O_WRONLY | os.O_CREAT, 0o600)
+    os.write(fd, b"f" * 32 + b"\n")
+    os.close(fd)
+    stopped = pool.addrs[1]
+    os.kill(pool.pids[1], signal.SIGSTOP)
+    new = pool.add()
+
+    def seen_down():
+        return all(poolstatus.status(pool.env, via=pool.addrs[v]).get(stopped, {}).get("down")
+                   for v in (0, new))
+    wait_for(seen_down, "server 1 is not seen down")
+    return path, data, new, seen_down
 
 
 @pytest.mark.timeout(180)
@@ -284,25 +309,9 @@ def test_server_restarted_while_its_rebalance_is_open_keeps_what_it_took(chfs_po
     and server 2's id sorts after server 1's, so server 0 — having handed its keys to server
     2 — sends DONE to server 1 first and waits there for its 90 s RPC timeout."""
     pool = chfs_pool
-    path = next(f"/r{i}" for i in range(200) if owner(pool, f"/r{i}") == pool.addrs[0])
-    data = rand(64 * CHUNK, 31)
-    put(pool, path, data)
-    want = [hashlib.sha256(data[o:o + CHUNK]).hexdigest() for o in range(0, len(data), CHUNK)]
-    poolstatus.wait_settled(pool.env, 2)
-    srv2 = os.path.join(pool.tmp, "srv2")
-    os.makedirs(srv2)
-    fd = os.open(os.path.join(srv2, "server.id"), os.O_WRONLY | os.O_CREAT, 0o600)
-    os.write(fd, b"f" * 32 + b"\n")
-    os.close(fd)
-    stopped = pool.addrs[1]
-    os.kill(pool.pids[1], signal.SIGSTOP)
     try:
-        new = pool.add()
-
-        def all_see_down():
-            return all(poolstatus.status(pool.env, via=pool.addrs[v]).get(stopped, {}).get("down")
-                       for v in (0, new))
-        wait_for(all_see_down, "server 1 is not seen down")
+        path, data, new, all_see_down = join_while_server1_is_stopped(pool)
+        want = [hashlib.sha256(data[o:o + CHUNK]).hexdigest() for o in range(0, len(data), CHUNK)]
         first = read_chunks(pool, path, len(data))  # server 2 takes its chunks from server 0
         assert len(first) == len(want) and all(g == w or g == "E5" for g, w in zip(first, want))
         st = poolstatus.status(pool.env, via=pool.addrs[new])[pool.addrs[new]]
@@ -312,7 +321,7 @@ def test_server_restarted_while_its_rebalance_is_open_keeps_what_it_took(chfs_po
         again = read_chunks(pool, path, len(data))
         # Server 0 had not said DONE to server 2 (DIR/rebalance: ring epoch, previous list,
         # the previous members that said DONE): the second read took the chunks again.
-        done = open(os.path.join(srv2, "rebalance")).read().splitlines()[2]
+        done = open(os.path.join(pool.dirs[new], "rebalance")).read().splitlines()[2]
         assert open(os.path.join(pool.dirs[0], "server.id")).read().strip() not in done
     finally:
         os.kill(pool.pids[1], signal.SIGCONT)
@@ -321,6 +330,29 @@ def test_server_restarted_while_its_rebalance_is_open_keeps_what_it_took(chfs_po
     assert [g for g in again if g != "E5"] and len(again) == len(want), again
     poolstatus.wait_settled(pool.env, 3)
     # A process may start from the node's member list cache for CHFS_LIST_CACHE_MSEC (500 ms),
-    # and the last one, written by the read above while server 1 was stopped, says it is down
-    # (EIO for its chunks: CI failed so once). This read fetches the list from a server.
-    assert read_chunks(pool, path, len(data), env=dict(pool.env, CHFS_LIST_CACHE="0")) == want
+    # and the last one, written by the read above while server 1 was stopped, says it is down:
+    # the client asks server 1 before failing (EIO for its chunks before: CI failed so once).
+    assert read_chunks(pool, path, len(data)) == want
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 2, "chfsd_args": ["-t", "90000"]}],
+                         indirect=True)
+@pytest.mark.parametrize("op", ["truncate", "unlink"])
+def test_server_restarted_while_its_rebalance_is_open_keeps_its_cuts(chfs_pool, op):
+    """A truncate to 0 (or an unlink) while server 1 is stopped: server 1 keeps its chunks of the
+    file, server 2 — their new owner — records the cut for its open window. Restarted before
+    server 1 is back, server 2 must still apply it when server 1 hands the chunks over: it kept
+    the cut only in memory, took them whole and the data came back (server 2 held 0.4-0.9 MiB)."""
+    pool = chfs_pool
+    try:
+        path, data, new, seen_down = join_while_server1_is_stopped(pool)
+        # Server 1 is down: the client reports EIO for it, the others cut.
+        io(pool, *(["truncate", path, 0] if op == "truncate" else ["unlink", path]), check=False)
+        pool.restart(new)
+        wait_for(seen_down, "server 1 is not seen down after the restart")
+    finally:
+        os.kill(pool.pids[1], signal.SIGCONT)
+    poolstatus.wait_settled(pool.env, 3)
+    held = allocated(os.path.join(pool.dirs[new], "data"))
+    assert held == 0, f"server 2 holds {held} bytes of a file cut to nothing"

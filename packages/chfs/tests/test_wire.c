@@ -363,6 +363,13 @@ int main(void)
 	wenc_str(&e, "tcp://1.2.3.4:5");
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_JOIN), &req), -EINVAL);
 	begin(&e, buf, sizeof buf);
+	wenc_str(&e, ID2);
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_REJOINED), &req), 0);
+	CHECK(strcmp(req.id, ID2) == 0 && strcmp(wire_op_name(WOP_REJOINED), "rejoined") == 0);
+	begin(&e, buf, sizeof buf);
+	wenc_str(&e, "tcp://1.2.3.4:5"); /* not an id */
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_REJOINED), &req), -EINVAL);
+	begin(&e, buf, sizeof buf);
 	wenc_str(&e, "tcp://1.2.3.4:5");
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_RELINK_OWED), &req), 0);
 	CHECK(strcmp(req.addr, "tcp://1.2.3.4:5") == 0);
