@@ -4,6 +4,7 @@
  * leave CHFS through "..", and /proc/self/fd names. No pool needed: nothing here calls CHFS.
  */
 #define _GNU_SOURCE
+#include "check.h"
 #include "hook.h"
 
 #include <errno.h>
@@ -15,16 +16,6 @@
 struct hook_config hook_cfg;
 struct hook_file **hook_fdtab;
 int hook_fdtab_size;
-
-static int failures;
-
-#define CHECK(cond)                                                                              \
-	do {                                                                                     \
-		if (!(cond)) {                                                                   \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			failures++;                                                              \
-		}                                                                                \
-	} while (0)
 
 static void check_norm(const char *in, const char *want)
 {

@@ -6,21 +6,12 @@
  * change next to a site changes it, a change far from every site does not (the file's ctime,
  * in the entry's key, catches those).
  */
+#include "check.h"
 #include "rewrite_cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-
-#define CHECK(cond)                                                                              \
-	do {                                                                                     \
-		if (!(cond)) {                                                                   \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			failures++;                                                              \
-		}                                                                                \
-	} while (0)
 
 enum { LEN = 4096 };
 
