@@ -639,6 +639,9 @@ int chfs_initialized(void) { return chfs_client.initialized; }
 
 int chfs_term_without_sync(void)
 {
+	/* The lease renewal thread first (it takes chfs_client.lock in client_begin): it must not
+	 * use the server list and transport freed below. */
+	orphan_lease_stop();
 	pthread_mutex_lock(&chfs_client.lock);
 	if (chfs_client.initialized) {
 		if (chfs_client.pid == getpid() && chfs_client.x)

@@ -16,6 +16,8 @@ Creates PATH, writes SIZE bytes of a fixed pattern, unlinks it (unless --no-unli
     fork       -> a child closes its copy of the descriptor and ends with chfs_term (it must
                   neither remove the data nor end the parent's lease): "forked STATUS"
     close      -> closes the descriptor (the last one: an orphan's data go), prints "closed"
+    term_nosync -> chfs_term_without_sync with the descriptor still open (the end of a process
+                  that skips the flush), then "threads N": the threads left after it
     quit       -> closes the descriptor and calls chfs_term (the normal end), prints "done"
 End of input is "quit". A test kills it with SIGKILL to play a client that dies.
 """
@@ -91,6 +93,10 @@ def main():
                 print(f"stat {nlink} {fsize}", flush=True)
         if cmd == "threads":
             print(f"threads {len(os.listdir('/proc/self/task'))}", flush=True)
+        if cmd == "term_nosync":
+            lib.chfs_term_without_sync()
+            print(f"threads {len(os.listdir('/proc/self/task'))}", flush=True)
+            return
         if cmd == "close":
             lib.chfs_close(fd)
             fd = -1

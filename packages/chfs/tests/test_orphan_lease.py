@@ -232,6 +232,21 @@ def test_the_renewal_thread_lives_only_while_a_file_is_open_or_an_orphan_is_held
 
 
 @pytest.mark.timeout(60)
+def test_term_without_sync_ends_the_renewal_thread(chfs_pool):
+    """chfs_term_without_sync (chstagein's end, `CHFS_IO_NOSYNC=1`) with a file still open: the
+    renewal thread must be gone when it returns. The old build left it running on the freed
+    server list and the closed transport (ThreadSanitizer: a race on chfs_client in
+    client_begin against chfs_term_without_sync, in every CHFS_IO_NOSYNC test)."""
+    h = Holder(chfs_pool.env, "/t", size=1 << 16, unlink=False)
+    try:
+        assert int(h.ask("threads").split()[1]) >= 2  # with /t open: the renewal thread runs
+        # python's own thread alone is left (the transport's threads end at its close)
+        assert h.ask("term_nosync") == "threads 1"
+    finally:
+        h.close()
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.skipif("tsan" in os.environ.get("CHFS_STACK_PREFIX", ""),
                     reason="ThreadSanitizer stops a forked child that starts threads (\"dup thread "
                            "with used id\"), as ci/test --tsan says of the transport's fork tests")
