@@ -45,10 +45,9 @@ static struct {
 	int n, cap;
 	int interval_ms; /* a quarter of the shortest lease a server gave */
 	int known;       /* a server told its lease (else the first round comes soon) */
-	int alive;       /* the renewal thread runs its loop (it clears this as it leaves) */
-	int joinable;    /* a thread was started and not joined yet */
+	int alive;       /* the renewal thread (detached) runs; it clears this, under the lock, as its last
+	            * touch of library state, so waiting for alive == 0 is as good as a join */
 	int stop;
-	pthread_t thread;
 	pid_t pid;
 } L = {.lock = PTHREAD_MUTEX_INITIALIZER, .interval_ms = 15000};
 
@@ -72,7 +71,6 @@ static void adopt_after_fork(void)
 	L.pid = getpid();
 	L.n = 0;
 	L.alive = 0;
-	L.joinable = 0;
 	L.stop = 0;
 }
 
@@ -184,33 +182,31 @@ static void *renewer(void *arg)
 		lock();
 	}
 	L.alive = 0;
+	pthread_cond_broadcast(&L.cv); /* orphan_lease_stop() waits for this */
 	pthread_mutex_unlock(&L.lock);
 	return NULL;
 }
 
-/* L.lock held: a thread that ran out of leases ended on its own; join it before a new one. */
+/* L.lock held. The thread is detached: one that ran out of leases ends on its own, and a process
+ * that exits without chfs_term leaves nothing to join. */
 static void start_renewer(void)
 {
 	if (L.alive)
 		return; /* it sees the new lease at its next round */
-	if (L.joinable) {
-		pthread_t old = L.thread;
-		L.joinable = 0;
-		pthread_mutex_unlock(&L.lock);
-		pthread_join(old, NULL);
-		pthread_mutex_lock(&L.lock);
-		if (L.alive || L.joinable)
-			return; /* another thread started one meanwhile */
-	}
+	pthread_attr_t a;
+	pthread_t t;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_create(&L.thread, NULL, renewer, NULL) == 0)
-		L.alive = L.joinable = 1;
+	if (pthread_create(&t, &a, renewer, NULL) == 0)
+		L.alive = 1;
 	else
 		log_warn("orphan lease renewal thread: cannot start; unlinked open files may be removed "
 		         "by the servers after their lease");
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&a);
 }
 
 void orphan_lease_hold(struct srvlist *s, const struct chfs_md *md)
@@ -273,15 +269,10 @@ void lease_renewer_need(void)
 void orphan_lease_stop(void)
 {
 	lock();
-	int joinable = L.joinable;
-	pthread_t t = L.thread;
-	L.joinable = 0;
 	L.stop = 1;
 	pthread_cond_broadcast(&L.cv);
-	pthread_mutex_unlock(&L.lock);
-	if (joinable)
-		pthread_join(t, NULL);
-	lock();
+	while (L.alive) /* the thread leaves within its current round (RPCs bounded by the timeout) */
+		pthread_cond_wait(&L.cv, &L.lock);
 	L.stop = 0;
 	pthread_mutex_unlock(&L.lock);
 }
