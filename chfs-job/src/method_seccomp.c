@@ -389,7 +389,7 @@ static int serve_blocking(struct supervisor *s, struct cj_notif_wait *w)
 	}
 }
 
-/* poll() the listener, waking also when the next held answer is due. */
+/* ppoll() the listener, waking also when the next held answer is due. */
 static int serve_polling(struct supervisor *s)
 {
 	for (;;) {
