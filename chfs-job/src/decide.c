@@ -166,11 +166,13 @@ static int decide_path(const struct cj_policy *p, const struct cj_sysc *sc, pid_
 		const char *rest = abs + r->from_len;
 		if (r->from_len == 1)
 			rest--; /* from "/": keep the slash */
-		char *out = d->scratch[1];
-		int w = snprintf(out, PATH_MAX, "%s%s", strcmp(r->to, "/") == 0 && *rest ? "" : r->to, rest);
-		if (w >= PATH_MAX)
+		/* to + rest, built in place (rest lies in abs): memmove and memcpy, where snprintf's
+		 * stdio copy of a 4 K target took a microsecond per call */
+		size_t tl = strcmp(r->to, "/") == 0 && *rest ? 0 : strlen(r->to), rl = strlen(rest);
+		if (tl + rl >= PATH_MAX)
 			return -ENAMETOOLONG;
-		memcpy(abs, out, (size_t)w + 1);
+		memmove(abs + tl, rest, rl + 1);
+		memcpy(abs, r->to, tl);
 		d->mapped[i] = true;
 		d->chfs[i] = chfs;
 		return 1;

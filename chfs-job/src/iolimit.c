@@ -8,14 +8,24 @@
  * apart the fixed-t formula settles at d^2 + d*t = n*t/Limit — 9 % over the limit for 1 MB writes
  * at 10 MB/s — whereas with the covered span it settles at exactly d = n/Limit.
  *
- * When the size is known before the transfer (seccomp holds the call), the sum is that of the
- * transfers before it and the transfer is recorded at the time it is let through (now + sleep):
- * it starts once everything before it has drained at Limit since the oldest. Recorded at its
- * request instead, a held transfer made the others' span too long, and P processes sharing the
- * limit settled at (m+P-1)/m of it with m transfers a second (+6 % for 2 processes, +15 % for 4,
- * at 1 MB/s in 64 KiB writes). When the size is known only after the transfer (ptrace reads the
- * bytes the call moved), the sum includes it, it is recorded now, and the sleep holds back the
- * process's next transfer — exact for one process; P processes keep that (m+P-1)/m.
+ * The sum is that of the transfers before this one (its requested size is known before it runs:
+ * seccomp holds the call's answer, ptrace the tracee at the call's entry), and the transfer is
+ * recorded at the time it is let through (now + sleep): it starts once everything before it has
+ * drained at Limit since the oldest. Recorded at its request instead, a held transfer made the
+ * others' span too long, and P processes sharing the limit settled at (m+P-1)/m of it with m
+ * transfers a second (+6 % for 2 processes, +15 % for 4, at 1 MB/s in 64 KiB writes); counted
+ * after the call (ptrace's bytes moved, until 2026-11-26) each process's own transfer went
+ * unheld, with the same excess (+5 % measured). A short transfer gives its unmoved bytes back
+ * (cj_iolimit_refund: ptrace sees the result; seccomp does not, and counts the request).
+ *
+ * Idle time: measured from the oldest transfer of the second, t also spans any pause in it, so
+ * a job that read a few library pages at its start-up and began its stream 0.2-0.6 s later could
+ * burst Limit x the pause (bench: +3-5 % over 4 s at 100 MB/s; 2.5x over 1 s after a 0.6 s
+ * pause). Every shorter window of the history is therefore checked too, less CATCH_UP: the sum
+ * of the transfers from each bucket on may exceed Limit x its span by at most Limit x CATCH_UP,
+ * so a pause (or a stall of the job: a held process scheduled late, the page cache's own
+ * throttling) is made up for by at most CATCH_UP. With no pause every window gives the same
+ * sleep, and the formula's own (the whole history) decides.
  * The history is kept in 1 ms buckets (a ring of 2,000: the past second and transfers being
  * held), each stamped with its millisecond so stale ones are ignored and with the exact time of
  * its earliest transfer, from which t is measured (a span measured from the millisecond was up
@@ -44,7 +54,8 @@
 #define WINDOW 1000   /* buckets of history: 1 s */
 #define NBUCKETS 2000 /* the ring also holds transfers being held, up to WINDOW ahead */
 #define BUCKET_NS 1000000LL
-#define MAGIC 0x63686a33 /* "chj3": the ring of 2,000 with exact first times */
+#define CATCH_UP 20000000LL /* ns: a stall or idle time made up for at most this much */
+#define MAGIC 0x63686a33    /* "chj3": the ring of 2,000 with exact first times */
 
 struct class_hist {
 	int64_t stamp[NBUCKETS]; /* the bucket's millisecond */
@@ -179,45 +190,51 @@ fail:
 
 bool cj_iolimit_limited(const struct cj_iolimit *l, int cls) { return l && cls >= 0 && l->limit[cls] > 0; }
 
-int64_t cj_iolimit_account(struct cj_iolimit *l, int cls, uint64_t bytes, enum cj_io_when when)
+int64_t cj_iolimit_account(struct cj_iolimit *l, int cls, uint64_t bytes, int64_t *at)
 {
-	return cj_iolimit_account_at(l, cls, bytes, when, cj_now_ns());
+	return cj_iolimit_account_at(l, cls, bytes, cj_now_ns(), at);
 }
 
-int64_t cj_iolimit_account_at(struct cj_iolimit *l, int cls, uint64_t bytes, enum cj_io_when when,
-                              int64_t now)
+static void lock(struct cj_iolimit *l)
+{
+	if (pthread_mutex_lock(&l->sh->lock) == EOWNERDEAD)
+		pthread_mutex_consistent(
+		        &l->sh->lock); /* a member died holding it: counters are still sane */
+}
+
+int64_t cj_iolimit_account_at(struct cj_iolimit *l, int cls, uint64_t bytes, int64_t now, int64_t *at)
 {
 	if (!cj_iolimit_limited(l, cls) || bytes == 0)
 		return 0;
 	struct class_hist *h = &l->sh->cls[cls];
 	int64_t slot = now / BUCKET_NS;
-	if (pthread_mutex_lock(&l->sh->lock) == EOWNERDEAD)
-		pthread_mutex_consistent(
-		        &l->sh->lock); /* a member died holding it: counters are still sane */
-	uint64_t sum = when == CJ_IO_AFTER ? bytes : 0;
-	int64_t oldest = when == CJ_IO_AFTER ? now : INT64_MAX;
-	for (int i = 0; i < NBUCKETS; i++) /* stamps may lie ahead of now: transfers being held */
-		if (slot - h->stamp[i] < WINDOW && h->bytes[i]) {
-			sum += h->bytes[i];
-			if (h->first[i] < oldest)
-				oldest = h->first[i];
-		}
-	int64_t sleep = 0;
-	if (oldest != INT64_MAX) {
-		double need = (double)sum / (double)l->limit[cls] * 1e9;
-		sleep = (int64_t)need - (now - oldest);
-		if (sleep < 0)
-			sleep = 0;
+	lock(l);
+	/* newest bucket first (stamps may lie ahead of now: transfers being held): each bucket's sum
+	 * and those after it over the time since its earliest transfer. The oldest window is the
+	 * formula's own; every shorter one, less CATCH_UP, bounds the bursts it would allow. */
+	double per_byte = 1e9 / (double)l->limit[cls];
+	uint64_t sum = 0;
+	int64_t sleep = 0, need = 0;
+	for (int64_t k = slot + WINDOW - 1; k > slot - WINDOW && k >= 0; k--) {
+		int i = (int)(k % NBUCKETS);
+		if (h->stamp[i] != k || !h->bytes[i])
+			continue;
+		sum += h->bytes[i];
+		need = (int64_t)((double)sum * per_byte) - (now - h->first[i]);
+		if (need - CATCH_UP > sleep)
+			sleep = need - CATCH_UP;
 	}
-	/* recorded when it goes through (before) or went through (after); less than WINDOW ahead,
-	 * so it never lands on a bucket of the past second */
-	int64_t at_ns = when == CJ_IO_BEFORE ? now + sleep : now;
+	if (need > sleep)
+		sleep = need; /* the whole history's window, the last computed */
+	/* recorded when it goes through; less than WINDOW ahead, so it never lands on a bucket of
+	 * the past second */
+	int64_t at_ns = now + sleep;
 	if (at_ns / BUCKET_NS > slot + WINDOW - 1)
 		at_ns = (slot + WINDOW - 1) * BUCKET_NS;
-	int64_t at = at_ns / BUCKET_NS;
-	int b = (int)(at % NBUCKETS);
-	if (h->stamp[b] != at) {
-		h->stamp[b] = at;
+	int64_t ms = at_ns / BUCKET_NS;
+	int b = (int)(ms % NBUCKETS);
+	if (h->stamp[b] != ms) {
+		h->stamp[b] = ms;
 		h->first[b] = at_ns;
 		h->bytes[b] = 0;
 	}
@@ -225,7 +242,22 @@ int64_t cj_iolimit_account_at(struct cj_iolimit *l, int cls, uint64_t bytes, enu
 		h->first[b] = at_ns;
 	h->bytes[b] += bytes;
 	pthread_mutex_unlock(&l->sh->lock);
+	if (at)
+		*at = at_ns;
 	return sleep;
+}
+
+void cj_iolimit_refund(struct cj_iolimit *l, int cls, uint64_t bytes, int64_t at)
+{
+	if (!cj_iolimit_limited(l, cls) || bytes == 0)
+		return;
+	struct class_hist *h = &l->sh->cls[cls];
+	int64_t ms = at / BUCKET_NS;
+	int b = (int)(ms % NBUCKETS);
+	lock(l);
+	if (h->stamp[b] == ms)
+		h->bytes[b] -= bytes < h->bytes[b] ? bytes : h->bytes[b];
+	pthread_mutex_unlock(&l->sh->lock);
 }
 
 void cj_iolimit_close(struct cj_iolimit *l)

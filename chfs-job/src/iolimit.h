@@ -14,15 +14,15 @@ struct cj_iolimit;
  * chfs-job calls share it (separate chfs-job calls, e.g. MPI ranks, share limits only through
  * CHFS_JOB_ID or SLURM_JOB_ID). NULL with err filled on failure. */
 struct cj_iolimit *cj_iolimit_open(const struct cj_policy *p, char *err, size_t errlen);
-/* Count bytes of class cls; returns how long (ns) the caller must be held back (0 if within the
- * limit or the class is unlimited). CJ_IO_BEFORE: a transfer about to happen (seccomp: its
- * requested size, held before it runs); CJ_IO_AFTER: one that just happened (ptrace: the bytes
- * the call moved), holding back the process's next one. */
-enum cj_io_when { CJ_IO_BEFORE, CJ_IO_AFTER };
-int64_t cj_iolimit_account(struct cj_iolimit *l, int cls, uint64_t bytes, enum cj_io_when when);
+/* Count a transfer of bytes of class cls about to happen (its requested size: the caller is held
+ * before it runs); returns how long (ns) to hold it (0 if within the limit or the class is
+ * unlimited). *at (if not NULL) receives the time it is recorded at, for cj_iolimit_refund. */
+int64_t cj_iolimit_account(struct cj_iolimit *l, int cls, uint64_t bytes, int64_t *at);
 /* The same at a given time (CLOCK_MONOTONIC ns; for tests that run the formula on a virtual clock). */
-int64_t cj_iolimit_account_at(struct cj_iolimit *l, int cls, uint64_t bytes, enum cj_io_when when,
-                              int64_t now);
+int64_t cj_iolimit_account_at(struct cj_iolimit *l, int cls, uint64_t bytes, int64_t now, int64_t *at);
+/* The transfer recorded at `at` moved bytes fewer than it asked (a short read, an error): take
+ * them out of the history, unless it has left it already. */
+void cj_iolimit_refund(struct cj_iolimit *l, int cls, uint64_t bytes, int64_t at);
 bool cj_iolimit_limited(const struct cj_iolimit *l, int cls);
 void cj_iolimit_close(struct cj_iolimit *l);
 int64_t cj_now_ns(void);

@@ -110,34 +110,7 @@ static bool own_thread(struct supervisor *s, pid_t tid)
 	return access(task, F_OK) == 0;
 }
 
-/* Size requested by a read/write-family call (its iovec or msghdr read from the tracee). */
-static uint64_t io_size(pid_t pid, const struct cj_sysc *sc, const uint64_t *args)
-{
-	uint64_t iov_addr = args[1], iovcnt = args[2];
-	if (sc->iov == 0)
-		return args[2];
-	if (sc->iov == 2) {
-		struct msghdr m;
-		if (cj_tracee_read(pid, args[1], &m, sizeof(m)) < 0)
-			return 0;
-		iov_addr = (uint64_t)(uintptr_t)m.msg_iov;
-		iovcnt = m.msg_iovlen;
-	}
-	uint64_t total = 0;
-	struct iovec v[64];
-	for (uint64_t done = 0; done < iovcnt && done < 1024;) {
-		size_t k = iovcnt - done < 64 ? (size_t)(iovcnt - done) : 64;
-		if (cj_tracee_read(pid, iov_addr + done * sizeof(struct iovec), v, k * sizeof(struct iovec)) <
-		    0)
-			break;
-		for (size_t i = 0; i < k; i++)
-			total += v[i].iov_len;
-		done += k;
-	}
-	return total;
-}
-
-static int hold(struct supervisor *s, uint64_t id, int64_t delay)
+static int hold(struct supervisor *s, uint64_t id, int64_t deadline)
 {
 	if (s->nheld == s->capheld) {
 		int cap = s->capheld ? s->capheld * 2 : 64;
@@ -147,12 +120,12 @@ static int hold(struct supervisor *s, uint64_t id, int64_t delay)
 		s->held = h;
 		s->capheld = cap;
 	}
-	s->held[s->nheld++] = (struct held){id, cj_now_ns() + delay};
+	s->held[s->nheld++] = (struct held){id, deadline};
 	return 0;
 }
 
-/* Answer the held calls whose time has come; return ms until the next one (-1 if none). */
-static int release_held(struct supervisor *s)
+/* Answer the held calls whose time has come; return ns until the next one (-1 if none). */
+static int64_t release_held(struct supervisor *s)
 {
 	int64_t now = cj_now_ns(), next = -1;
 	for (int i = 0; i < s->nheld;) {
@@ -166,7 +139,7 @@ static int release_held(struct supervisor *s)
 			next = left;
 		i++;
 	}
-	return next < 0 ? -1 : (int)((next + 999999) / 1000000);
+	return next;
 }
 
 /* The lowest descriptor number >= CJ_CHFS_FD_MIN that process pid does not use. */
@@ -345,12 +318,10 @@ static int handle(struct supervisor *s)
 	memcpy(a, req->data.args, sizeof(a));
 	if (sc->kind == CJ_SK_IO) {
 		int cls = cj_tracee_fd_class(req->pid, (int)a[0]);
-		int64_t delay =
-		        cj_iolimit_limited(s->lim, cls)
-		                ? cj_iolimit_account(s->lim, cls, io_size(req->pid, sc, a), CJ_IO_BEFORE)
-		                : 0;
-		if (delay > 0)
-			return hold(s, req->id, delay);
+		int64_t at = 0;
+		if (cj_iolimit_limited(s->lim, cls) &&
+		    cj_iolimit_account(s->lim, cls, cj_tracee_io_size(req->pid, sc->iov, a), &at) > 0)
+			return hold(s, req->id, at); /* answered when it is recorded to go through */
 		return respond(s, req->id, 0, 0, true);
 	}
 	if (sc->kind == CJ_SK_DIRENT) {
@@ -418,13 +389,14 @@ static int serve_blocking(struct supervisor *s, struct cj_notif_wait *w)
 	}
 }
 
-/* poll() the listener, waking also when the next held answer is due. */
+/* ppoll() the listener, waking also when the next held answer is due. */
 static int serve_polling(struct supervisor *s)
 {
 	for (;;) {
-		int timeout = release_held(s);
+		int64_t next = release_held(s); /* to the ns: a poll() rounded to ms held each answer late */
+		struct timespec ts = {next / 1000000000, next % 1000000000};
 		struct pollfd pf = {s->listener, POLLIN, 0};
-		int n = poll(&pf, 1, timeout);
+		int n = ppoll(&pf, 1, next < 0 ? NULL : &ts, NULL);
 		if (n < 0 && errno != EINTR)
 			return -errno;
 		if (n <= 0)

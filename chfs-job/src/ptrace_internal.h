@@ -11,17 +11,20 @@
 #include <sys/user.h>
 
 struct cj_pt_tracee {
-	pid_t pid;                /* 0 = free slot */
-	bool set_ret;             /* a skipped call: set its return value ret at the exit stop */
-	long ret;                 /* ... that value */
-	const struct cj_sysc *io; /* a read/write call to count at its exit */
-	bool dirent;              /* a getdents64 to filter at its exit */
-	bool seen;                /* has stopped once (first stop of an auto-attached child) */
-	int staged;               /* chfs: our descriptor + 1 the tracee is reopening (closed at exit) */
-	bool cloexec;             /* ... and whether the tracee asked for O_CLOEXEC */
-	int inject;               /* moving its new descriptor up: 1 = fcntl(F_DUPFD) runs, 2 = close */
-	int low, high;            /* the descriptor the open returned, and its number >= CJ_CHFS_FD_MIN */
-	int pending_sig;          /* a signal that arrived during the injection, sent again after */
+	pid_t pid;          /* 0 = free slot */
+	bool set_ret;       /* a skipped call: set its return value ret at the exit stop */
+	long ret;           /* ... that value */
+	int io_cls;         /* a read/write call under a limit: its class (disk, net), */
+	uint64_t io_req;    /* ... the size it asked for (counted at the entry), */
+	int64_t io_at;      /* ... and when it was recorded: the exit refunds a short transfer */
+	int64_t hold_until; /* io_limit: held at the entry stop until then (CLOCK_MONOTONIC ns) */
+	bool dirent;        /* a getdents64 to filter at its exit */
+	bool seen;          /* has stopped once (first stop of an auto-attached child) */
+	int staged;         /* chfs: our descriptor + 1 the tracee is reopening (closed at exit) */
+	bool cloexec;       /* ... and whether the tracee asked for O_CLOEXEC */
+	int inject;         /* moving its new descriptor up: 1 = fcntl(F_DUPFD) runs, 2 = close */
+	int low, high;      /* the descriptor the open returned, and its number >= CJ_CHFS_FD_MIN */
+	int pending_sig;    /* a signal that arrived during the injection, sent again after */
 	struct user_regs_struct saved; /* the registers at the open's exit, restored after it */
 };
 

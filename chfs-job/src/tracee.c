@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -108,4 +109,30 @@ int cj_tracee_getfd(pid_t pid, int tfd)
 	int e = errno;
 	close(pidfd);
 	return fd < 0 ? -e : fd;
+}
+
+uint64_t cj_tracee_io_size(pid_t pid, int iov, const uint64_t *args)
+{
+	uint64_t iov_addr = args[1], iovcnt = args[2];
+	if (iov == 0)
+		return args[2];
+	if (iov == 2) {
+		struct msghdr m;
+		if (cj_tracee_read(pid, args[1], &m, sizeof(m)) < 0)
+			return 0;
+		iov_addr = (uint64_t)(uintptr_t)m.msg_iov;
+		iovcnt = m.msg_iovlen;
+	}
+	uint64_t total = 0;
+	struct iovec v[64];
+	for (uint64_t done = 0; done < iovcnt && done < 1024;) {
+		size_t k = iovcnt - done < 64 ? (size_t)(iovcnt - done) : 64;
+		if (cj_tracee_read(pid, iov_addr + done * sizeof(struct iovec), v, k * sizeof(struct iovec)) <
+		    0)
+			break;
+		for (size_t i = 0; i < k; i++)
+			total += v[i].iov_len;
+		done += k;
+	}
+	return total;
 }

@@ -269,6 +269,42 @@ def test_net_limit_holds_within_10_percent_across_two_processes(tmp_path, method
     assert 0.9 <= achieved / LIMIT <= 1.1, f"{achieved / 1e6:.2f} MB/s for a 10 MB/s limit"
 
 
+@pytest.mark.parametrize("method,opts", TRAPPING, ids=TRAP_IDS)
+def test_disk_limit_gives_no_credit_for_idle_time(tmp_path, method, opts):
+    """A few reads (the shell's and cat's start-up, cat's file), 0.6 s of nothing, then a stream: the
+    stream must still run at the limit. The formula over the whole history let it burst the 6 MB
+    the idle time 'saved' (2.5x the limit over 10 MB)."""
+    pol = tmp_path / "lim.yaml"
+    pol.write_text("io_limit: {disk: 10MB/s}\n")
+    small = tmp_path / "small"
+    small.write_bytes(b"x" * 1000)
+    r = run_method(method, opts, pol, ["sh", "-c", f"cat {small} >/dev/null; sleep 0.6; {PROBE} write {tmp_path}/w 10 65536"],
+                   timeout=60)
+    assert r.returncode == 0, r.stderr
+    start, end = map(float, r.stdout.split()[1:3])  # the writer's first write and last one
+    achieved = 10e6 / (end - start)
+    assert 0.9 <= achieved / LIMIT <= 1.1, f"{achieved / 1e6:.2f} MB/s for a 10 MB/s limit"
+
+
+@pytest.mark.parametrize("method,opts", TRAPPING[1:], ids=TRAP_IDS[1:])
+def test_ptrace_counts_only_what_a_short_read_moved(tmp_path, method, opts):
+    """ptrace counts a read's requested size at its entry and gives back at the exit what it did not
+    move: cat reading 40 files of 100 bytes (two 128 KiB reads each, ~10 MB asked for) under 1 MB/s
+    is held for the 4 KB it read, not for 10 s."""
+    pol = tmp_path / "lim.yaml"
+    pol.write_text("io_limit: {disk: 1MB/s}\n")
+    files = []
+    for i in range(40):
+        f = tmp_path / f"s{i}"
+        f.write_bytes(b"y" * 100)
+        files.append(str(f))
+    t0 = time.monotonic()
+    r = run_method(method, opts, pol, ["cat"] + files, timeout=60)
+    elapsed = time.monotonic() - t0
+    assert r.returncode == 0 and r.stdout == "y" * 4000, r.stderr
+    assert elapsed < 3, f"{elapsed:.1f} s for 4 KB under a 1 MB/s limit"
+
+
 def test_counter_file_of_another_user_or_mode_is_refused(tmp_path):
     pol = tmp_path / "lim.yaml"
     pol.write_text("io_limit: {disk: 10MB/s}\n")
