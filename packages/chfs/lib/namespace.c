@@ -331,6 +331,20 @@ static unsigned data_servers(struct srvlist *s, const struct chfs_md *md, unsign
 	return s->n;
 }
 
+/* A truncate cuts every server's chunks or none: a server known down would keep its chunks past
+ * the new size, and a later extension of the file would show them in the hole. So it fails
+ * (EIO) before any server cut, and the caller changes no size (set_size cuts first). */
+static int cut_needs_all(struct srvlist *s, const struct rpc_fanout *f, unsigned op)
+{
+	for (unsigned i = 0; op == WOP_DATA_TRUNCATE && i < f->n; i++)
+		if (client_server_down(s, f->idx[i])) {
+			log_err("truncate: server %s is down: nothing cut, size unchanged",
+			        s->addrs[f->idx[i]]);
+			return -EIO;
+		}
+	return 0;
+}
+
 static int data_bcast_once(struct srvlist *s, const struct chfs_md *md, unsigned op, uint64_t len,
                            unsigned *refused)
 {
@@ -345,7 +359,9 @@ static int data_bcast_once(struct srvlist *s, const struct chfs_md *md, unsigned
 		if (op == WOP_DATA_TRUNCATE)
 			wenc_u64(&e, len);
 		f.n = data_servers(s, md, f.idx);
-		rc = f.n ? rpc_fanout_call(s, &f, msg, e.len, op) : -EIO;
+		rc = f.n ? cut_needs_all(s, &f, op) : -EIO;
+		if (rc == 0)
+			rc = rpc_fanout_call(s, &f, msg, e.len, op);
 		*refused = rpc_multi_refused(f.idx, f.n, f.rcs);
 	}
 	rpc_fanout_free(&f);
@@ -1030,10 +1046,15 @@ int chfs_readlink(const char *path, char *buf, size_t size)
 	return (int)n;
 }
 
-/* Set the size of a regular file exactly: metadata at the owner, then the backing files. */
+/* Set the size of a regular file exactly: the backing files first, then the metadata at the
+ * owner. A server that cannot cut (down, unreachable) fails the truncate with the size as it
+ * was: the other order recorded the new size while that server kept its chunks past it, bytes
+ * a later extension exposed in what must read as a hole (POSIX) once the server was back. */
 static int set_size(struct srvlist *s, const char *cp, const struct chfs_md *md, uint64_t len)
 {
-	int rc = setattr_size(s, cp, md->fileid, WIRE_SET_SIZE, len);
+	int rc = data_truncate_all(s, md, len);
+	if (rc == 0)
+		rc = setattr_size(s, cp, md->fileid, WIRE_SET_SIZE, len);
 	if ((rc == -ENOENT || rc == -ESTALE) && md->fileid) {
 		/* renamed by another process since we looked (ftruncate of an open file) */
 		char *found = malloc(CHFS_PATH_MAX);
@@ -1042,8 +1063,6 @@ static int set_size(struct srvlist *s, const char *cp, const struct chfs_md *md,
 		if (moved != -ENOENT)
 			rc = moved;
 	}
-	if (rc == 0)
-		rc = data_truncate_all(s, md, len);
 	return rc;
 }
 
