@@ -990,9 +990,7 @@ int chfs_rename(const char *from, const char *to)
 		if (same)
 			return 0;
 	}
-	/* A directory, even one that looks empty, by the walk: entries only the backend has (chfsd
-	 * -b) are listed but not counted by DIR_EMPTY, and a directory only the backend has has no
-	 * record to RENAME. */
+	/* A directory by dir_rename: one RENAME when it lists empty, else the walk. */
 	if (S_ISDIR(md->mode) && (rc = replace_dir_target(s, ct)) < 0)
 		return set_err(rc);
 	rc = S_ISDIR(md->mode) ? dir_rename(s, cf, ct, md) : ns_move(s, cf, ct, md, 0);
