@@ -499,7 +499,7 @@ static int new_file(const char *cpath, const struct chfs_md *md, int accmode, in
 {
 	struct chfs_file *f = calloc(1, sizeof *f);
 	if (leased)
-		open_lease_opened();
+		open_lease_opened(cpath);
 	if (!f) {
 		if (leased)
 			open_lease_closed(md->fileid);
@@ -638,7 +638,7 @@ static int open_existing(struct ns_call *c, int32_t flags, int posix)
 	if ((rc = check_existing(c, flags, posix)) == 0)
 		return new_file(c->real, md, flags & O_ACCMODE, !!(flags & O_APPEND), leased);
 	if (leased) { /* the owner counted an open that did not happen: report its close */
-		open_lease_opened();
+		open_lease_opened(c->real);
 		open_lease_closed(md->fileid);
 	}
 	return rc;
