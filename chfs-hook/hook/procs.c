@@ -147,5 +147,6 @@ long hook_do_exec(const struct chfs_sysargs *s)
 long hook_do_exit(const struct chfs_sysargs *s)
 {
 	hook_fdtable_close_all(); /* chfs_close flushes what the client may buffer */
+	chfs_end_leases();        /* else the servers keep them a lease long (no chfs_term here) */
 	return hook_pass(s);
 }

@@ -60,6 +60,11 @@ int chfs_init(const char *server);
 int chfs_initialized(void);
 int chfs_term(void);
 int chfs_term_without_sync(void);
+/* Ends this process's open leases (one request to every server, sent concurrently: bounded by
+ * the RPC timeout) without tearing the client down: for a process about to exit without
+ * chfs_term, as the syscall hook does at exit_group after closing its descriptors. Without it
+ * the servers keep the leases, and the files another process unlinks meanwhile, a lease long. */
+int chfs_end_leases(void);
 /* Number of servers in the pool. */
 int chfs_size(void);
 const char *chfs_version(void);

@@ -228,15 +228,16 @@ void orphan_mark_leased(struct chfs_file *f);
 /* ---- open_lease.c: this process's open leases at the owners (see there) ---- */
 void open_lease_init(void);
 void open_lease_after_fork(void);
-/* An open took a lease (WOP_STAT_OPEN, WIRE_CREATE_LEASE) / a leased descriptor was closed. */
-void open_lease_opened(void);
+/* An open of cpath took a lease (WOP_STAT_OPEN, WIRE_CREATE_LEASE) at its owner / a leased
+ * descriptor was closed. */
+void open_lease_opened(const char *cpath);
 void open_lease_closed(uint64_t fileid);
 /* 1 while this process has leases to renew or closes to report. */
 int open_lease_active(void);
 /* The renewal thread's round: renew at every server, report the closes; the lease in ms (0:
  * none answered). */
 int open_lease_renew(struct srvlist *s);
-/* chfs_term: end every lease of this process. */
+/* chfs_term, chfs_end_leases: end every lease of this process (at the servers that took one). */
 void open_lease_end(void);
 
 /* ---- link.c: hard links (see there) ---- */

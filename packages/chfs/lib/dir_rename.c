@@ -1,8 +1,9 @@
 /*
  * dir_rename.c — renaming a directory (chfs_rename, namespace.c, calls dir_rename for every
  * directory once the checks of rename(2) passed: permissions, EINVAL for a target inside the
- * source, the target free or an empty directory removed; an empty one too, since entries only
- * the backend has are not counted by DIR_EMPTY, and a directory only it has has no record).
+ * source, the target free or an empty directory removed). A directory that lists empty moves
+ * as a file does, in one RENAME when one server owns both names (see dir_rename below); the
+ * rest of this file is the walk for a directory with entries (or one only the backend has).
  *
  * Entries are placed by the hash of their whole path, so a subtree is not one object that can
  * be relinked: every entry below the directory gets a new name and, mostly, a new owner. Only
@@ -111,17 +112,26 @@ static int keep_times(struct srvlist *s, const char *to, const struct chfs_md *d
 	return rpc_call_path(s, to, &r);
 }
 
-static int move_tree(struct srvlist *s, const char *from, const char *to, const struct chfs_md *dir, int top);
+static int move_tree(struct srvlist *s, const char *from, const char *to, const struct chfs_md *dir, int top,
+                     struct names *listed);
 
-/* One pass: every entry listed in `from` now goes to `to`. */
-static int move_children(struct srvlist *s, const char *from, const char *to)
+/* The names listed in directory `path` (the backend's too) into *n. */
+static int list(const char *path, struct names *n)
+{
+	int rc = readdir_all(path, n, collect);
+	return rc ? rc : n->err;
+}
+
+/* One pass: every entry listed in `from` now goes to `to` (listed: the names the caller listed
+ * already, taken over; else NULL). */
+static int move_children(struct srvlist *s, const char *from, const char *to, struct names *listed)
 {
 	struct names n = {0};
 	char *cf = malloc(2 * CHFS_PATH_MAX), *ct = cf + CHFS_PATH_MAX;
 	struct chfs_md *md = malloc(sizeof *md);
-	int rc = cf && md ? readdir_all(from, &n, collect) : -ENOMEM;
-	if (rc == 0)
-		rc = n.err;
+	if (listed)
+		n = *listed;
+	int rc = !cf || !md ? -ENOMEM : listed ? 0 : list(from, &n);
 	for (size_t off = 0; rc == 0 && off < n.len; off += strlen(n.buf + off) + 1) {
 		const char *name = n.buf + off;
 		if (snprintf(cf, CHFS_PATH_MAX, "%s/%s", from, name) >= CHFS_PATH_MAX ||
@@ -134,7 +144,7 @@ static int move_children(struct srvlist *s, const char *from, const char *to)
 			continue;
 		}
 		if (rc == 0)
-			rc = S_ISDIR(md->mode) ? move_tree(s, cf, ct, md, 0)
+			rc = S_ISDIR(md->mode) ? move_tree(s, cf, ct, md, 0, NULL)
 			                       : ns_move(s, cf, ct, md, NS_MOVE_NO_TOUCH);
 	}
 	free(n.buf);
@@ -143,11 +153,14 @@ static int move_children(struct srvlist *s, const char *from, const char *to)
 	return rc;
 }
 
-static int move_tree(struct srvlist *s, const char *from, const char *to, const struct chfs_md *dir, int top)
+static int move_tree(struct srvlist *s, const char *from, const char *to, const struct chfs_md *dir, int top,
+                     struct names *listed)
 {
 	int rc = make_target(s, to, dir, top), pass = 0;
-	for (; rc == 0 && pass < DIR_RENAME_PASSES; pass++) {
-		if ((rc = move_children(s, from, to)) == 0 && (rc = ns_dir_nonempty(s, from)) == 0)
+	if (rc && listed)
+		free(listed->buf);
+	for (; rc == 0 && pass < DIR_RENAME_PASSES; pass++, listed = NULL) {
+		if ((rc = move_children(s, from, to, listed)) == 0 && (rc = ns_dir_nonempty(s, from)) == 0)
 			break;
 		if (rc > 0)
 			rc = 0; /* entries made meanwhile: another pass */
@@ -164,7 +177,25 @@ static int move_tree(struct srvlist *s, const char *from, const char *to, const 
 	return rc;
 }
 
+/* An empty directory (nothing listed; a listing shows the backend's entries, which DIR_EMPTY
+ * does not count) moves as a file does (ns_move): one RENAME, atomic, when one server owns both
+ * names, else INSERT at the new owner then REMOVE_IF at the old. A directory only the backend
+ * has has no record to move (ENOENT; with two owners the INSERT made the target): the walk. A
+ * directory with entries: the walk, whose first pass takes this listing. */
 int dir_rename(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md)
 {
-	return move_tree(s, cf, ct, md, 1);
+	struct names n = {0};
+	int rc = list(cf, &n), top = 1;
+	if (rc == 0 && n.len == 0) {
+		free(n.buf);
+		if ((rc = ns_move(s, cf, ct, md, 0)) != -ENOENT)
+			return rc;
+		rc = top = 0;
+		n = (struct names){0};
+	}
+	if (rc) {
+		free(n.buf);
+		return rc;
+	}
+	return move_tree(s, cf, ct, md, top, &n);
 }

@@ -331,6 +331,20 @@ static unsigned data_servers(struct srvlist *s, const struct chfs_md *md, unsign
 	return s->n;
 }
 
+/* A truncate cuts every server's chunks or none: a server known down would keep its chunks past
+ * the new size, and a later extension of the file would show them in the hole. So it fails
+ * (EIO) before any server cut, and the caller changes no size (set_size cuts first). */
+static int cut_needs_all(struct srvlist *s, const struct rpc_fanout *f, unsigned op)
+{
+	for (unsigned i = 0; op == WOP_DATA_TRUNCATE && i < f->n; i++)
+		if (client_server_down(s, f->idx[i])) {
+			log_err("truncate: server %s is down: nothing cut, size unchanged",
+			        s->addrs[f->idx[i]]);
+			return -EIO;
+		}
+	return 0;
+}
+
 static int data_bcast_once(struct srvlist *s, const struct chfs_md *md, unsigned op, uint64_t len,
                            unsigned *refused)
 {
@@ -345,7 +359,9 @@ static int data_bcast_once(struct srvlist *s, const struct chfs_md *md, unsigned
 		if (op == WOP_DATA_TRUNCATE)
 			wenc_u64(&e, len);
 		f.n = data_servers(s, md, f.idx);
-		rc = f.n ? rpc_fanout_call(s, &f, msg, e.len, op) : -EIO;
+		rc = f.n ? cut_needs_all(s, &f, op) : -EIO;
+		if (rc == 0)
+			rc = rpc_fanout_call(s, &f, msg, e.len, op);
 		*refused = rpc_multi_refused(f.idx, f.n, f.rcs);
 	}
 	rpc_fanout_free(&f);
@@ -483,7 +499,7 @@ static int new_file(const char *cpath, const struct chfs_md *md, int accmode, in
 {
 	struct chfs_file *f = calloc(1, sizeof *f);
 	if (leased)
-		open_lease_opened();
+		open_lease_opened(cpath);
 	if (!f) {
 		if (leased)
 			open_lease_closed(md->fileid);
@@ -622,7 +638,7 @@ static int open_existing(struct ns_call *c, int32_t flags, int posix)
 	if ((rc = check_existing(c, flags, posix)) == 0)
 		return new_file(c->real, md, flags & O_ACCMODE, !!(flags & O_APPEND), leased);
 	if (leased) { /* the owner counted an open that did not happen: report its close */
-		open_lease_opened();
+		open_lease_opened(c->real);
 		open_lease_closed(md->fileid);
 	}
 	return rc;
@@ -974,9 +990,7 @@ int chfs_rename(const char *from, const char *to)
 		if (same)
 			return 0;
 	}
-	/* A directory, even one that looks empty, by the walk: entries only the backend has (chfsd
-	 * -b) are listed but not counted by DIR_EMPTY, and a directory only the backend has has no
-	 * record to RENAME. */
+	/* A directory by dir_rename: one RENAME when it lists empty, else the walk. */
 	if (S_ISDIR(md->mode) && (rc = replace_dir_target(s, ct)) < 0)
 		return set_err(rc);
 	rc = S_ISDIR(md->mode) ? dir_rename(s, cf, ct, md) : ns_move(s, cf, ct, md, 0);
@@ -1030,10 +1044,15 @@ int chfs_readlink(const char *path, char *buf, size_t size)
 	return (int)n;
 }
 
-/* Set the size of a regular file exactly: metadata at the owner, then the backing files. */
+/* Set the size of a regular file exactly: the backing files first, then the metadata at the
+ * owner. A server that cannot cut (down, unreachable) fails the truncate with the size as it
+ * was: the other order recorded the new size while that server kept its chunks past it, bytes
+ * a later extension exposed in what must read as a hole (POSIX) once the server was back. */
 static int set_size(struct srvlist *s, const char *cp, const struct chfs_md *md, uint64_t len)
 {
-	int rc = setattr_size(s, cp, md->fileid, WIRE_SET_SIZE, len);
+	int rc = data_truncate_all(s, md, len);
+	if (rc == 0)
+		rc = setattr_size(s, cp, md->fileid, WIRE_SET_SIZE, len);
 	if ((rc == -ENOENT || rc == -ESTALE) && md->fileid) {
 		/* renamed by another process since we looked (ftruncate of an open file) */
 		char *found = malloc(CHFS_PATH_MAX);
@@ -1042,8 +1061,6 @@ static int set_size(struct srvlist *s, const char *cp, const struct chfs_md *md,
 		if (moved != -ENOENT)
 			rc = moved;
 	}
-	if (rc == 0)
-		rc = data_truncate_all(s, md, len);
 	return rc;
 }
 

@@ -9,8 +9,8 @@
  * high half of its request ids (random, new after fork). Nothing is sent at close: the closes
  * are counted here and reported with the next renewal (WOP_LEASE_RENEW to every server, once
  * a lease quarter — 15 s by default — by the renewal thread of orphan_lease.c, only while this
- * process has files open or closes to report), and at chfs_term one LEASE_RENEW to every
- * server ends all of them. A process killed holds nothing a lease later.
+ * process has files open or closes to report), and at chfs_term (or chfs_end_leases, which the
+ * syscall hook calls at exit_group) one LEASE_RENEW to every server ends all of them. A process killed holds nothing a lease later.
  *
  * A forked child owns no lease: its copies of the parent's descriptors do not keep a file
  * (the parent's do, as long as it has them open); its own opens take leases of its own.
@@ -35,7 +35,17 @@ static struct {
 	long opens; /* opens that took a lease, not yet reported closed */
 	struct close_note *closes;
 	unsigned nclose, cap;
+	char **at; /* the servers that took a lease (addresses): the end goes to them only */
+	unsigned nat, capat;
+	int at_all; /* a lease taken where we could not note it: the end goes to every server */
 } OL = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void free_at(char **at, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		free(at[i]);
+	free(at);
+}
 
 /* OL.lock held, or the only thread (after fork). */
 static void new_identity(void)
@@ -49,6 +59,10 @@ static void new_identity(void)
 	OL.id = id;
 	OL.opens = 0;
 	OL.nclose = 0;
+	free_at(OL.at, OL.nat); /* (a child's copy of the parent's) */
+	OL.at = NULL;
+	OL.nat = OL.capat = 0;
+	OL.at_all = 0;
 	atomic_store(&chfs_client.lease_id, id);
 }
 
@@ -66,10 +80,37 @@ void open_lease_init(void)
 	pthread_mutex_unlock(&OL.lock);
 }
 
-void open_lease_opened(void)
+/* OL.lock held. Note that server addr holds a lease of ours (the last one noted first). */
+static void lease_at(const char *addr)
 {
+	for (unsigned i = OL.nat; i-- > 0;)
+		if (strcmp(OL.at[i], addr) == 0)
+			return;
+	if (OL.nat == OL.capat) {
+		unsigned cap = OL.capat ? 2 * OL.capat : 8;
+		char **v = realloc(OL.at, cap * sizeof *v);
+		if (!v) {
+			OL.at_all = 1;
+			return;
+		}
+		OL.at = v;
+		OL.capat = cap;
+	}
+	if (!(OL.at[OL.nat] = strdup(addr)))
+		OL.at_all = 1;
+	else
+		OL.nat++;
+}
+
+void open_lease_opened(const char *cpath)
+{
+	struct srvlist *s = atomic_load(&chfs_client.srv);
 	pthread_mutex_lock(&OL.lock);
 	OL.opens++;
+	if (s && s->n)
+		lease_at(s->addrs[placement_owner(s->ring, cpath)]);
+	else
+		OL.at_all = 1;
 	pthread_mutex_unlock(&OL.lock);
 	lease_renewer_need();
 }
@@ -104,9 +145,22 @@ int open_lease_active(void)
 	return active;
 }
 
-/* One LEASE_RENEW with items v[0..n) to every server; the shortest lease a server answered
- * into *lease_ms. 0 if all answered. */
-static int renew_once(struct srvlist *s, const struct close_note *v, unsigned n, int *lease_ms)
+/* Keep in f only the servers whose address is among at[0..nat). */
+static void only_at(struct srvlist *s, struct rpc_fanout *f, const char *const *at, unsigned nat)
+{
+	f->n = 0;
+	for (unsigned i = 0; i < s->n; i++)
+		for (unsigned k = 0; k < nat; k++)
+			if (strcmp(s->addrs[i], at[k]) == 0) {
+				f->idx[f->n++] = i;
+				break;
+			}
+}
+
+/* One LEASE_RENEW with items v[0..n) to every server (at: to those of its nat addresses only);
+ * the shortest lease a server answered into *lease_ms. 0 if all answered. */
+static int renew_once(struct srvlist *s, const struct close_note *v, unsigned n, int *lease_ms,
+                      const char *const *at, unsigned nat)
 {
 	size_t len = WIRE_HDR_LEN + 4 + (size_t)n * 12;
 	struct rpc_fanout f;
@@ -121,7 +175,9 @@ static int renew_once(struct srvlist *s, const struct close_note *v, unsigned n,
 			wenc_u64(&e, v[i].fileid);
 			wenc_u32(&e, v[i].n);
 		}
-		rc = rpc_fanout_call(s, &f, msg, e.len, WOP_LEASE_RENEW);
+		if (at)
+			only_at(s, &f, at, nat);
+		rc = f.n ? rpc_fanout_call(s, &f, msg, e.len, WOP_LEASE_RENEW) : 0;
 		for (unsigned i = 0; i < f.n; i++) {
 			struct wdec d;
 			if (rpc_fanout_reply(&f, i, &d))
@@ -151,17 +207,26 @@ static int send(struct srvlist *s, int end, int *lease_ms)
 	OL.nclose = OL.cap = 0;
 	for (unsigned i = 0; i < n; i++)
 		OL.opens -= v[i].n;
-	if (end)
+	char **at = OL.at; /* the end: to the servers that took a lease (every one if unknown) */
+	unsigned nat = OL.nat;
+	int everyone = OL.at_all;
+	if (end) {
 		OL.opens = 0;
+		OL.at = NULL;
+		OL.nat = OL.capat = 0;
+		OL.at_all = 0;
+	}
 	pthread_mutex_unlock(&OL.lock);
 	int rc = 0;
 	if (end) {
-		rc = renew_once(s, &all, 1, lease_ms);
+		if (everyone || nat)
+			rc = renew_once(s, &all, 1, lease_ms, everyone ? NULL : (const char *const *)at, nat);
+		free_at(at, nat);
 	} else {
 		unsigned off = 0;
 		do {
 			unsigned k = n - off < WIRE_LEASE_MAX ? n - off : WIRE_LEASE_MAX;
-			int r = renew_once(s, v + off, k, lease_ms);
+			int r = renew_once(s, v + off, k, lease_ms, NULL, 0);
 			if (r && !rc)
 				rc = r;
 			off += k;
@@ -186,4 +251,10 @@ void open_lease_end(void)
 	int ms = 0;
 	if (open_lease_active() && client_begin(&s) == 0)
 		send(s, 1, &ms); /* best effort: what a server missed expires */
+}
+
+int chfs_end_leases(void)
+{
+	open_lease_end();
+	return 0;
 }

@@ -11,12 +11,15 @@ On the previous build B's unlink removed the data at once: A read back nothing (
 and its fstat said nlink 1 (or the other file's size after a rename over it).
 """
 import os
+import signal
 import subprocess
 import time
+from itertools import islice
 
 import pytest
 
-from chfsutil import io, put
+import poolstatus
+from chfsutil import io, owner, put
 from test_orphan_lease import LEASE, SHORT_LEASE, SHORT_LEASE_ENV, SIZE, Holder, near, totals, wait_for
 from ci.testlib.chfs_pool import stack_prefix
 from test_orphan_lease_paths import _mounted, kill_group
@@ -238,3 +241,85 @@ def test_two_chfuse_mounts_one_unlinks_a_file_a_program_on_the_other_has_open(ch
         for m in (m2, m1):
             if m:
                 _unmount(*m)
+
+
+# Opens the files named (creates them, or opens them read-only), says so, waits for a line,
+# exits without closing them (os._exit: exit_group with the descriptors open).
+EXITS_HOLDING = """
+import os, sys
+mode, names = sys.argv[1], sys.argv[2:]
+flags = os.O_CREAT | os.O_WRONLY if mode == 'create' else os.O_RDONLY
+fds = [os.open('/chfs' + p, flags, 0o644) for p in names]
+print('held', flush=True)
+sys.stdin.readline()
+os._exit(0)
+"""
+
+
+def open_leases(env, skip=None):
+    """Open leases held over the pool (but at server `skip`)."""
+    return sum(int(st.get("open_leases", 0)) for a, st in poolstatus.status(env, timeout_ms=2000).items()
+               if a != skip and not st.get("down"))
+
+
+def hooked_holder(pool, mode, names):
+    h = subprocess.Popen(["chfs-run", "--", "/usr/bin/python3", "-c", EXITS_HOLDING, mode, *names],
+                         env=dict(pool.env, CHFS_HOOK_LOCAL="0"), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert h.stdout.readline().strip() == "held"
+    return h
+
+
+def exit_now(h):
+    """Let h exit; seconds until it did."""
+    t = time.monotonic()
+    h.stdin.write("\n")
+    h.stdin.flush()
+    assert h.wait(timeout=60) == 0
+    return time.monotonic() - t
+
+
+@pytest.mark.hook
+@pytest.mark.timeout(120)
+def test_a_hooked_process_exiting_with_files_open_ends_its_leases(chfs_pool):
+    """The hook ends the leases at exit_group (chfs_end_leases): before, the servers kept them a
+    lease long (60 s), and a file another process unlinked meanwhile stayed an orphan."""
+    pool, n = chfs_pool, 16
+    h = hooked_holder(pool, "create", [f"/x{i}" for i in range(n)])
+    try:
+        assert open_leases(pool.env) == n
+        exit_now(h)
+    finally:
+        kill_group(h)
+    left = open_leases(pool.env)
+    assert left == 0, f"{left} of {n} open leases still held after the holder exited"
+    for i in range(n):
+        io(pool, "unlink", f"/x{i}")
+    assert totals(pool.env)[1] == 0, "unlinked files kept as orphans of a process that exited"
+
+
+@pytest.mark.hook
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("hung_holds", [False, True])
+def test_a_hooked_process_exits_within_the_rpc_timeout_when_a_server_is_hung(chfs_pool, hung_holds):
+    """The leases end at the servers that took one (the owners of the names opened), all asked
+    at once: a hung server that holds none costs nothing, one that holds some at most the RPC
+    timeout (5 s in the pool), and the others' leases end either way."""
+    pool, n, hung = chfs_pool, 8, 3
+    names = list(islice((p for p in (f"/x{k}" for k in range(64)) if owner(pool, p) != pool.addrs[hung]), n))
+    if hung_holds:
+        names[0] = next(p for p in (f"/y{k}" for k in range(64)) if owner(pool, p) == pool.addrs[hung])
+    for p in names:
+        put(pool, p, b"z")
+    h = hooked_holder(pool, "read", names)
+    assert open_leases(pool.env) == n
+    os.kill(pool.pids[hung], signal.SIGSTOP)
+    try:
+        took = exit_now(h)
+        left = open_leases(pool.env, skip=pool.addrs[hung])
+    finally:
+        os.kill(pool.pids[hung], signal.SIGCONT)
+        kill_group(h)
+    print(f"exit with a server hung (holding leases: {hung_holds}): {took:.2f} s")
+    assert took < (5.0 + 1.5 if hung_holds else 1.5), f"exit took {took:.1f} s (RPC timeout 5 s)"
+    assert left == 0, f"{left} open leases still held at the live servers after the holder exited"

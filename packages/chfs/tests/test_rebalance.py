@@ -340,19 +340,25 @@ def test_server_restarted_while_its_rebalance_is_open_keeps_what_it_took(chfs_po
                          indirect=True)
 @pytest.mark.parametrize("op", ["truncate", "unlink"])
 def test_server_restarted_while_its_rebalance_is_open_keeps_its_cuts(chfs_pool, op):
-    """A truncate to 0 (or an unlink) while server 1 is stopped: server 1 keeps its chunks of the
-    file, server 2 — their new owner — records the cut for its open window. Restarted before
-    server 1 is back, server 2 must still apply it when server 1 hands the chunks over: it kept
-    the cut only in memory, took them whole and the data came back (server 2 held 0.4-0.9 MiB)."""
+    """An unlink while server 1 is stopped: server 1 keeps its chunks of the file, server 2 —
+    their new owner — records the cut for its open window. Restarted before server 1 is back,
+    server 2 must still apply it when server 1 hands the chunks over: it kept the cut only in
+    memory, took them whole and the data came back (server 2 held 0.4-0.9 MiB). A truncate to
+    0 then is refused (EIO) and cuts nothing (lib/namespace.c set_size: it used to cut the live
+    servers and leave server 1's chunks past the new size): the file must come back whole."""
     pool = chfs_pool
     try:
         path, data, new, seen_down = join_while_server1_is_stopped(pool)
-        # Server 1 is down: the client reports EIO for it, the others cut.
-        io(pool, *(["truncate", path, 0] if op == "truncate" else ["unlink", path]), check=False)
+        # Server 1 is down: an unlink removes the others' chunks and reports EIO for it.
+        r = io(pool, *(["truncate", path, 0] if op == "truncate" else ["unlink", path]), check=False)
         pool.restart(new)
         wait_for(seen_down, "server 1 is not seen down after the restart")
     finally:
         os.kill(pool.pids[1], signal.SIGCONT)
     poolstatus.wait_settled(pool.env, 3)
+    if op == "truncate":
+        assert r.returncode != 0 and b"EIO" in r.stderr, r.stderr
+        assert io(pool, "get", path).stdout == data, "a refused truncate lost bytes"
+        return
     held = allocated(os.path.join(pool.dirs[new], "data"))
     assert held == 0, f"server 2 holds {held} bytes of a file cut to nothing"

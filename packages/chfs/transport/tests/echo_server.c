@@ -1,11 +1,12 @@
 /*
- * echo_server.c — the forked test server (see echo_server.h).
+ * echo_server.c — the test server in a child process (see echo_server.h).
  */
 #include "echo_server.h"
 #include "shm_doorbell.h"
 
 #include <errno.h>
 #include <glob.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,49 +128,121 @@ static int handle_inline(xprt_req_t *r, void *arg)
 	return 1;
 }
 
+/* The child's part: open the server, write its address (or "ERROR ...") to fd, serve until
+ * killed. */
+static void serve(const char *proto, const char *host, unsigned nworkers, int fd)
+{
+	xprt_t *x;
+	struct xprt_opts o = {.proto = proto, .host = host, .is_server = 1, .nworkers = nworkers};
+	char a[256] = "";
+	int rc = xprt_open(&o, &x);
+	if (rc == 0)
+		rc = xprt_self_addr(x, a, sizeof a);
+	if (rc == 0)
+		rc = xprt_serve_admit(x, admit, NULL);
+	const char *inl = getenv("CHFS_XPRT_INLINE");
+	if (rc == 0 && !(inl && strcmp(inl, "0") == 0))
+		rc = xprt_serve_inline(x, handle_inline, NULL);
+	if (rc == 0)
+		rc = xprt_serve(x, handle, x);
+	if (rc < 0)
+		snprintf(a, sizeof a, "ERROR %s", strerror(-rc));
+	if (write(fd, a, strlen(a) + 1) < 0)
+		_exit(1);
+	close(fd);
+	if (rc < 0)
+		_exit(1);
+	for (;;) {
+		sleep(1);
+		if (getenv("ECHO_SERVER_DEBUG")) {
+			struct xprt_stats st;
+			xprt_get_stats(x, &st);
+			fprintf(stderr, "echo server: %llu requests, %llu wakeups\n",
+			        (unsigned long long)st.requests, (unsigned long long)st.wakeups);
+		}
+	}
+}
+
+/* The server child is this program run again: the fork is followed by nothing but an exec.
+ * It used to open the server in the forked copy itself, and a fork of a client with threads
+ * (a transport's, freeing what a killed server left) could copy a lock another thread held —
+ * malloc's under ASan, whose allocator takes no fork handlers here — and the child then hung
+ * in xprt_open while the parent waited for its address (xprt_local_shm_unpublished, once,
+ * until the test's alarm). This constructor turns the new image into the server. */
+#define CHILD_VAR "CHFS_ECHO_SERVER_CHILD"
+extern char **environ;
+
+__attribute__((constructor)) static void echo_server_child(void)
+{
+	const char *v = getenv(CHILD_VAR);
+	char proto[32], host[256];
+	unsigned nworkers;
+	int fd;
+	if (!v || sscanf(v, "%d %u %31s %255s", &fd, &nworkers, proto, host) != 4)
+		return;
+	unsetenv(CHILD_VAR);
+	serve(proto, strcmp(host, "-") ? host : NULL, nworkers, fd);
+}
+
+/* environ without CHILD_VAR, plus CHILD_VAR=var (NULL on ENOMEM). */
+static char **child_env(const char *var)
+{
+	size_t n = 0;
+	while (environ[n])
+		n++;
+	char **env = malloc((n + 2) * sizeof *env);
+	size_t k = 0;
+	for (size_t i = 0; env && i < n; i++)
+		if (strncmp(environ[i], CHILD_VAR "=", sizeof CHILD_VAR) != 0)
+			env[k++] = environ[i];
+	if (env) {
+		env[k++] = (char *)var;
+		env[k] = NULL;
+	}
+	return env;
+}
+
+/* The child's address from fd, waiting at most START_WAIT_MS. */
+#define START_WAIT_MS 60000
+static ssize_t read_addr(int fd, char *addr, size_t size)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	int rc;
+	while ((rc = poll(&p, 1, START_WAIT_MS)) < 0 && errno == EINTR)
+		;
+	if (rc == 0)
+		fprintf(stderr, "echo server: no address within %d ms\n", START_WAIT_MS);
+	return rc > 0 ? read(fd, addr, size - 1) : -1;
+}
+
 pid_t echo_server_start(const char *proto, const char *host, unsigned nworkers, char *addr, size_t size)
 {
 	int fds[2];
 	if (pipe(fds) != 0)
 		return -errno;
-	pid_t pid = fork();
-	if (pid < 0)
-		return -errno;
+	char var[sizeof CHILD_VAR + 320];
+	snprintf(var, sizeof var, CHILD_VAR "=%d %u %s %s", fds[1], nworkers, proto, host ? host : "-");
+	char **env = child_env(var);
+	int dumpable = prctl(PR_GET_DUMPABLE) == 1; /* the new image would be, unlike this copy */
+	pid_t pid = env ? fork() : -1;
+	if (pid < 0) {
+		int e = env ? errno : ENOMEM;
+		free(env);
+		close(fds[0]);
+		close(fds[1]);
+		return -e;
+	}
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		close(fds[0]);
-		xprt_t *x;
-		struct xprt_opts o = {.proto = proto, .host = host, .is_server = 1, .nworkers = nworkers};
-		char a[256] = "";
-		int rc = xprt_open(&o, &x);
-		if (rc == 0)
-			rc = xprt_self_addr(x, a, sizeof a);
-		if (rc == 0)
-			rc = xprt_serve_admit(x, admit, NULL);
-		const char *inl = getenv("CHFS_XPRT_INLINE");
-		if (rc == 0 && !(inl && strcmp(inl, "0") == 0))
-			rc = xprt_serve_inline(x, handle_inline, NULL);
-		if (rc == 0)
-			rc = xprt_serve(x, handle, x);
-		if (rc < 0)
-			snprintf(a, sizeof a, "ERROR %s", strerror(-rc));
-		if (write(fds[1], a, strlen(a) + 1) < 0)
-			_exit(1);
-		close(fds[1]);
-		if (rc < 0)
-			_exit(1);
-		for (;;) {
-			sleep(1);
-			if (getenv("ECHO_SERVER_DEBUG")) {
-				struct xprt_stats st;
-				xprt_get_stats(x, &st);
-				fprintf(stderr, "echo server: %llu requests, %llu wakeups\n",
-				        (unsigned long long)st.requests, (unsigned long long)st.wakeups);
-			}
-		}
+		char *argv[] = {"echo-server", NULL};
+		if (dumpable) /* else a test changed its identity: the copy serves, as it has to */
+			execve("/proc/self/exe", argv, env);
+		serve(proto, host, nworkers, fds[1]);
 	}
+	free(env);
 	close(fds[1]);
-	ssize_t n = read(fds[0], addr, size - 1);
+	ssize_t n = read_addr(fds[0], addr, size);
 	close(fds[0]);
 	if (n <= 0 || strncmp(addr, "ERROR", 5) == 0) {
 		if (n > 0)

@@ -1,5 +1,6 @@
 /*
- * echo_server.h — a real xprt server in a forked child, for the transport tests and xprt-bench.
+ * echo_server.h — a real xprt server in a child process (this program run again: fork, exec;
+ * see echo_server.c), for the transport tests and xprt-bench.
  *
  * The child opens a server xprt_t, writes its address to a pipe and serves a tiny protocol
  * (first body byte = operation) until killed:

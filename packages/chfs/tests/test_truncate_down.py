@@ -1,0 +1,60 @@
+"""A truncate made while a server holding chunks of the file is down must not leave that
+server's chunks past the new size: once it is back, an extension of the file (truncate up, a
+write past the end) has to read zeros in the hole (POSIX), never the old bytes. The truncate
+either cuts every server's chunks or fails (EIO) with the file as it was (lib/namespace.c
+set_size: the data first, the size after)."""
+import pytest
+
+import poolstatus
+from chfsutil import err_name, get, io, owner, put, rand, stat
+
+CHUNK = 4096
+SIZE = 64 * CHUNK  # 64 chunks over 3 servers: each holds some
+CUT = 100
+
+
+def extend(pool, how):
+    if how == "truncate":
+        io(pool, "truncate", "/f", SIZE)
+    else:  # one byte at the old end: the hole is [CUT, SIZE - 1)
+        put(pool, "/f", b"\xff", off=SIZE - 1, create=False)
+
+
+def expect_cut_then_extended(pool, how):
+    extend(pool, how)
+    got = get(pool, "/f")
+    assert len(got) == SIZE
+    assert got[:CUT] == DATA[:CUT]
+    hole = got[CUT:SIZE - 1]
+    stale = sum(1 for b in hole if b)
+    assert stale == 0, f"{stale} non-zero bytes in the hole (the old data of a server that was down)"
+
+
+DATA = rand(SIZE, 11).replace(b"\0", b"\1")  # no zero byte: any stale byte shows
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("how", ["truncate", "write"])
+@pytest.mark.parametrize("chfs_pool", [{"servers": 3, "extra_env": {"CHFS_CHUNK_SIZE": str(CHUNK)}}],
+                         indirect=True)
+def test_truncate_while_a_server_is_down_never_exposes_its_old_bytes(chfs_pool, how):
+    pool = chfs_pool
+    put(pool, "/f", DATA)
+    own = owner(pool, "/f")
+    victim = next(i for i, a in enumerate(pool.addrs) if a != own)
+    down = pool.addrs[victim]
+    pool.kill(victim)
+    try:
+        poolstatus.wait_view(pool.env, own, {down})
+        r = io(pool, "truncate", "/f", CUT, check=False, timeout=60)
+        assert r.returncode == 0 or err_name(r) == "EIO", r.stderr
+    finally:
+        pool.restart(victim)
+    poolstatus.wait_view(pool.env, own, set())
+    if stat(pool, "/f")[1] == CUT:  # the truncate took effect (the old code: also when it failed)
+        expect_cut_then_extended(pool, how)
+    else:  # refused: the file must be as it was, and a truncate now cuts
+        assert r.returncode != 0, "the truncate succeeded but the size did not change"
+        assert get(pool, "/f") == DATA, "a failed truncate lost bytes"
+        io(pool, "truncate", "/f", CUT)
+        expect_cut_then_extended(pool, how)
