@@ -5,12 +5,14 @@ the cache off (`reference`). Writes go through libgfarm's gfs_pio API driven lin
 (gfpio_script.c, so other nodes can read between two writes of one open) and through gfarm2fs
 with ordinary Python file writes. Covered: an in-place overwrite that does not start on a page
 boundary, readers while a file is open for writing, two writers on one node and on two nodes,
-a gfmd restart (the `none` backend reuses inode numbers and generations) and two file systems
-behind one gfccd. Cluster ids 81-83 (test_coop_cache.py uses 78, test_coop_security.py 85 and 87,
+a write the node's gfccd missed (timed out, then bypassed), a gfmd restart (the `none` backend
+reuses inode numbers and generations) and two file systems behind one gfccd. Cluster ids 81-83 (test_coop_cache.py uses 78, test_coop_security.py 85 and 87,
 test_coop_stock_gfmd.py 84; all moved by $GFARM_TEST_CLUSTER_ID_OFFSET, see gfcluster.py).
 """
 import os
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -183,6 +185,29 @@ def test_writers_on_two_nodes_publish_nothing_the_file_does_not_hold(cluster, sc
     want[8192:8292] = b"C" * 100
     assert reference(cluster, path) == want
     assert_every_node_reads(cluster, path, bytes(want))
+
+
+def test_a_write_its_gfccd_missed_publishes_no_older_staged_page(cluster, script_exe):
+    """c1's gfccd misses one staged write (c1 bypasses a gfccd that did not answer in time, for
+    10 s): at close, the pages staged before it are no longer the file's and must not be
+    published (they were, and every node then read the page as first written)"""
+    path = "/missedwrite"
+    s = Script(cluster, "c1", script_exe)
+    s(f"open 0 {path} trunc")
+    s(f"write 0 0 A {MIB}")  # staged in c1's gfccd
+    pid = cluster.daemon_pid("c1")
+    os.kill(pid, signal.SIGSTOP)  # the next staging request times out (1 s)
+    try:
+        s(f"write 0 {MIB} C 4096")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    s("write 0 0 B 4096")  # reaches gfsd while c1 bypasses its gfccd: not staged
+    time.sleep(11)  # c1 uses its gfccd again by the close
+    s("close 0")
+    s.close()
+    want = b"B" * 4096 + b"A" * (MIB - 4096) + b"C" * 4096
+    assert reference(cluster, path) == want
+    assert_every_node_reads(cluster, path, want)
 
 
 def inode_gen(cluster, path):

@@ -47,7 +47,9 @@
  * merged page by page in the order they reached gfsd.  At close, gfmd
  * returns the file's new generation.  The staged pages become that
  * generation's, and the writer registers as a holder, only if the file was
- * opened with O_TRUNC (so the written extent is the file), the close
+ * opened with O_TRUNC (so the written extent is the file), gfccd took
+ * every write (one it missed - no answer in time, or bypassed - leaves an
+ * older staged version of its pages), the close
  * succeeded, the new generation is the one after the open's (no other
  * writer closed in between) and KEY says nobody else has the file open for
  * writing; otherwise this node's pages of the inode are dropped.  The
@@ -547,6 +549,14 @@ coop_staging_key(GFS_File gf)
 	return (k);
 }
 
+/* the staged pages no longer follow the file (a truncate, or a write that
+ * was not staged): close publishes none of them */
+static void
+coop_stage_lost(GFS_File gf)
+{
+	gf->coop_state |= COOP_STATE_STAGED | COOP_STATE_NO_RETAG;
+}
+
 /* a write reached gfsd: 1 if its bytes are to be staged under *k */
 static int
 coop_stage_begin(GFS_File gf, struct coop_key *k)
@@ -569,9 +579,13 @@ gfs_pio_coop_written(GFS_File gf, const char *buf, gfarm_off_t off,
 	if (coop_cache_config() == NULL || len == 0 || off < 0 ||
 	    !coop_stage_begin(gf, &k))
 		return;
-	/* a staged partial page is kept at close only if it ends the file */
-	(void)coop_cache_local_put(&k, off, buf, len, 1);
-	if (gf->coop_hi < off + (gfarm_off_t)len)
+	/* a staged partial page is kept at close only if it ends the file;
+	 * bytes gfccd did not take (it did not answer in time, or is
+	 * bypassed) leave older staged bytes of their pages in place */
+	if (len > COOP_MAX_IO ||
+	    coop_cache_local_put(&k, off, buf, len, 1) != 0)
+		coop_stage_lost(gf);
+	else if (gf->coop_hi < off + (gfarm_off_t)len)
 		gf->coop_hi = off + len;
 }
 
@@ -640,7 +654,7 @@ gfs_pio_coop_truncated(GFS_File gf)
 {
 	if (coop_cache_config() == NULL)
 		return;
-	gf->coop_state |= COOP_STATE_STAGED | COOP_STATE_NO_RETAG;
+	coop_stage_lost(gf);
 	(void)coop_cache_local_inval(gf->ino);
 }
 
