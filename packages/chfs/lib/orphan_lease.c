@@ -30,6 +30,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 struct lease {
@@ -166,6 +167,7 @@ static void renew_all(void)
 static void *renewer(void *arg)
 {
 	(void)arg;
+	prctl(PR_SET_NAME, "chfs-lease"); /* what ps -L and /proc/PID/task/TID/comm show */
 	lock();
 	while (!L.stop && busy()) {
 		struct timespec ts;

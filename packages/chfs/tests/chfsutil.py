@@ -40,8 +40,10 @@ def io(pool, *args, input=None, check=True, env=None, timeout=120):
 def err_name(r):
     """ERRNAME from a failed chfs-io run ("chfs-io: OP PATH: ENOENT (...)")."""
     assert r.returncode != 0, "expected a failure"
-    line = r.stderr.decode().strip().splitlines()[-1]
-    return line.split(": ")[-1].split(" ")[0]
+    # chfs-io's own line: a library warning (a lease renewal thread's, say) may come after it
+    lines = [x for x in r.stderr.decode().strip().splitlines() if x.startswith("chfs-io: ")]
+    assert lines, r.stderr.decode()
+    return lines[-1].split(": ")[-1].split(" ")[0]
 
 
 def put(pool, path, data, off=0, create=True):

@@ -17,7 +17,8 @@ Creates PATH, writes SIZE bytes of a fixed pattern, unlinks it (unless --no-unli
                   neither remove the data nor end the parent's lease): "forked STATUS"
     close      -> closes the descriptor (the last one: an orphan's data go), prints "closed"
     term_nosync -> chfs_term_without_sync with the descriptor still open (the end of a process
-                  that skips the flush), then "threads N": the threads left after it
+                  that skips the flush), then "tasks NAME,...": the names of the threads left
+    tasks      -> "tasks NAME,...": the names of this process's threads now
     quit       -> closes the descriptor and calls chfs_term (the normal end), prints "done"
 End of input is "quit". A test kills it with SIGKILL to play a client that dies.
 """
@@ -31,6 +32,17 @@ CHUNK = 1 << 20
 def pattern(size):
     block = bytes((i * 7 + 3) & 0xFF for i in range(4096))
     return (block * (size // len(block) + 1))[:size]
+
+
+def task_names():
+    names = []
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/comm") as f:
+                names.append(f.read().strip())
+        except FileNotFoundError:
+            pass  # it ended meanwhile
+    return ",".join(sorted(names))
 
 
 def main():
@@ -95,8 +107,10 @@ def main():
             print(f"threads {len(os.listdir('/proc/self/task'))}", flush=True)
         if cmd == "term_nosync":
             lib.chfs_term_without_sync()
-            print(f"threads {len(os.listdir('/proc/self/task'))}", flush=True)
+            print(f"tasks {task_names()}", flush=True)
             return
+        if cmd == "tasks":
+            print(f"tasks {task_names()}", flush=True)
         if cmd == "close":
             lib.chfs_close(fd)
             fd = -1
