@@ -108,7 +108,10 @@ def test_C_binds_the_servers_to_a_numa_node_or_says_numactl_is_missing(ctl):
 
 
 def mounted(d):
-    return subprocess.run(["mountpoint", "-q", d]).returncode == 0
+    """From the mount table: a stat (mountpoint -q) of a mount whose daemon does not answer
+    fails, and the clean-up below would leave it mounted."""
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == d for line in f)
 
 
 @pytest.mark.timeout(120)
