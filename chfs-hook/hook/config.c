@@ -7,6 +7,7 @@
  *   CHFS_HOOK_LOCAL   1 (default) = use the node-local fast path when a file's data is all on
  *                     this node's server; 0 = always go through RPCs.
  *   CHFS_HOOK_CWD     set by the hook on execve: the virtual cwd inherited from the parent.
+ *   CHFS_HOOK_CWD_INO set with it: that directory's identity (st_ino), so a rename is followed.
  * A malformed value is an error: one line on stderr and the program does not start.
  * Also owns the lazy chfs_init() and the process-wide umask the hook applies to new files.
  */
@@ -103,7 +104,8 @@ static int load_flags(void)
 		    hook_vpath_to_chfs(norm, tmp, sizeof tmp) != 1)
 			return bad("CHFS_HOOK_CWD", cwd,
 			           "not a directory under a CHFS_HOOK_MOUNTS mount point");
-		hook_vcwd_set(norm);
+		const char *id = getenv("CHFS_HOOK_CWD_INO"); /* its identity (follow.c), if known */
+		hook_vcwd_set(norm, id ? (ino_t)strtoull(id, NULL, 10) : 0);
 	}
 	return 0;
 }
@@ -113,14 +115,14 @@ static void save_env(void)
 {
 	size_t n = 0;
 	for (char **e = environ; e && *e; e++)
-		if (strncmp(*e, "CHFS_", 5) == 0 && strncmp(*e, "CHFS_HOOK_CWD=", 14) != 0)
+		if (strncmp(*e, "CHFS_", 5) == 0 && strncmp(*e, "CHFS_HOOK_CWD", 13) != 0)
 			n++;
 	hook_saved_env = calloc(n + 1, sizeof *hook_saved_env);
 	if (!hook_saved_env)
 		return;
 	n = 0;
 	for (char **e = environ; e && *e; e++)
-		if (strncmp(*e, "CHFS_", 5) == 0 && strncmp(*e, "CHFS_HOOK_CWD=", 14) != 0)
+		if (strncmp(*e, "CHFS_", 5) == 0 && strncmp(*e, "CHFS_HOOK_CWD", 13) != 0)
 			hook_saved_env[n++] = strdup(*e);
 }
 

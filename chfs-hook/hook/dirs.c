@@ -103,9 +103,9 @@ static int load(struct hook_file *h)
 	struct hook_dirlist *d = calloc(1, sizeof *d);
 	if (!d)
 		return -ENOMEM;
-	struct fill_ctx c = {d, h->cpath, 0};
+	struct fill_ctx c = {d, hook_file_cpath(h), 0};
 	errno = 0;
-	if (chfs_readdir(h->cpath, &c, fill) != 0 || c.oom) {
+	if (chfs_readdir(hook_file_cpath(h), &c, fill) != 0 || c.oom) {
 		int rc = c.oom ? -ENOMEM : (errno ? -errno : -EIO);
 		hook_dirlist_free(d);
 		return rc;
@@ -166,7 +166,7 @@ static long chdir_chfs(const char *vpath, const char *cpath)
 		return hook_path_err(cpath);
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
-	hook_vcwd_set(vpath);
+	hook_vcwd_set(vpath, st.st_ino);
 	return 0;
 }
 
@@ -183,16 +183,16 @@ long hook_do_cwd(const struct chfs_sysargs *s)
 			return chdir_chfs(t.vpath, t.path);
 		long r = RAW1(SYS_chdir, t.path);
 		if (r == 0)
-			hook_vcwd_set(NULL);
+			hook_vcwd_set(NULL, 0);
 		return r;
 	}
 	case SYS_fchdir: {
 		struct hook_file *h = hook_file_of(a[0]);
 		if (h)
-			return h->is_dir ? chdir_chfs(h->vpath, h->cpath) : -ENOTDIR;
+			return h->is_dir ? chdir_chfs(hook_file_vpath(h), hook_file_cpath(h)) : -ENOTDIR;
 		long r = hook_pass(s);
 		if (r == 0)
-			hook_vcwd_set(NULL);
+			hook_vcwd_set(NULL, 0);
 		return r;
 	}
 	default: { /* getcwd */

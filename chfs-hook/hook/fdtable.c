@@ -74,6 +74,33 @@ struct hook_file *hook_file_new(int cfd, int flags, int is_dir, const char *vpat
 	return h;
 }
 
+/* Names a file had before a rename was followed: other threads may still be reading them. */
+struct hook_names {
+	struct hook_names *next;
+	char *vpath, *cpath;
+};
+
+int hook_file_rename(struct hook_file *h, const char *vpath, const char *cpath)
+{
+	struct hook_names *n = malloc(sizeof *n);
+	char *v = strdup(vpath), *c = strdup(cpath);
+	if (!n || !v || !c) {
+		free(n);
+		free(v);
+		free(c);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&h->lock);
+	n->vpath = h->vpath;
+	n->cpath = h->cpath;
+	n->next = h->old_names;
+	h->old_names = n;
+	__atomic_store_n(&h->vpath, v, __ATOMIC_RELEASE);
+	__atomic_store_n(&h->cpath, c, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
 void hook_file_unref(struct hook_file *h)
 {
 	if (atomic_fetch_sub(&h->refs, 1) != 1)
@@ -82,6 +109,12 @@ void hook_file_unref(struct hook_file *h)
 	hook_dirlist_free(h->dir);
 	free(h->vpath);
 	free(h->cpath);
+	for (struct hook_names *n = h->old_names, *next; n; n = next) {
+		next = n->next;
+		free(n->vpath);
+		free(n->cpath);
+		free(n);
+	}
 	free(h);
 }
 

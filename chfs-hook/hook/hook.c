@@ -297,7 +297,10 @@ static long handle_in_thread(struct chfs_sysargs *s)
 {
 	if (*__ctype_b_loc() == NULL)
 		__ctype_init();
-	return handle(s);
+	long r = handle(s);
+	if (r == -ENOENT && hook_follow_bases(s))
+		r = handle(s); /* from the new name of a directory renamed away (follow.c) */
+	return r;
 }
 
 static int changes_mappings(long nr)

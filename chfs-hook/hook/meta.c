@@ -228,10 +228,10 @@ static long name_op(const struct chfs_sysargs *s, enum name_op op, int dirfd, co
 	struct hook_file *self;
 	if (op == OP_READLINK && path && (self = hook_fd_path_file(path)) != NULL) {
 		/* /proc/self/fd/N is a magic link to the file's name, here its mount-point name */
-		size_t n = strlen(self->vpath), size = (size_t)extra[1];
+		size_t n = strlen(hook_file_vpath(self)), size = (size_t)extra[1];
 		if ((long)extra[1] <= 0)
 			return -EINVAL;
-		long rc = hook_user_put((char *)extra[0], self->vpath, n < size ? n : size);
+		long rc = hook_user_put((char *)extra[0], hook_file_vpath(self), n < size ? n : size);
 		return rc < 0 ? rc : (long)(n < size ? n : size);
 	}
 	struct hook_target t;
@@ -266,7 +266,7 @@ static long utimes_op(const struct chfs_sysargs *s)
 			long rc = ready();
 			if (rc < 0)
 				return rc;
-			return chfs_utimens(h->cpath, tp) == 0 ? 0 : chfs_err();
+			return chfs_utimens(hook_file_cpath(h), tp) == 0 ? 0 : chfs_err();
 		}
 		break;
 	case SYS_futimesat:
@@ -374,8 +374,8 @@ static long fd_meta(const struct chfs_sysargs *s, struct hook_file *h)
 			sf->f_type = CHFS_SUPER_MAGIC;
 		return rc;
 	}
-	case SYS_fchmod: return chfs_chmod(h->cpath, (mode_t)s->a[1] & 07777) == 0 ? 0 : chfs_err();
-	case SYS_fchown: return chfs_chown(h->cpath, (uid_t)s->a[1], (gid_t)s->a[2]) == 0 ? 0 : chfs_err();
+	case SYS_fchmod: return chfs_chmod(hook_file_cpath(h), (mode_t)s->a[1] & 07777) == 0 ? 0 : chfs_err();
+	case SYS_fchown: return chfs_chown(hook_file_cpath(h), (uid_t)s->a[1], (gid_t)s->a[2]) == 0 ? 0 : chfs_err();
 	default: /* f*xattr */ return -ENOTSUP;
 	}
 }
@@ -440,7 +440,7 @@ long hook_do_meta(const struct chfs_sysargs *s)
 			long rc = ready();
 			if (rc < 0)
 				return rc;
-			return chfs_lchown(h->cpath, (uid_t)a[2], (gid_t)a[3]) == 0 ? 0 : chfs_err();
+			return chfs_lchown(hook_file_cpath(h), (uid_t)a[2], (gid_t)a[3]) == 0 ? 0 : chfs_err();
 		}
 		x[0] = a[2];
 		x[1] = a[3];

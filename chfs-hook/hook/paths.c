@@ -18,6 +18,7 @@
 
 atomic_int hook_vcwd_active;
 static char vcwd[PATH_MAX];
+static ino_t vcwd_ino; /* its identity (st_ino) when known, else 0: see follow.c */
 static pthread_mutex_t vcwd_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int hook_normalize(const char *in, char *out, size_t size)
@@ -97,7 +98,7 @@ int hook_vpath_to_chfs(const char *vpath, char *out, size_t size)
 	return 0;
 }
 
-int hook_vcwd_get(char *buf, size_t size)
+int hook_vcwd_get_id(char *buf, size_t size, ino_t *ino)
 {
 	pthread_mutex_lock(&vcwd_lock);
 	int rc = -ENOENT;
@@ -106,23 +107,38 @@ int hook_vcwd_get(char *buf, size_t size)
 		rc = n + 1 > size ? -ERANGE : (int)n + 1;
 		if (rc > 0)
 			memcpy(buf, vcwd, n + 1);
+		if (ino)
+			*ino = vcwd_ino;
 	}
 	pthread_mutex_unlock(&vcwd_lock);
 	return rc;
 }
 
+int hook_vcwd_get(char *buf, size_t size) { return hook_vcwd_get_id(buf, size, NULL); }
+
 void hook_paths_after_fork(void) { pthread_mutex_init(&vcwd_lock, NULL); }
 
-void hook_vcwd_set(const char *vpath)
+void hook_vcwd_set(const char *vpath, ino_t ino)
 {
 	pthread_mutex_lock(&vcwd_lock);
 	if (vpath) {
 		strcpy(vcwd, vpath);
+		vcwd_ino = ino;
 		atomic_store(&hook_vcwd_active, 1);
 	} else {
 		atomic_store(&hook_vcwd_active, 0);
 	}
 	pthread_mutex_unlock(&vcwd_lock);
+}
+
+int hook_vcwd_moved(const char *old, const char *vpath)
+{
+	pthread_mutex_lock(&vcwd_lock);
+	int ok = atomic_load(&hook_vcwd_active) && strcmp(vcwd, old) == 0 && strlen(vpath) < sizeof vcwd;
+	if (ok)
+		strcpy(vcwd, vpath);
+	pthread_mutex_unlock(&vcwd_lock);
+	return ok;
 }
 
 static int join(const char *base, const char *rel, char *out, size_t size)
@@ -185,8 +201,8 @@ int hook_resolve(int dirfd, const char *path, struct hook_target *t)
 		return -ENAMETOOLONG;
 	struct hook_file *self = hook_fd_path_file(path);
 	if (self) { /* /proc/self/fd/N of a CHFS descriptor (glibc's fchmodat, bash's /dev/fd) */
-		strcpy(t->vpath, self->vpath);
-		strcpy(t->path, self->cpath);
+		strcpy(t->vpath, hook_file_vpath(self));
+		strcpy(t->path, hook_file_cpath(self));
 		t->chfs = 1;
 		return 0;
 	}
@@ -224,7 +240,7 @@ int hook_resolve(int dirfd, const char *path, struct hook_target *t)
 		}
 		if (!h->is_dir)
 			return -ENOTDIR;
-		strcpy(base, h->vpath);
+		strcpy(base, hook_file_vpath(h));
 	}
 	if ((rc = join(base, path, t->vpath, sizeof t->vpath)) < 0)
 		return rc;

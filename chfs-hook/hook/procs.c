@@ -55,8 +55,8 @@ static char **hook_env(char *const *envp, char ***owned)
 		n++;
 	while (hook_saved_env && hook_saved_env[nsaved])
 		nsaved++;
-	char **env = calloc(n + nsaved + 4, sizeof *env);
-	char **own = calloc(3, sizeof *own);
+	char **env = calloc(n + nsaved + 5, sizeof *env);
+	char **own = calloc(4, sizeof *own);
 	if (!env || !own) {
 		free(env);
 		free(own);
@@ -65,7 +65,7 @@ static char **hook_env(char *const *envp, char ***owned)
 	size_t k = 0, o = 0;
 	int preload = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (strncmp(envp[i], "CHFS_HOOK_CWD=", 14) == 0 ||
+		if (strncmp(envp[i], "CHFS_HOOK_CWD", 13) == 0 || /* and _INO */
 		    strncmp(envp[i], "CHFS_HOOK_INHERIT=", 18) == 0)
 			continue;
 		if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0 && !preload) {
@@ -91,8 +91,12 @@ static char **hook_env(char *const *envp, char ***owned)
 	if (inherits_chfs_descriptors())
 		env[k++] = "CHFS_HOOK_INHERIT=1"; /* the new program must load the hook at once */
 	char cwd[PATH_MAX];
-	if (hook_vcwd_get(cwd, sizeof cwd) > 0) {
+	ino_t ino;
+	if (hook_vcwd_get_id(cwd, sizeof cwd, &ino) > 0) {
 		if (asprintf(&own[o], "CHFS_HOOK_CWD=%s", cwd) < 0)
+			goto oom;
+		env[k++] = own[o++];
+		if (asprintf(&own[o], "CHFS_HOOK_CWD_INO=%llu", (unsigned long long)ino) < 0)
 			goto oom;
 		env[k++] = own[o++];
 	}

@@ -68,14 +68,14 @@ int main(void)
 	check_resolve(AT_FDCWD, "/work/datax", 0, "/work/datax");
 	check_resolve(AT_FDCWD, "relative", 0, "relative"); /* kernel cwd */
 
-	hook_vcwd_set("/chfs/d");
+	hook_vcwd_set("/chfs/d", 0);
 	check_resolve(AT_FDCWD, "f", 1, "/d/f");
 	check_resolve(AT_FDCWD, "../f", 1, "/f");
 	check_resolve(AT_FDCWD, "../../tmp/x", 0, "/tmp/x"); /* leaves CHFS: made absolute */
 	char cwd[PATH_MAX];
 	CHECK(hook_vcwd_get(cwd, sizeof cwd) == (int)strlen("/chfs/d") + 1);
 	CHECK(hook_vcwd_get(cwd, 3) == -ERANGE);
-	hook_vcwd_set(NULL);
+	hook_vcwd_set(NULL, 0);
 	check_resolve(AT_FDCWD, "f", 0, "f");
 
 	static struct hook_file *table[16];

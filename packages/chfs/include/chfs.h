@@ -65,6 +65,12 @@ int chfs_term_without_sync(void);
  * chfs_term, as the syscall hook does at exit_group after closing its descriptors. Without it
  * the servers keep the leases, and the files another process unlinks meanwhile, a lease long. */
 int chfs_end_leases(void);
+/* The name that the file or directory whose st_ino is `ino`, last known as `path`, has now:
+ * `path` itself if it still names it, else the name another process renamed it (or a
+ * directory above it) to, as the servers' rename notes tell (a bounded, in-memory record).
+ * Copied to out ("/a/b"); -1 with errno ENOENT if it was removed or the rename is not known,
+ * ERANGE if out is too small. One lookup when nothing moved. */
+int chfs_follow(const char *path, ino_t ino, char *out, size_t size);
 /* Number of servers in the pool. */
 int chfs_size(void);
 const char *chfs_version(void);
@@ -184,6 +190,10 @@ int chfs_chunk_size_of(int fd);
  * request to a server (chfs_fstat asks the owner for the current attributes); -1 with errno
  * EBADF for a descriptor that is not open. */
 int chfs_mode_of(int fd);
+/* The identity (st_ino) of an open file or directory, as opened, without a request (see
+ * chfs_follow); 0 with errno EBADF for a descriptor that is not open, ENOENT for one without an
+ * identity (a directory an older chfsd made, or one only the backend has). */
+ino_t chfs_ino_of(int fd);
 
 /* Node-local fast path. If the open file was created with local placement (CHFS_O_LOCAL or
  * CHFS_PLACEMENT=local) and so every chunk of it lives on a server of this node, writes

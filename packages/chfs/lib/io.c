@@ -879,6 +879,18 @@ int chfs_mode_of(int fd)
 	return mode;
 }
 
+ino_t chfs_ino_of(int fd)
+{
+	struct chfs_file *f = fd_get(fd);
+	if (!f)
+		return 0;
+	ino_t ino = (ino_t)f->md.fileid; /* st_ino when not 0 (md_to_stat) */
+	fd_put(f);
+	if (!ino)
+		errno = ENOENT;
+	return ino;
+}
+
 int chfs_local_backing_path(int fd, char *buf, size_t size)
 {
 	struct chfs_file *f = fd_get(fd);

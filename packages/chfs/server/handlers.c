@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include "backend.h"
 #include "bulk_io.h"
+#include "data_store.h"
 #include "flush_meta.h"
 #include "chfsd.h"
 #include "find.h"
@@ -323,6 +324,10 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		return rc;
 	case WOP_MKDIR:
 		bmeta_settle(d, q->path);
+		/* a directory's identity (st_ino) for life, kept by renames, so that a process whose
+		 * working directory or descriptor is inside one can follow it (moved.c); never the
+		 * client's choice */
+		q->md.fileid = ds_new_fileid();
 		if ((rc = st_mkdir(d->st, q->path, &q->md)) == 0)
 			bmeta_note(d, BM_MKDIR, q->path, NULL);
 		return rc;
@@ -365,7 +370,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	case WOP_INSERT:
 		bmeta_settle(d, q->path);
 		rc = st_insert(d->st, q->path, &q->md, q->flags & WIRE_INSERT_NOREPLACE, &old, &flag);
-		if (rc == 0 && S_ISREG(q->md.mode) && !(q->flags & WIRE_INSERT_LINK))
+		if (rc == 0 && (S_ISREG(q->md.mode) || S_ISDIR(q->md.mode)) && !(q->flags & WIRE_INSERT_LINK))
 			moved_note(q->md.fileid, q->path); /* a rename's new name (see moved.c) */
 		if (rc == 0 && !(q->flags & WIRE_INSERT_LINK))
 			bmeta_note_rename(d, NULL, q->path, &q->md);
@@ -385,7 +390,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		bmeta_settle(d, q->path2);
 		rc = st_rename(d->st, q->path, q->path2, &old, &flag);
 		if (rc == 0 && st_lookup(d->st, q->path2, &md) == 0) {
-			if (S_ISREG(md.mode))
+			if (S_ISREG(md.mode) || S_ISDIR(md.mode))
 				moved_note(md.fileid, q->path2);
 			bmeta_note_rename(d, q->path, q->path2, &md);
 		}

@@ -9,6 +9,9 @@
  * reports to the newest name it hears of, still checked by file id — so the size follows the
  * file, and an unlinked file (no entry under any name) is never brought back.
  *
+ * Directories are noted too (they have file ids from mkdir on): a hooked process whose cwd
+ * or directory descriptor is inside a renamed directory finds it again (lib/follow.c).
+ *
  * The table is a ring of MOVED_SLOTS entries, newest replacing oldest, under one mutex (notes
  * happen on renames only, lookups only after a lost report). It is not persistent: a report
  * that races a rename and a restart of the new owner is lost — documented in doc/design.md.

@@ -75,6 +75,14 @@ CASES = [
     ("unlinked-by-other-process", [("create", "f", "data"), ("other-removes-io", "f", "unlink")]),
     ("renamed-over-by-other-process", [("create", "f", "old"), ("create", "g", "new"),
                                        ("other-removes-io", "f", "g")]),
+    # ... and a working directory or directory descriptor inside a directory that another
+    # process renames (the kernel's follow the directory; the hook's are names: hook/follow.c)
+    ("dir-renamed-by-other-process", [("mkdir", "a"), ("mkdir", "a/s"), ("create", "a/s/f", "F"),
+                                      ("other-renames-base", "a", "b", "a/s", 1.1)]),
+    # ... used in the same second as this process last looked the directory up
+    ("dir-renamed-by-other-process-at-once",
+     [("mkdir", "a"), ("mkdir", "a/s"), ("create", "a/s/f", "F"),
+      ("other-renames-base", "a", "b", "a/s", 0)]),
     # FIFOs, sockets, devices (item 3)
     ("mkfifo", [("mkfifo", "p"), ("lstat", "p"), ("unlink", "p")]),
     ("mknod-socket", [("mknod", "s", "sock"), ("lstat", "s")]),
@@ -287,6 +295,36 @@ def step(base, outside, op, *a):
             return f"read={had} then={got} nlink={st.st_nlink} size={st.st_size}"
         finally:
             os.close(fd)
+    if op == "other-renames-base":  # a child renames a[0] -> a[1] while we are inside a[2];
+        # we go on a[3] seconds later
+        dirfd, home = os.open(P(a[2]), os.O_RDONLY | os.O_DIRECTORY), os.open(".", os.O_RDONLY)
+        try:
+            os.chdir(P(a[2]))
+            ino = os.fstat(dirfd).st_ino
+            code = "import os, sys; os.rename(sys.argv[1], sys.argv[2])"
+            subprocess.run([sys.executable, "-c", code, P(a[0]), P(a[1])], check=True, timeout=60)
+            time.sleep(a[3])
+
+            def res(fn):
+                try:
+                    return fn()
+                except OSError as e:
+                    return errno.errorcode.get(e.errno, str(e.errno))
+            moved = os.path.join(a[1], os.path.relpath(a[2], a[0]))
+            got = [res(lambda: write_file_at(dirfd, "x", "X") or "ok"),
+                   res(lambda: ",".join(sorted(os.listdir(dirfd)))),
+                   res(lambda: write_file("y", "Y") or "ok"),
+                   res(lambda: open("f").read()),
+                   res(lambda: os.getcwd().endswith("/" + moved)),
+                   res(lambda: ",".join(sorted(os.listdir(P(moved))))),
+                   res(lambda: os.path.lexists(P(a[0]))),
+                   res(lambda: os.fstat(dirfd).st_ino == os.stat(P(moved)).st_ino == ino)]
+            return "at-dirfd={} list-dirfd={} at-cwd={} read-cwd={} getcwd-moved={} " \
+                   "new-dir={} old-name={} same-inode={}".format(*got)
+        finally:
+            os.fchdir(home)
+            os.close(home)
+            os.close(dirfd)
     if op == "renamed-over-io":
         fd = os.open(P(a[0]), os.O_RDWR)
         try:
