@@ -94,7 +94,7 @@ int hook_vpath_to_chfs(const char *vpath, char *out, size_t size); /* 1 if under
 extern atomic_int hook_vcwd_active;
 int hook_vcwd_get(char *buf, size_t size);
 int hook_vcwd_get_id(char *buf, size_t size, ino_t *ino); /* and its identity (0: unknown) */
-void hook_vcwd_set(const char *vpath, ino_t ino);          /* NULL deactivates */
+void hook_vcwd_set(const char *vpath, ino_t ino);         /* NULL deactivates */
 /* The virtual cwd `old` was renamed to vpath: 1 if it was replaced (not changed meanwhile). */
 int hook_vcwd_moved(const char *old, const char *vpath);
 void hook_paths_after_fork(void);
@@ -112,17 +112,23 @@ struct hook_file {
 	int cfd;         /* libchfs descriptor */
 	int flags;       /* O_ACCMODE | O_APPEND | O_NONBLOCK of the open */
 	int is_dir;
-	int local;            /* the kernel descriptor is the server's backing file */
-	char *vpath;          /* absolute virtual path (read with hook_file_vpath) */
-	char *cpath;          /* CHFS path (hook_file_cpath); both replaced when a rename by
+	int local;                    /* the kernel descriptor is the server's backing file */
+	char *vpath;                  /* absolute virtual path (read with hook_file_vpath) */
+	char *cpath;                  /* CHFS path (hook_file_cpath); both replaced when a rename by
 	                       * another process is followed (follow.c) */
 	struct hook_names *old_names; /* names replaced so, freed with the file */
-	pthread_mutex_t lock; /* dir listing */
+	pthread_mutex_t lock;         /* dir listing */
 	struct hook_dirlist *dir;
 };
 /* Names of h that another thread may be replacing (hook_file_rename). */
-static inline const char *hook_file_vpath(struct hook_file *h) { return __atomic_load_n(&h->vpath, __ATOMIC_ACQUIRE); }
-static inline const char *hook_file_cpath(struct hook_file *h) { return __atomic_load_n(&h->cpath, __ATOMIC_ACQUIRE); }
+static inline const char *hook_file_vpath(struct hook_file *h)
+{
+	return __atomic_load_n(&h->vpath, __ATOMIC_ACQUIRE);
+}
+static inline const char *hook_file_cpath(struct hook_file *h)
+{
+	return __atomic_load_n(&h->cpath, __ATOMIC_ACQUIRE);
+}
 /* Gives h the names (vpath, cpath); the old ones stay valid until h is freed. -ENOMEM. */
 int hook_file_rename(struct hook_file *h, const char *vpath, const char *cpath);
 extern struct hook_file **hook_fdtab;

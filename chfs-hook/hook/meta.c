@@ -375,7 +375,8 @@ static long fd_meta(const struct chfs_sysargs *s, struct hook_file *h)
 		return rc;
 	}
 	case SYS_fchmod: return chfs_chmod(hook_file_cpath(h), (mode_t)s->a[1] & 07777) == 0 ? 0 : chfs_err();
-	case SYS_fchown: return chfs_chown(hook_file_cpath(h), (uid_t)s->a[1], (gid_t)s->a[2]) == 0 ? 0 : chfs_err();
+	case SYS_fchown:
+		return chfs_chown(hook_file_cpath(h), (uid_t)s->a[1], (gid_t)s->a[2]) == 0 ? 0 : chfs_err();
 	default: /* f*xattr */ return -ENOTSUP;
 	}
 }
@@ -440,7 +441,8 @@ long hook_do_meta(const struct chfs_sysargs *s)
 			long rc = ready();
 			if (rc < 0)
 				return rc;
-			return chfs_lchown(hook_file_cpath(h), (uid_t)a[2], (gid_t)a[3]) == 0 ? 0 : chfs_err();
+			return chfs_lchown(hook_file_cpath(h), (uid_t)a[2], (gid_t)a[3]) == 0 ? 0
+			                                                                      : chfs_err();
 		}
 		x[0] = a[2];
 		x[1] = a[3];
