@@ -115,6 +115,8 @@ static int load(struct hook_file *h)
 	return 0;
 }
 
+#define GETDENTS_MAX (256 * 1024) /* bytes of entries per call (glibc asks for 32 KiB) */
+
 long hook_do_getdents64(int fd, void *buf, size_t count)
 {
 	struct hook_file *h = hook_file_of(fd);
@@ -125,6 +127,12 @@ long hook_do_getdents64(int fd, void *buf, size_t count)
 	long pos = RAW3(SYS_lseek, fd, 0, SEEK_CUR);
 	if (pos < 0)
 		return pos;
+	/* filled here, then copied out in one fault-safe write: a bad buffer is EFAULT, no crash */
+	if (count > GETDENTS_MAX)
+		count = GETDENTS_MAX;
+	char *out = malloc(count);
+	if (!out)
+		return -ENOMEM;
 	pthread_mutex_lock(&h->lock);
 	long rc = 0;
 	if (!h->dir || pos == 0)
@@ -140,7 +148,7 @@ long hook_do_getdents64(int fd, void *buf, size_t count)
 				rc = -EINVAL;
 			break;
 		}
-		struct linux_dirent64 *de = (struct linux_dirent64 *)((char *)buf + used);
+		struct linux_dirent64 *de = (struct linux_dirent64 *)(out + used);
 		de->d_ino = e->ino;
 		de->d_off = (int64_t)(i + 1);
 		de->d_reclen = (unsigned short)reclen;
@@ -150,6 +158,9 @@ long hook_do_getdents64(int fd, void *buf, size_t count)
 		i++;
 	}
 	pthread_mutex_unlock(&h->lock);
+	if (rc == 0 && used && hook_user_put(buf, out, used) < 0)
+		rc = -EFAULT;
+	free(out);
 	if (rc < 0)
 		return rc;
 	RAW3(SYS_lseek, fd, (long)i, SEEK_SET);
@@ -198,8 +209,11 @@ long hook_do_cwd(const struct chfs_sysargs *s)
 	default: { /* getcwd */
 		if ((long)a[1] <= 0)
 			return -ERANGE;
-		int r = hook_vcwd_get((char *)a[0], (size_t)a[1]);
-		return r == -ENOENT ? hook_pass(s) : r;
+		char cwd[PATH_MAX]; /* the caller's buffer is written fault-safely: EFAULT, no crash */
+		int r = hook_vcwd_get(cwd, (size_t)a[1] < sizeof cwd ? (size_t)a[1] : sizeof cwd);
+		if (r == -ENOENT)
+			return hook_pass(s);
+		return r < 0 ? r : hook_user_put((char *)a[0], cwd, (size_t)r) < 0 ? -EFAULT : r;
 	}
 	}
 }

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from ci.testlib.chfs_pool import stack_prefix
+from ci.testlib.chfs_pool import make_secret, stack_prefix
 
 PREFIX = stack_prefix()
 JOB = os.path.join(PREFIX, "bin", "chfs-job")
@@ -117,7 +117,10 @@ def test_coreutils_on_chfs_with_a_denial_in_force(setup, tmp_path):
 def test_unreachable_pool_gives_one_line(tmp_path, name):
     pol = tmp_path / "p.yaml"
     pol.write_text(f"paths:\n  {tmp_path}/chfs: chfs:/\n")
-    env = {**os.environ, "CHFS_SERVER": "ofi+tcp://127.0.0.1:9", "CHFS_RPC_TIMEOUT_MSEC": "1000"}
+    # a secret of its own: the default (~/.chfs/secret) need not exist, and without one libchfs
+    # stops before it tries the server (EACCES)
+    env = {**os.environ, "CHFS_SERVER": "ofi+tcp://127.0.0.1:9", "CHFS_RPC_TIMEOUT_MSEC": "1000",
+           "CHFS_SECRET_FILE": make_secret(str(tmp_path / "secret"))}
     r = subprocess.run([JOB, "-m", name, "-p", str(pol), "--", "true"], env=env,
                        capture_output=True, text=True, timeout=60)
     # libchfs says why on its own line ("chfs: err: no CHFS server answers: ..."); chfs-job adds

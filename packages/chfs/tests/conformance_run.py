@@ -52,7 +52,8 @@ CASES = [
                                    ("stat", "b"), ("stat", "a")]),
     ("rename-nonempty-dir", [("mkdir", "a"), ("create", "a/f", "x"), ("rename", "a", "c"),
                              ("read", "c/f")]),
-    ("efault", [("efault-open",), ("efault-stat",), ("efault-mkdir",), ("efault-null-open",)]),
+    ("efault", [("efault-open",), ("efault-stat",), ("efault-mkdir",), ("efault-null-open",),
+                ("efault-getcwd",), ("efault-getdents",)]),
     # names (item 5)
     ("name-max", [("create", "n" * 255, "x"), ("stat", "n" * 255), ("create", "m" * 256, "x")]),
     ("relative-long-path", [("deep", 30), ("create-rel", 30, 3900), ("stat-rel", 30, 3900)]),
@@ -238,6 +239,19 @@ def step(base, outside, op, *a):
         write_file(P("x"), "x")
         return f"{raw(SYS['newfstatat'], AT_FDCWD, ctypes.addressof(path), BAD, 0)} " \
                f"{raw(SYS['newfstatat'], AT_FDCWD, BAD, ctypes.addressof(path), 0)}"
+    if op == "efault-getcwd":  # with the working directory in the case's (CHFS) directory
+        def call():
+            os.chdir(base)
+            r = libc.syscall(ctypes.c_long(79), ctypes.c_long(BAD), ctypes.c_long(4096))  # getcwd
+            return ctypes.get_errno() if r < 0 else 0
+        return in_child(call)
+    if op == "efault-getdents":  # the case's directory (it holds x) listed into a bad buffer
+        def call():
+            fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+            r = libc.syscall(ctypes.c_long(217), ctypes.c_long(fd), ctypes.c_long(BAD),
+                             ctypes.c_long(4096))  # getdents64
+            return ctypes.get_errno() if r < 0 else 0
+        return in_child(call)
     if op == "efault-mkdir":
         return raw(SYS["mkdirat"], AT_FDCWD, BAD_GONE, 0o755)
     if op == "deep":
