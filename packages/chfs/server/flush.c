@@ -345,7 +345,9 @@ static void *flusher(void *arg)
 		double now = now_s(), next = now + 1.0;
 		struct dirty *pick = NULL;
 		for (struct dirty *e = fl.head; e && !pick; e = e->next) {
-			double hot = 0;
+			/* (a local file's from its mtime, below; 0 is a time on this clock too: a map
+			 * loaded at start-up, due at once, waited until -U seconds after boot) */
+			double hot = e->last_io;
 			if (e->busy || (e->local && !local_dirty(e, &hot, NULL)))
 				continue;
 			double due = (hot > e->last_io ? hot : e->last_io) + (fl.delay > 0 ? fl.delay : 0);

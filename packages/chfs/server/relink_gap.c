@@ -69,9 +69,10 @@ static void *watch(void *arg)
 		gw.pulling = gap > GAP_S;
 		pthread_mutex_unlock(&gw.lock);
 		if (gap > GAP_S) {
-			log_notice("backend names: this server was stopped or stalled for %.1f s; asking the other "
-			           "members for renames it may have missed before flushing again",
-			           gap);
+			log_notice(
+			        "backend names: this server was stopped or stalled for %.1f s; asking the other "
+			        "members for renames it may have missed before flushing again",
+			        gap);
 			brelink_pull(d);
 		}
 		pthread_mutex_lock(&gw.lock);

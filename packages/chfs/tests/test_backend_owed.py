@@ -4,6 +4,7 @@ the debt is dropped with a log line instead of staying in STORAGE/bdirty/relink.
 retried at every sync for ever."""
 import os
 import random
+import re
 import signal
 import time
 
@@ -64,8 +65,24 @@ def test_a_debt_to_a_member_that_left_the_pool_is_dropped(make_pool):
     pool.env["CHFS_SERVER"] = ",".join(a for a in pool.addrs if a)
     poolstatus.wait_settled(pool.env, pool.n - 1, timeout=60)   # q has the list without x
     io(pool, "sync")
+    # Told while x was still handing its keys over (q's heartbeat found it up again), or
+    # dropped once it had left: either way nothing is owed to it any more.
     assert owed(pool, q) == ""
-    assert "which left the pool: dropped" in pool.log(q), pool.log(q)
+    assert ("which left the pool: dropped" in pool.log(q)
+            or f"told {xaddr}, which missed it" in pool.log(q)), pool.log(q)
     assert get(pool, b) == data
     assert backend_files(pool) == [b[1:]]
     assert backend_bytes(pool.backend, b[1:]) == data
+    # A debt to x found in relink.owed at a start-up (written as an earlier build did: no id) —
+    # x is no member: dropped at the next sync, with a log line, not retried for ever.
+    fileid = re.search(r"backend rename \(file ([0-9a-f]{16})\)", pool.log(q)).group(1)
+    pool.kill(q, signal.SIGTERM)
+    with open(os.path.join(pool.dirs[q], "bdirty", "relink.owed"), "a") as f:
+        f.write(f"{fileid} {xaddr}\n")
+    was = pool.log(q).count("which left the pool: dropped")
+    pool.restart(q)
+    io(pool, "sync")
+    assert owed(pool, q) == ""
+    assert pool.log(q).count("which left the pool: dropped") == was + 1, pool.log(q)
+    io(pool, "sync")                                    # (and not again)
+    assert pool.log(q).count("which left the pool: dropped") == was + 1
