@@ -859,9 +859,13 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 			bad = -EINVAL;
 		break;
 	case WOP_META_SETTLE: dec_path(&d, r->path, 0, &bad); break;
-	case WOP_RELINK_OWED:
+	case WOP_RELINK_OWED: /* the asking member's address, then (optional: newer builds) its id */
 		wdec_str(&d, r->addr, sizeof r->addr);
-		if (!d.err && !wire_addr_ok(r->addr, strlen(r->addr)))
+		r->id[0] = '\0';
+		if (!d.err && d.pos < d.len)
+			wdec_str(&d, r->id, sizeof r->id);
+		if (!d.err && (!wire_addr_ok(r->addr, strlen(r->addr)) ||
+		               (*r->id && !wire_id_ok(r->id, strlen(r->id)))))
 			bad = -EINVAL;
 		break;
 	case WOP_STAGE_ENTRY:

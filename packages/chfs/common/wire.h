@@ -121,9 +121,10 @@ enum wire_op {
 	WOP_META_SETTLE,   /* str path (server to server: a create at path, which a rename to
 	                    * another server's name left, has the pending changes of path applied
 	                    * to the backend first; server/flush_settle.c) */
-	WOP_RELINK_OWED,   /* str addr (server to server: the server at addr starts; the receiver
-	                    * sends it the WOP_RELINKs it could not deliver before answering;
-	                    * server/relink_owed.c) */
+	WOP_RELINK_OWED,   /* str addr[, str id] (server to server: the server at addr, of identity
+	                    * id, starts or leaves; the receiver sends it the WOP_RELINKs it could
+	                    * not deliver before answering; server/relink_owed.c. Without the id —
+	                    * an earlier build's — debts are matched by the address) */
 	WOP_WRITE_REPORT,  /* str path, u64 end, then WRITE's body -> u64 written, i32 report status:
 	                    * a WRITE to the owner of the file's name (path) that also reports the
 	                    * writer's size, as SETATTR WIRE_SET_SIZE_MAX of end after the data are

@@ -89,9 +89,10 @@ void bcache_remove(struct chfsd *d, uint64_t fileid);
 /* ---- flush_local.c ---- */
 /* Copy the whole backing file of local-placement file fileid to backend path (size and mtime
  * too); *size and *mtime_ns: the backing file's as copied; *settled: 1 if its mtime was old
- * enough that a write after the copy must change it. 0 or -errno. */
+ * enough that a write after the copy must change it. *set_ns: in, the mtime the previous copy of
+ * this file gave the backend file (0: not known); out, the one this copy gave it. 0 or -errno. */
 int bflocal_copy(struct chfsd *d, uint64_t fileid, const char *path, uint64_t *size, int64_t *mtime_ns,
-                 int *settled);
+                 int *settled, int64_t *set_ns);
 
 /* ---- flush.c ---- */
 /* Load the dirty files left by a previous run and start nthreads flush threads (0: none; files

@@ -123,9 +123,9 @@ int chfsd_call(struct chfsd *d, const char *addr, struct wenc *e, uint8_t *rep, 
                int timeout_ms);
 /* The request in e (from chfsd_req_hdr; its reply carries no body) to every member but this
  * server, one after the other, d->timeout_ms each; a member the failure detector finds down is
- * not called. failed(d, addr, rc, arg), if not NULL, for each member not reached: rc is
+ * not called. failed(d, id, addr, rc, arg), if not NULL, for each member not reached: rc is
  * -EHOSTDOWN for a member found down, else chfsd_call's error. 0, or -ENOMEM (no one called). */
-typedef void (*chfsd_peer_failed_fn)(struct chfsd *d, const char *addr, int rc, void *arg);
+typedef void (*chfsd_peer_failed_fn)(struct chfsd *d, const char *id, const char *addr, int rc, void *arg);
 int chfsd_call_peers(struct chfsd *d, struct wenc *e, chfsd_peer_failed_fn failed, void *arg);
 
 #endif

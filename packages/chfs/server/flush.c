@@ -25,7 +25,8 @@
  * mtime differ from its last flush, which copies the whole file (flush_local.c). A rename that
  * reached the backend moves an entry to the file's new name (relink.c). Nothing is flushed
  * before bflush_release, once the server is in the pool: a rename may have reached the
- * backend while it was down, and it first asks the others for such new names (relink_owed.c).
+ * backend while it was down, and it first asks the others for such new names (relink_owed.c);
+ * nor, after a stop (SIGSTOP), before it asked again (relink_gap.c).
  *
  * Changes of names and attributes (flush_meta.c) are applied after the data: by bflush_wait's
  * meta phase (chfs_sync asks every server for the data phase first) and at shutdown.
@@ -71,6 +72,7 @@ struct dirty {
 	int clean;            /* local: the backend holds the backing file as of fsize/fmtime */
 	uint64_t fsize;       /* local: the backing file's size and mtime at the last flush */
 	int64_t fmtime;
+	int64_t fset; /* local: the mtime its last flush gave the backend file (0: none yet) */
 	struct dirty *next;
 };
 
@@ -301,7 +303,8 @@ static int flush_entry(struct dirty *e)
 	int clean = 0;
 	e->busy = 1;
 	pthread_mutex_unlock(&fl.lock);
-	int rc = e->local ? bflocal_copy(fl.d, e->fileid, e->path, &fsize, &fmtime, &clean) : flush_one(e);
+	int rc = e->local ? bflocal_copy(fl.d, e->fileid, e->path, &fsize, &fmtime, &clean, &e->fset)
+	                  : flush_one(e);
 	pthread_mutex_lock(&fl.lock);
 	e->busy = 0;
 	pthread_cond_broadcast(&fl.done);
@@ -342,7 +345,9 @@ static void *flusher(void *arg)
 		double now = now_s(), next = now + 1.0;
 		struct dirty *pick = NULL;
 		for (struct dirty *e = fl.head; e && !pick; e = e->next) {
-			double hot = 0;
+			/* (a local file's from its mtime, below; 0 is a time on this clock too: a map
+			 * loaded at start-up, due at once, waited until -U seconds after boot) */
+			double hot = e->last_io;
 			if (e->busy || (e->local && !local_dirty(e, &hot, NULL)))
 				continue;
 			double due = (hot > e->last_io ? hot : e->last_io) + (fl.delay > 0 ? fl.delay : 0);
@@ -352,6 +357,12 @@ static void *flusher(void *arg)
 				pick = e;
 			else if (due < next)
 				next = due;
+		}
+		if (pick && !brelink_fresh()) { /* resumed after a stop: names it missed first */
+			pthread_mutex_unlock(&fl.lock);
+			brelink_await();
+			pthread_mutex_lock(&fl.lock);
+			continue;
 		}
 		if (pick) {
 			flush_entry(pick);
@@ -386,6 +397,12 @@ static void flush_all(void)
 			return;
 		if (e->busy) {
 			pthread_cond_wait(&fl.done, &fl.lock);
+			continue;
+		}
+		if (!brelink_fresh()) { /* resumed after a stop: names it missed first */
+			pthread_mutex_unlock(&fl.lock);
+			brelink_await();
+			pthread_mutex_lock(&fl.lock);
 			continue;
 		}
 		e->round = round;
@@ -423,7 +440,7 @@ static int reply_errors(struct chfsd *d, struct wenc *e, size_t budget, int flus
 	if (!d->bk)
 		return 0;
 	if (flush)
-		brelink_deliver(d, NULL); /* backend names a member missed (relink_owed.c) */
+		brelink_deliver(d, NULL, NULL); /* backend names a member missed (relink_owed.c) */
 	pthread_mutex_lock(&fl.lock);
 	if (flush && phase != BFLUSH_META)
 		flush_all();
@@ -450,6 +467,7 @@ void bflush_file_now(struct chfsd *d, uint64_t fileid)
 {
 	if (!d->bk)
 		return;
+	brelink_await();
 	pthread_mutex_lock(&fl.lock);
 	struct dirty *e = find_idle(fileid);
 	if (e)
@@ -549,7 +567,10 @@ void bflush_release(struct chfsd *d)
 {
 	if (!d->bk || fl.dirfd < 0)
 		return;
-	brelink_pull(d); /* renames that reached the backend while this server was down */
+	brelink_pull(d);                /* renames that reached the backend while this server was down */
+	if (brelink_watch_start(d) < 0) /* (and after a stop: relink_gap.c) */
+		log_warn("backend names: no watch for stops of this server; after a SIGSTOP it learns "
+		         "the renames it missed at the next sync only");
 	pthread_mutex_lock(&fl.lock);
 	fl.held = 0;
 	pthread_cond_broadcast(&fl.work);
@@ -593,6 +614,7 @@ void bflush_stop(struct chfsd *d)
 {
 	if (!d->bk || fl.dirfd < 0)
 		return;
+	brelink_watch_stop(); /* (it asks for missed names first if a stop just ended) */
 	pthread_mutex_lock(&fl.lock);
 	fl.stopping = 1;
 	pthread_cond_broadcast(&fl.work);

@@ -11,7 +11,10 @@
  * one, and a data flush coming after it keeps it).
  *
  * The state is taken before the copy, so a write during the copy leaves a newer mtime and the
- * file is copied again. A write within the file system's timestamp granularity of the state
+ * file is copied again. The times of an explicit utimens are told from the backend file's own:
+ * its ctime is newer than the backing file's mtime, and its mtime is not the one the previous
+ * copy set. (The ctime alone said "explicit" also after a copy that set its times after a write
+ * landed in it: the next copy kept the older mtime, and no later flush changed it.) A write within the file system's timestamp granularity of the state
  * may keep the same mtime: a state younger than SETTLE_NS is reported unsettled and flush.c
  * looks at the file once more.
  */
@@ -31,7 +34,7 @@
 #define SETTLE_NS 50000000ll
 
 int bflocal_copy(struct chfsd *d, uint64_t fileid, const char *path, uint64_t *size, int64_t *mtime_ns,
-                 int *settled)
+                 int *settled, int64_t *set_ns)
 {
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -43,13 +46,16 @@ int bflocal_copy(struct chfsd *d, uint64_t fileid, const char *path, uint64_t *s
 	int dfd = st_data_open(d->st, fileid, 0);
 	if (dfd < 0 && dfd != -ENOENT)
 		return dfd;
-	/* The backend file's times changed after the backing file's last write: the times of an
-	 * explicit utimens, which flush_meta.c applied after that write — they stay. */
+	/* The backend file's times changed after the backing file's last write, to others than the
+	 * previous copy set: the times of an explicit utimens, which flush_meta.c applied after
+	 * that write — they stay. */
 	struct stat was;
 	int64_t keep = 0;
 	if (backend_lstat(d->bk, path, &was) == 0 && S_ISREG(was.st_mode) &&
 	    (int64_t)was.st_ctim.tv_sec * 1000000000 + was.st_ctim.tv_nsec > *mtime_ns)
 		keep = (int64_t)was.st_mtim.tv_sec * 1000000000 + was.st_mtim.tv_nsec;
+	if (keep && keep == *set_ns)
+		keep = 0; /* our own: the previous copy's, set after a write that landed in it */
 	int64_t set = keep ? keep : *mtime_ns;
 	int bfd = backend_open_write(d->bk, path);
 	uint8_t *buf = malloc(PIECE);
@@ -66,5 +72,8 @@ int bflocal_copy(struct chfsd *d, uint64_t fileid, const char *path, uint64_t *s
 	                               {.tv_sec = set / 1000000000, .tv_nsec = set % 1000000000}};
 	if (rc == 0 && set && futimens(bfd, ts) < 0)
 		rc = -errno;
-	return ioe_copy_end(dfd, bfd, buf, rc);
+	rc = ioe_copy_end(dfd, bfd, buf, rc);
+	if (rc == 0)
+		*set_ns = set;
+	return rc;
 }

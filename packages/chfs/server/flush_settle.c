@@ -22,9 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void not_reached(struct chfsd *d, const char *addr, int rc, void *arg)
+static void not_reached(struct chfsd *d, const char *id, const char *addr, int rc, void *arg)
 {
 	(void)d;
+	(void)id;
 	log_err("backend rename away from %s: server %s not reached (%s); a new file there may share its "
 	        "backend name until the next sync",
 	        (const char *)arg, addr, strerror(-rc));

@@ -9,13 +9,17 @@
  * every HINT succeeded, the server sends DONE to every member; failures are retried with a
  * back-off (1..16 s), so a member that was down gets its keys when it is back.
  *
- * Graceful leave (SIGUSR1 → handover_leave): the server takes itself out of the member list
- * (epoch + 1, a ring change), pushes the list to every member, hands everything over the same
- * way and returns when done; chfsd then exits.
+ * Graceful leave (SIGUSR1 → handover_leave): the server first asks the other members for the
+ * backend names it missed (relink_owed.c: a rename that reached the backend while it was
+ * stopped or cut off — its dirty chunks are flushed as they are handed over, and must go to the
+ * file's new name), then takes itself out of the member list (epoch + 1, a ring change), pushes
+ * the list to every member, hands everything over the same way and returns when done; chfsd
+ * then exits.
  */
 #define _GNU_SOURCE
 #include "chfsd.h"
 #include "rebalance.h"
+#include "relink.h"
 
 #include "log.h"
 #include "placement.h"
@@ -344,6 +348,7 @@ int handover_leave(struct chfsd *d)
 			log_notice("leave: waiting for the running rebalance to finish first");
 		sleep(1);
 	}
+	brelink_pull(d); /* while still a member: a debt to one that left is dropped */
 	int rc = members_leave(d);
 	if (rc < 0)
 		return rc;

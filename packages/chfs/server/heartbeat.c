@@ -13,13 +13,16 @@
  * own; members' views may differ for a round. A member that joins again through this server (a
  * restart) is up here at once: members_add takes it out of the down set, and the verdict of the
  * round in progress, which may have asked it before it was back, leaves it out; this server's
- * broadcaster tells every other member (WOP_REJOINED), which do the same. Each round also collects the orphans whose
+ * broadcaster tells every other member (WOP_REJOINED), which do the same. A member found up
+ * again is sent the backend names this server owes it (relink_owed.c: it was stopped or cut
+ * off when a rename reached the backend). Each round also collects the orphans whose
  * holder stopped renewing (orphans.c).
  */
 #define _GNU_SOURCE
 #include "chfsd.h"
 #include "open_leases.h"
 #include "orphans.h"
+#include "relink.h"
 
 #include "log.h"
 #include "nodelist.h"
@@ -95,6 +98,9 @@ static void *heartbeat(void *arg)
 				         m[i].id, HB_MISSES);
 			else if (nt[i].misses == 0 && before >= HB_MISSES)
 				log_notice("server %s (%s) is up again", m[i].addr, m[i].id);
+			/* back: the backend names it missed (relink_owed.c) */
+			if (nt[i].misses == 0 && before >= HB_MISSES && d->bk)
+				brelink_deliver(d, m[i].id, m[i].addr);
 			if (nt[i].misses >= HB_MISSES)
 				o += (size_t)snprintf(down + o, WIRE_LIST_MAX - o, "%s%s", o ? "," : "",
 				                      m[i].id);

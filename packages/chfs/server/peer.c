@@ -66,7 +66,7 @@ int chfsd_call_peers(struct chfsd *d, struct wenc *e, chfsd_peer_failed_fn faile
 		                 ? -EHOSTDOWN
 		                 : chfsd_call(d, a, e, rep, sizeof rep, NULL, d->timeout_ms);
 		if (rc && failed)
-			failed(d, a, rc, arg);
+			failed(d, ent, a, rc, arg);
 	}
 	free(list);
 	return 0;

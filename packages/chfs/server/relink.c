@@ -160,13 +160,13 @@ int brelink_name(struct chfsd *d, uint64_t fileid, char *path, size_t size)
 	return rc;
 }
 
-static void not_told(struct chfsd *d, const char *addr, int rc, void *arg)
+static void not_told(struct chfsd *d, const char *id, const char *addr, int rc, void *arg)
 {
 	uint64_t fileid = *(const uint64_t *)arg;
 	log_err("backend rename (file %016llx): server %s not told (%s); it is told when it starts "
 	        "again or at the next sync",
 	        (unsigned long long)fileid, addr, strerror(-rc));
-	bowed_add(d, addr, fileid);
+	bowed_add(d, id, addr, fileid);
 }
 
 void brelink_announce(struct chfsd *d, uint64_t fileid, const char *path)

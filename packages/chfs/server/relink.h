@@ -28,11 +28,25 @@ void brelink_forget(struct chfsd *d, uint64_t fileid);
 /* ---- relink_owed.c ---- */
 /* Load STORAGE/bdirty/relink.owed (bdirty_fd: that directory). */
 int bowed_init(int bdirty_fd);
-/* The member at addr was not told fileid's new backend name: owed, durably. */
-void bowed_add(struct chfsd *d, const char *addr, uint64_t fileid);
-/* Send what is owed to addr (NULL: to every member), now; what fails stays owed. */
-void brelink_deliver(struct chfsd *d, const char *addr);
-/* At start-up, before flushing: ask every other member for what it owes this server. */
+/* The member id (at addr) was not told fileid's new backend name: owed, durably. */
+void bowed_add(struct chfsd *d, const char *id, const char *addr, uint64_t fileid);
+/* Send what is owed to the member id, now at addr (id NULL: to the member at addr, an earlier
+ * build's request; both NULL: to every member); what fails stays owed. Debts to members that
+ * left the pool are dropped (logged). */
+void brelink_deliver(struct chfsd *d, const char *id, const char *addr);
+/* Before flushing (at start-up) and before handing keys over (a leave): ask every other member
+ * for what it owes this server. */
 void brelink_pull(struct chfsd *d);
+
+/* ---- relink_gap.c ---- */
+/* Start noting the time (after the start-up pull): a server resumed after a stop longer than a
+ * second asks every member for its debts before it flushes again. */
+int brelink_watch_start(struct chfsd *d);
+/* End that thread (d->stopping set; it pulls once more if a stop just ended): nothing held. */
+void brelink_watch_stop(void);
+/* 1 if this server may flush now: it was not stopped since its last pull. */
+int brelink_fresh(void);
+/* Wait until it may (the thread is asking for the names it missed). Not with fl.lock held. */
+void brelink_await(void);
 
 #endif

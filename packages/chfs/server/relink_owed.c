@@ -5,14 +5,22 @@
  * old backend name: its dirty chunks (STORAGE/bdirty maps survive a kill) and the writes it
  * serves after its restart would be flushed under the old name. So the server announcing the
  * rename keeps a debt per member it could not tell: in memory and appended to
- * STORAGE/bdirty/relink.owed (lines "fileid address"), so it survives that server's restart
- * too. A member starting again asks every other member for its debts (WOP_RELINK_OWED,
- * brelink_pull) before its flush threads begin (flush.c holds them until then); the debtor
- * sends the WOP_RELINKs, with the file's current backend name, before answering. Every
- * chfs_sync also retries what is still owed (a member that was only unreachable). A debt out
- * for delivery stays listed, and in the file, until the member has it: two deliveries at once
- * (a sync and a member's pull) each rewrite the file, and neither may drop what the other is
- * still sending.
+ * STORAGE/bdirty/relink.owed (lines "fileid id address"; a line of an earlier build has no id,
+ * which is found by the address), so it survives that server's restart too. A debt belongs to
+ * the member's identity, not its address: a member restarted on another address is still owed.
+ * A member starting again asks every other member for its debts (WOP_RELINK_OWED, brelink_pull)
+ * before its flush threads begin (flush.c holds them until then); the debtor sends the
+ * WOP_RELINKs, with the file's current backend name, before answering. Every chfs_sync also
+ * retries what is still owed (a member that was only unreachable). A debt out for delivery
+ * stays listed, and in the file, until the member has it: two deliveries at once (a sync and a
+ * member's pull) each rewrite the file, and neither may drop what the other is still sending.
+ *
+ * A member that left the pool (chfsctl remove: SIGUSR1) is owed nothing any more: it asked for
+ * its debts before handing its keys over (handover.c), so the chunks it flushed on their way to
+ * the new owners went to the new name, and those owners were members when the rename was
+ * announced, or joined after it and were handed the new name with the keys. A debt to an id no
+ * longer in the member list is dropped, with a log line, at the next delivery (it used to stay
+ * in relink.owed and be retried at every sync for ever).
  */
 #define _GNU_SOURCE
 #include "relink.h"
@@ -27,13 +35,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct debt {
 	uint64_t fileid;
-	char addr[WIRE_ADDR_MAX];
-	int sending; /* out for delivery: stays listed (and in the file) until told */
-	int again;   /* owed anew while out: a delivery that succeeds keeps it */
+	char id[WIRE_ID_LEN + 1]; /* the member's identity ("": a line of an earlier build) */
+	char addr[WIRE_ADDR_MAX]; /* its address when last seen (changes only while not sending) */
+	int sending;              /* out for delivery: stays listed (and in the file) until told */
+	int again;                /* owed anew while out: a delivery that succeeds keeps it */
 	struct debt *next;
 };
 
@@ -43,19 +53,26 @@ static struct {
 	int fd;
 } ow = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
 
-static int add(uint64_t fileid, const char *addr)
+/* Is debt x owed to the member of id (or, if x has no id, of addr)? */
+static int owed_to(const struct debt *x, const char *id, const char *addr)
+{
+	return *x->id && id && *id ? strcmp(x->id, id) == 0 : strcmp(x->addr, addr) == 0;
+}
+
+static int add(uint64_t fileid, const char *id, const char *addr)
 {
 	for (struct debt *x = ow.head; x; x = x->next)
-		if (x->fileid == fileid && strcmp(x->addr, addr) == 0) {
+		if (x->fileid == fileid && owed_to(x, id, addr)) {
 			x->again = x->sending; /* the name being sent may be older than this rename */
 			return 0;
 		}
 	struct debt *x = calloc(1, sizeof *x);
-	if (!x || strlen(addr) >= sizeof x->addr) {
+	if (!x || strlen(addr) >= sizeof x->addr || strlen(id) >= sizeof x->id) {
 		free(x);
 		return -ENOMEM;
 	}
 	x->fileid = fileid;
+	strcpy(x->id, id);
 	strcpy(x->addr, addr);
 	x->next = ow.head;
 	ow.head = x;
@@ -70,7 +87,7 @@ static void rewrite(void)
 	if (!f && fd >= 0)
 		close(fd); /* (fdopen failed: the descriptor is still ours) */
 	for (struct debt *x = ow.head; f && x; x = x->next)
-		fprintf(f, "%016llx %s\n", (unsigned long long)x->fileid, x->addr);
+		fprintf(f, "%016llx %s %s\n", (unsigned long long)x->fileid, *x->id ? x->id : "-", x->addr);
 	if (!f || fclose(f) != 0)
 		log_err("backend names owed to other servers (relink.owed): not saved; lost if this server restarts");
 }
@@ -82,11 +99,16 @@ int bowed_init(int bdirty_fd)
 		return -errno;
 	int fd = dup(ow.fd);
 	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
-	unsigned long long id;
-	char addr[WIRE_ADDR_MAX];
+	unsigned long long fileid;
+	char line[WIRE_ID_LEN + WIRE_ADDR_MAX + 40], a[WIRE_ADDR_MAX], b[WIRE_ADDR_MAX];
 	if (f && fseek(f, 0, SEEK_SET) == 0)
-		while (fscanf(f, "%llx %255s", &id, addr) == 2)
-			add(id, addr);
+		while (fgets(line, sizeof line, f)) {
+			int n = sscanf(line, "%llx %255s %255s", &fileid, a, b);
+			if (n == 3) /* "fileid id address" ("-": no id) */
+				add(fileid, wire_id_ok(a, strlen(a)) ? a : "", b);
+			else if (n == 2) /* an earlier build's "fileid address" */
+				add(fileid, "", a);
+		}
 	if (f)
 		fclose(f);
 	else if (fd >= 0)
@@ -94,12 +116,12 @@ int bowed_init(int bdirty_fd)
 	return 0;
 }
 
-void bowed_add(struct chfsd *d, const char *addr, uint64_t fileid)
+void bowed_add(struct chfsd *d, const char *id, const char *addr, uint64_t fileid)
 {
 	(void)d;
 	pthread_mutex_lock(&ow.lock);
-	int rc = add(fileid, addr);
-	if (rc > 0 && dprintf(ow.fd, "%016llx %s\n", (unsigned long long)fileid, addr) < 0)
+	int rc = add(fileid, id, addr);
+	if (rc > 0 && dprintf(ow.fd, "%016llx %s %s\n", (unsigned long long)fileid, *id ? id : "-", addr) < 0)
 		rc = -errno;
 	pthread_mutex_unlock(&ow.lock);
 	if (rc < 0)
@@ -108,28 +130,91 @@ void bowed_add(struct chfsd *d, const char *addr, uint64_t fileid)
 		        (unsigned long long)fileid, addr, strerror(-rc));
 }
 
-void brelink_deliver(struct chfsd *d, const char *addr)
+/* The members (id and address) as this server knows them; NULL if not known (then nothing is
+ * taken for gone). */
+static struct wire_member *members(struct chfsd *d, int *n)
+{
+	char *list = malloc(WIRE_LIST_MAX);
+	unsigned vnodes;
+	struct wire_member *m = NULL;
+	*n = 0;
+	if (list)
+		members_get(&d->mem, list, WIRE_LIST_MAX, &vnodes);
+	int k = list ? wire_list_parse(list, strlen(list), NULL, WIRE_LIST_MAX) : -1;
+	if (k > 0 && (m = calloc((size_t)k, sizeof *m)) &&
+	    wire_list_parse(list, strlen(list), m, (unsigned)k) != k) {
+		free(m);
+		m = NULL;
+	}
+	free(list);
+	*n = m ? k : 0;
+	return m;
+}
+
+/* Debt x against the member list (lock held, x not out for delivery): its id found by its
+ * address if it has none, its address brought up to date. 0 if the member left the pool. */
+static int still_member(struct debt *x, const struct wire_member *m, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (*x->id ? strcmp(m[i].id, x->id) == 0 : strcmp(m[i].addr, x->addr) == 0) {
+			strcpy(x->id, m[i].id);
+			strcpy(x->addr, m[i].addr);
+			return 1;
+		}
+	return !m; /* (no list: nobody is taken for gone) */
+}
+
+void brelink_deliver(struct chfsd *d, const char *id, const char *addr)
 {
 	/* Debts out for delivery stay in the list, so a rewrite of the file by a concurrent
 	 * delivery keeps them (a crash then loses nothing); another delivery skips them. The
-	 * flags change under the lock only; this delivery's outcomes are its own array. */
+	 * flags, ids and addresses change under the lock only, and those of a debt out for
+	 * delivery not at all; this delivery's outcomes are its own array. */
 	size_t n = 0, i;
+	int nm, changed = 0;
 	pthread_mutex_lock(&ow.lock);
-	for (struct debt *x = ow.head; x; x = x->next)
-		n += !x->sending && (!addr || strcmp(x->addr, addr) == 0);
+	int none = ow.head == NULL;
+	pthread_mutex_unlock(&ow.lock);
+	if (none)
+		return;
+	struct wire_member *m = members(d, &nm);
+	pthread_mutex_lock(&ow.lock);
+	for (struct debt **pp = &ow.head, *x; (x = *pp);) {
+		char was[WIRE_ADDR_MAX];
+		int had_id = *x->id != '\0';
+		strcpy(was, x->addr);
+		if (x->sending || still_member(x, m, nm)) {
+			if (!x->sending && id && *id && strcmp(x->id, id) == 0)
+				strcpy(x->addr, addr); /* the asking member's own word (our list may lag) */
+			changed |= strcmp(was, x->addr) != 0 || had_id != (*x->id != '\0');
+			n += !x->sending && (!addr || owed_to(x, id, addr));
+			pp = &x->next;
+			continue;
+		}
+		log_notice(
+		        "backend name of file %016llx owed to server %s (%s), which left the pool: dropped "
+		        "(its keys are with their new owners)",
+		        (unsigned long long)x->fileid, *x->id ? x->id : "id unknown", x->addr);
+		*pp = x->next;
+		free(x);
+		changed = 1;
+	}
+	free(m);
 	struct debt **v = n ? malloc(n * sizeof *v) : NULL;
 	int *rcs = n ? malloc(n * sizeof *rcs) : NULL;
 	n = v && rcs ? n : 0;
 	i = 0;
 	for (struct debt *x = ow.head; x && i < n; x = x->next)
-		if (!x->sending && (!addr || strcmp(x->addr, addr) == 0)) {
+		if (!x->sending && (!addr || owed_to(x, id, addr))) {
 			x->sending = 1;
 			v[i++] = x;
 		}
+	if (changed && !n)
+		rewrite();
 	pthread_mutex_unlock(&ow.lock);
 	char *path = n ? malloc(CHFS_PATH_MAX) : NULL;
 	uint8_t *msg = n ? malloc(WIRE_HDR_LEN + 16 + CHFS_PATH_MAX) : NULL, rep[WIRE_HDR_LEN + 16];
-	for (i = 0; i < n; i++) { /* (a debt's fileid and addr never change: read unlocked) */
+	for (i = 0; i < n; i++) { /* (a debt out for delivery does not change: read unlocked) */
 		int rc = path && msg ? brelink_name(d, v[i]->fileid, path, CHFS_PATH_MAX) : -ENOMEM;
 		for (size_t j = 0; j < i && rc == 0; j++)
 			if (rcs[j] && rcs[j] != -ENOENT && strcmp(v[j]->addr, v[i]->addr) == 0)
@@ -161,31 +246,55 @@ void brelink_deliver(struct chfsd *d, const char *addr)
 				break;
 			}
 	}
-	if (n)
+	if (n || changed)
 		rewrite();
 	pthread_mutex_unlock(&ow.lock);
 	free(v);
 	free(rcs);
 }
 
-static void not_asked(struct chfsd *d, const char *addr, int rc, void *arg)
+#define PULL_TRIES 3
+#define PULL_RETRY_MS 200
+
+static double mono_s(void)
 {
-	(void)d;
-	(void)arg;
-	if (rc != -EHOSTDOWN) /* (one found down asks us when it starts again) */
-		log_warn("backend names: %s not asked for renames this server missed (%s)", addr,
-		         strerror(-rc));
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 void brelink_pull(struct chfsd *d)
 {
 	if (!d->bk)
 		return;
-	uint8_t msg[WIRE_HDR_LEN + WIRE_ADDR_MAX + 8];
+	uint8_t msg[WIRE_HDR_LEN + WIRE_ADDR_MAX + WIRE_ID_LEN + 16], rep[WIRE_HDR_LEN + 16];
 	struct wenc e;
+	int n;
+	struct wire_member *m = members(d, &n);
 	wenc_init(&e, msg, sizeof msg);
 	chfsd_req_hdr(d, &e, WOP_RELINK_OWED);
 	wenc_str(&e, d->self);
-	if (chfsd_call_peers(d, &e, not_asked, NULL) != 0)
-		log_err("backend names: out of memory; the other servers are not asked");
+	wenc_str(&e, d->id); /* (what is owed is owed to the id: this address may be new) */
+	if (!m)
+		log_err("backend names: no member list; the other servers are not asked");
+	for (int i = 0; i < n; i++) {
+		if (strcmp(m[i].id, d->id) == 0 || members_is_down(&d->mem, m[i].id))
+			continue; /* (one found down asks us when it starts again) */
+		/* A call failing at once may have gone over a connection made before this server was
+		 * stopped, to a member that restarted meanwhile (the debtor, typically): asked again,
+		 * on a new one. One that times out is not (it holds the flushes back). */
+		int rc = -EAGAIN;
+		for (int t = 0; t < PULL_TRIES && rc; t++) {
+			double t0 = mono_s();
+			rc = chfsd_call(d, m[i].addr, &e, rep, sizeof rep, NULL, d->timeout_ms);
+			if (rc == 0 || mono_s() - t0 > 1.0)
+				break;
+			struct timespec ts = {0, PULL_RETRY_MS * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+		if (rc)
+			log_warn("backend names: %s not asked for renames this server missed (%s)", m[i].addr,
+			         strerror(-rc));
+	}
+	free(m);
 }

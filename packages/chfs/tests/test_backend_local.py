@@ -7,6 +7,7 @@ import os
 import random
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -163,3 +164,42 @@ def test_explicit_times_of_a_local_placement_file_reach_the_backend(make_pool, f
     io(pool, "sync", env=env)
     assert backend_bytes(pool.backend, "t") == b"y" + b"x" * 4999
     assert os.stat(os.path.join(pool.backend, "t")).st_mtime == 1300000000
+
+
+@pytest.mark.timeout(120)
+def test_a_direct_write_during_a_local_files_flush_leaves_its_mtime_on_the_backend(make_pool):
+    """A local file written directly in its backing file (no request: no attribute record
+    reaches the entry's owner), flushed by a thread (-U 1) while another direct write lands in
+    the middle of the copy. The copy sets the mtime it saw before that write; the next flush
+    (the thread's, then chfs_sync) must set the new one — it used to take the backend's own
+    change of times, made by the first flush after the write, for an explicit utimens and keep
+    the older mtime. After the sync the backend's mtime is the backing file's, which is what
+    CHFS's stat shows."""
+    pool = make_pool("-F", "1", "-U", "1")
+    env = local(pool, 1)
+    io(pool, "put", "/w", "0", "create", input=b"", env=env)
+    io(pool, "sync", env=env)                            # (its create's record: applied)
+    backing = io(pool, "localpath", "/w", env=env).stdout.decode().strip()
+    path = os.path.join(pool.backend, "w")
+    data = bytearray(random.Random(23).randbytes(96 << 20))
+    with open(backing, "r+b") as f:
+        f.write(data)
+    first = os.stat(backing).st_mtime_ns             # what the thread's copy will set
+    end = time.time() + 20
+    while os.path.getsize(path) == 0 and time.time() < end:    # the thread's copy has begun
+        time.sleep(0.002)
+    with open(backing, "r+b") as f:                              # lands while it copies
+        f.seek(len(data) - 4)
+        f.write(b"last")
+    data[-4:] = b"last"
+    landed = os.stat(backing).st_mtime_ns
+    # (the copy had not set its times yet: the write landed before the end of the flush)
+    assert os.path.getsize(path) > 0 and os.stat(path).st_mtime_ns != first, \
+        "the flush ended before the second write: nothing tested"
+    time.sleep(2.5)                                  # the thread copies it again after -U 1
+    io(pool, "sync", env=env)
+    assert backend_bytes(pool.backend, "w") == bytes(data)
+    assert os.stat(backing).st_mtime_ns == landed                # (nothing wrote it since)
+    assert os.stat(path).st_mtime_ns == landed
+    _, _, _, mtime = io(pool, "stat", "/w", env=env).stdout.split()
+    assert int(mtime) == landed // 1_000_000_000

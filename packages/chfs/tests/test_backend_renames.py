@@ -6,6 +6,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -154,6 +155,67 @@ def test_a_server_down_when_a_rename_reached_the_backend_flushes_under_the_new_n
     io(pool, "put", b, "300000", input=patch)
     data[300000:300000 + len(patch)] = patch
     io(pool, "sync")
+    assert get(pool, b) == bytes(data)
+    assert backend_files(pool) == [b[1:]]
+    assert backend_bytes(pool.backend, b[1:]) == bytes(data)
+
+
+def stopped_names(pool, placement, env):
+    """(a, b, x, data): a written (synced when of local placement: its home keeps its entry, and
+    so the backend name it had, for as long as it exists), and x a server holding a's data that
+    owns neither name — the home of a local file, else any such server (2 MiB: chunks on every
+    server, dirty on x as -U 2 holds them)."""
+    for i in range(32):
+        a, b = f"/old{i}", f"/new{i}"
+        data = random.Random(i).randbytes(2 << 20)
+        io(pool, "put", a, "0", "create", input=data, env=env)
+        owners = {pool.addrs.index(owner(pool, a)), pool.addrs.index(owner(pool, b))}
+        if placement == "local":
+            io(pool, "sync", env=env)
+            backing = io(pool, "localpath", a, env=env).stdout.decode().strip()
+            x = next(j for j, d in enumerate(pool.dirs) if backing.startswith(d + "/"))
+            if x in owners:
+                io(pool, "unlink", a, env=env)
+                continue
+        else:
+            x = next(j for j in range(pool.n) if j not in owners)
+        return a, b, x, bytearray(data)
+    raise AssertionError("no name pair owned by servers other than the file's home")
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("placement", ["hash", "local"])
+def test_a_server_stopped_when_a_rename_reached_the_backend_flushes_under_the_new_name(make_pool,
+                                                                                       placement):
+    """SIGSTOP (not a kill: the server never starts again, so it never asks for what it missed
+    at a start-up) of a server holding a's data — dirty chunks, or the entry of a local file,
+    which keeps its backend name — then a -> b, and the server recording the rename restarts
+    (its shutdown applies the rename on the backend; the stopped server cannot be told). Then
+    SIGCONT, a write to b, the flush threads (-U 2) and a sync. The resumed server must flush
+    neither its old chunks nor the new write under the old name: it used to, at once (its flush
+    threads) or in the sync's data phase, before the debtor's delivery reached it — a stale a on
+    the backend, b missing those bytes."""
+    pool = make_pool("-F", "1", "-U", "2")
+    env = dict(pool.env, CHFS_PLACEMENT=placement)
+    a, b, x, data = stopped_names(pool, placement, env)
+    q = pool.addrs.index(owner(pool, b))            # holds the rename's record
+    pid = pool.pids[x]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(3)                      # found down by the others' failure detectors
+        io(pool, "rename", a, b, env=env)
+        xaddr, pool.addrs[x] = pool.addrs[x], None     # (q rejoins through a running server)
+        pool.restart(q)                    # the rename reaches the backend, x stopped
+        pool.addrs[x] = xaddr
+        assert backend_files(pool) == [b[1:]]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    poolstatus.wait_settled(pool.env, pool.n)
+    patch = random.Random(77).randbytes(1 << 20)    # over chunks of every server (or the home)
+    io(pool, "put", b, "100000", input=patch, env=env)
+    data[100000:100000 + len(patch)] = patch
+    time.sleep(3)                          # the flush threads, 2 s after that write
+    io(pool, "sync", env=env)
     assert get(pool, b) == bytes(data)
     assert backend_files(pool) == [b[1:]]
     assert backend_bytes(pool.backend, b[1:]) == bytes(data)

@@ -376,6 +376,19 @@ int main(void)
 	begin(&e, buf, sizeof buf);
 	wenc_str(&e, "not an address");
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_RELINK_OWED), &req), -EINVAL);
+	begin(&e, buf, sizeof buf); /* a newer build's: the identity after the address */
+	wenc_str(&e, "tcp://1.2.3.4:5");
+	wenc_str(&e, ID1);
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_RELINK_OWED), &req), 0);
+	CHECK(strcmp(req.addr, "tcp://1.2.3.4:5") == 0 && strcmp(req.id, ID1) == 0);
+	begin(&e, buf, sizeof buf);
+	wenc_str(&e, "tcp://1.2.3.4:5");
+	wenc_str(&e, "xyz"); /* not an identity */
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_RELINK_OWED), &req), -EINVAL);
+	begin(&e, buf, sizeof buf); /* an earlier build's, after a request that had an id: none */
+	wenc_str(&e, "tcp://1.2.3.4:5");
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_RELINK_OWED), &req), 0);
+	CHECK(req.id[0] == '\0');
 	begin(&e, buf, sizeof buf);
 	list_put(&e, 3, 64, ID1 "=tcp://a:1," ID2 "=shm://b", ID2);
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), 0);

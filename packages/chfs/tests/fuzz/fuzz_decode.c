@@ -24,7 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (path_check_canonical(req.path, strlen(req.path), 1) != 0)
 			abort();
 	}
-	if (op == WOP_RELINK_OWED && !wire_addr_ok(req.addr, strlen(req.addr)))
+	if (op == WOP_RELINK_OWED &&
+	    (!wire_addr_ok(req.addr, strlen(req.addr)) || (req.id[0] && !wire_id_ok(req.id, strlen(req.id)))))
 		abort();
 	if (op == WOP_LEASE_RENEW) { /* every item validated, and exactly items_len of them */
 		struct wdec d;
