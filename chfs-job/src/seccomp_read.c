@@ -49,8 +49,14 @@
 #define PIDFD_THREAD O_EXCL
 #endif
 
+#define NPIDFD 64 /* callers' pidfds kept, by thread id (a direct-mapped cache) */
+
 struct cj_sread {
-	void *buf;                 /* CHUNK bytes, page-aligned (a descriptor opened O_DIRECT) */
+	void *buf; /* CHUNK bytes, page-aligned (a descriptor opened O_DIRECT) */
+	struct {
+		pid_t tid;
+		int fd;
+	} pidfd[NPIDFD];
 	struct iovec seg[MAX_IOV]; /* the caller's buffers */
 	struct iovec win[MAX_IOV]; /* the part of them one chunk fills */
 };
@@ -62,11 +68,16 @@ struct cj_sread *cj_sread_new(void)
 		free(r);
 		r = NULL;
 	}
+	for (int i = 0; r && i < NPIDFD; i++)
+		r->pidfd[i].fd = -1;
 	return r;
 }
 
 void cj_sread_free(struct cj_sread *r)
 {
+	for (int i = 0; r && i < NPIDFD; i++)
+		if (r->pidfd[i].fd >= 0)
+			close(r->pidfd[i].fd);
 	if (r)
 		free(r->buf);
 	free(r);
@@ -78,23 +89,41 @@ bool cj_sread_handles(int nr)
 	       nr == SYS_preadv2;
 }
 
-/* The caller's descriptor tfd, duplicated once its notification is confirmed pending: -ENOENT if
- * it is not (nothing may be done for it), another -errno if the descriptor cannot be taken. */
-static int take_fd(int listener, const struct seccomp_notif *req, int tfd)
+/* A pidfd of thread tid: the one kept from its last read unless fresh, else a new one. */
+static int pidfd_of(struct cj_sread *r, pid_t tid, bool fresh)
 {
-	int pidfd = (int)syscall(SYS_pidfd_open, req->pid, 0);
-	if (pidfd < 0 && errno == EINVAL)
-		pidfd = (int)syscall(SYS_pidfd_open, req->pid, PIDFD_THREAD); /* a thread, not a leader */
-	if (pidfd < 0)
-		return -ENOENT; /* the thread is gone, and with it the call */
-	int fd = -ENOENT;
-	if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) == 0) {
-		fd = (int)syscall(SYS_pidfd_getfd, pidfd, tfd, 0);
-		if (fd < 0)
-			fd = errno == ENOENT ? -EBADF : -errno;
-	}
-	close(pidfd);
+	int i = (int)((unsigned)tid % NPIDFD);
+	if (r->pidfd[i].tid == tid && r->pidfd[i].fd >= 0 && !fresh)
+		return r->pidfd[i].fd;
+	if (r->pidfd[i].fd >= 0)
+		close(r->pidfd[i].fd);
+	int fd = (int)syscall(SYS_pidfd_open, tid, 0);
+	if (fd < 0 && errno == EINVAL)
+		fd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD); /* a thread, not a leader */
+	r->pidfd[i].tid = fd < 0 ? 0 : tid;
+	r->pidfd[i].fd = fd;
 	return fd;
+}
+
+/* The caller's descriptor tfd, duplicated once its notification is confirmed pending: -ENOENT if
+ * it is not (nothing may be done for it), another -errno if the descriptor cannot be taken.
+ * A pidfd names one process for good: a kept one whose thread has ended (its number perhaps
+ * reused since) fails with ESRCH, and a new one is opened — then checked, as every pidfd is,
+ * against the pending notification before it is used. Kept pidfds save the pidfd_open and
+ * close that were a quarter of the supervisor's time per read. */
+static int take_fd(struct cj_sread *r, int listener, const struct seccomp_notif *req, int tfd)
+{
+	for (int fresh = 0; fresh < 2; fresh++) {
+		int pidfd = pidfd_of(r, req->pid, fresh);
+		if (pidfd < 0 || ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) < 0)
+			return -ENOENT; /* the thread is gone, and with it the call */
+		int fd = (int)syscall(SYS_pidfd_getfd, pidfd, tfd, 0);
+		if (fd >= 0)
+			return fd;
+		if (errno != ESRCH)
+			return errno == ENOENT ? -EBADF : -errno;
+	}
+	return -ENOENT;
 }
 
 /* The caller's buffers: r->seg[0..*nseg) and their total (capped as the kernel caps it), or -errno. */
@@ -148,7 +177,7 @@ int cj_sread_run(struct cj_sread *r, int listener, const struct seccomp_notif *r
 		*cls = cj_tracee_fd_class(pid, (int)a[0]);
 		return 0;
 	}
-	int fd = take_fd(listener, req, (int)a[0]);
+	int fd = take_fd(r, listener, req, (int)a[0]);
 	if (fd == -ENOENT)
 		return -ENOENT;
 	struct stat st = {0};
