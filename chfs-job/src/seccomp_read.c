@@ -98,8 +98,8 @@ static int pidfd_of(struct cj_sread *r, pid_t tid, bool fresh)
 	if (r->pidfd[i].fd >= 0)
 		close(r->pidfd[i].fd);
 	int fd = (int)syscall(SYS_pidfd_open, tid, 0);
-	if (fd < 0 && errno == EINVAL)
-		fd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD); /* a thread, not a leader */
+	if (fd < 0) /* a thread, not a leader: ENOENT on Linux 6.18, EINVAL on older ones */
+		fd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
 	r->pidfd[i].tid = fd < 0 ? 0 : tid;
 	r->pidfd[i].fd = fd;
 	return fd;
@@ -115,8 +115,11 @@ static int take_fd(struct cj_sread *r, int listener, const struct seccomp_notif 
 {
 	for (int fresh = 0; fresh < 2; fresh++) {
 		int pidfd = pidfd_of(r, req->pid, fresh);
-		if (pidfd < 0 || ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) < 0)
+		if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) < 0)
 			return -ENOENT; /* the thread is gone, and with it the call */
+		if (pidfd < 0)
+			return -ESRCH; /* pending, but no pidfd (a kernel before 6.9, for a thread): the
+			                * kernel runs the call, counted by its request */
 		int fd = (int)syscall(SYS_pidfd_getfd, pidfd, tfd, 0);
 		if (fd >= 0)
 			return fd;

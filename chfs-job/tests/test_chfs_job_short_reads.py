@@ -196,3 +196,42 @@ def test_signals_during_held_calls_neither_stall_nor_lose_bytes(tmp_path, how, l
         assert (tmp_path / "f.out").read_bytes() == f.read_bytes()
     # ~0.5 s of transfers, a tick every 3 ms: those that fall into one held call coalesce into one
     assert int(ticks) > 10, f"only {ticks} signals arrived during the transfers"
+
+
+THREADS = r"""
+import os, sys, threading
+out = {}
+def reader(i):
+    fd = os.open(sys.argv[1 + i % 2], os.O_RDONLY)
+    got = b""
+    while True:
+        d = os.read(fd, 1 << 20)
+        if not d:
+            break
+        got += d
+    os.close(fd)
+    out[i] = got
+ts = [threading.Thread(target=reader, args=(i,)) for i in range(8)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+print(sorted(set(len(v) for v in out.values())), all(v == open(sys.argv[1 + i % 2], "rb").read() for i, v in out.items()))
+"""
+
+
+def test_reads_of_many_processes_and_threads_reach_each_caller(tmp_path):
+    """The supervisor keeps a pidfd per thread id: 60 short-lived processes (new ids, slots of
+    the cache reused) and 8 threads of one process (pidfds of threads that are not the leader)
+    each get their own file's bytes."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_bytes(os.urandom(150_000).hex().encode())  # text: run() reads the output as text
+    b.write_bytes(os.urandom(35_000).hex().encode())
+    pol = limit(tmp_path, "1GB/s")
+    r = run("seccomp", [], pol, ["sh", "-c", f"for i in $(seq 60); do head -c 5 {a}; head -c 3 {b}; done"])
+    assert r.returncode == 0 and r.stdout == (a.read_text()[:5] + b.read_text()[:3]) * 60, r.stderr
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS)
+    r = run("seccomp", [], pol, ["python3", str(script), str(a), str(b)])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "[70000, 300000] True\n"
