@@ -28,13 +28,15 @@ cat m2
 
 @pytest.mark.parametrize("method", ["seccomp", "ptrace"])
 def test_mapped_open_follows_renamed_and_replaced_directories(tmp_path, method):
-    out = tmp_path / "a" / "b" / "out"
+    # a way long enough to be kept (target_dir.c keeps directories of 256 characters and more)
+    top = tmp_path / ("L" * 200) / ("M" * 60)
+    out = top / "a" / "b" / "out"
     out.mkdir(parents=True)
     (out / "f").write_text("OLD\n")
-    os.symlink("a", tmp_path / "l")
+    os.symlink("a", top / "l")
     pol = tmp_path / "p.yaml"
-    pol.write_text(f"paths:\n  {tmp_path}/m: {out}/f\n  {tmp_path}/m2: {tmp_path}/l/b/out/f\n")
-    r = subprocess.run([JOB, "-m", method, "-p", str(pol), "--", "sh", "-c", ROTATE], cwd=tmp_path,
+    pol.write_text(f"paths:\n  {top}/m: {out}/f\n  {top}/m2: {top}/l/b/out/f\n")
+    r = subprocess.run([JOB, "-m", method, "-p", str(pol), "--", "sh", "-c", ROTATE], cwd=top,
                        capture_output=True, text=True, timeout=60, env=stack_env())
     assert r.returncode == 0, r.stderr
     # root reads through a mode of 0, so DENIED shows only for other users
