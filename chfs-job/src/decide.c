@@ -175,6 +175,7 @@ static int decide_path(const struct cj_policy *p, const struct cj_sysc *sc, pid_
 		memcpy(abs, r->to, tl);
 		d->mapped[i] = true;
 		d->chfs[i] = chfs;
+		d->rule[i] = r;
 		return 1;
 	}
 	if (!cj_policy_has(p, CJ_DENY))
@@ -203,6 +204,7 @@ void cj_decide(const struct cj_policy *p, const struct cj_sysc *sc, pid_t pid, c
 	d->verdict = CJ_V_ALLOW;
 	d->mapped[0] = d->mapped[1] = false;
 	d->chfs[0] = d->chfs[1] = false;
+	d->rule[0] = d->rule[1] = NULL;
 	int n = 0;
 	for (int i = 0; i < 2 && sc->path[i] >= 0; i++, n++) {
 		int rc = decide_path(p, sc, pid, args, i, d);

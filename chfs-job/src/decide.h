@@ -17,11 +17,12 @@ enum cj_verdict { CJ_V_ALLOW, CJ_V_ERROR, CJ_V_MAP, CJ_V_CHFS };
 
 struct cj_decision {
 	enum cj_verdict verdict;
-	int err;                   /* CJ_V_ERROR: negative errno to return */
-	bool mapped[2];            /* CJ_V_MAP: which path arguments change */
-	bool chfs[2];              /* which path arguments name CHFS paths (path[i] is the CHFS path) */
-	char path[2][PATH_MAX];    /* absolute path each path argument names (mapped if mapped[i]) */
-	char scratch[3][PATH_MAX]; /* private */
+	int err;                       /* CJ_V_ERROR: negative errno to return */
+	bool mapped[2];                /* CJ_V_MAP: which path arguments change */
+	bool chfs[2];                  /* which path arguments name CHFS paths (path[i] is the CHFS path) */
+	char path[2][PATH_MAX];        /* absolute path each path argument names (mapped if mapped[i]) */
+	const struct cj_rule *rule[2]; /* the rule that mapped path[i] (mapped[i]), else NULL */
+	char scratch[3][PATH_MAX];     /* private */
 };
 
 /* Add the symlink-resolved form of every denied prefix to p (a denial of /data/secret also

@@ -5,7 +5,8 @@
  * trapped calls of the child and of everything it forks (a filter is inherited and cannot be
  * removed), static binaries and raw syscall() included. For each notification:
  *   - denied path             -> the call fails with ENOENT; it never reaches the kernel;
- *   - mapped open/openat/creat -> we open the mapped path (with the tracee's umask) and
+ *   - mapped open/openat/creat -> we open the mapped path (with the tracee's umask; from the
+ *     target's directory, held from the rule's first use: target_dir.c) and
  *     SECCOMP_IOCTL_NOTIF_ADDFD it into the tracee, answering the call with its number in one
  *     step (SECCOMP_ADDFD_FLAG_SEND);
  *   - mapped stat/readlink    -> we run it on the mapped path and write the result back;
@@ -24,12 +25,16 @@
  *
  * Cost of a trap (the allowed open of issue 13's bench): the supervisor sleeps in NOTIF_RECV with
  * synchronous wake-ups (serve_blocking, notif_wait.c) and makes 5 system calls — NOTIF_RECV,
- * process_vm_readv, openat2 + close (decide.c's link check), NOTIF_SEND.
+ * process_vm_readv, openat2 + close (decide.c's link check), NOTIF_SEND. A mapped open makes 6:
+ * NOTIF_RECV, process_vm_readv, NOTIF_ID_VALID, openat (from the target's directory: target_dir.c),
+ * NOTIF_ADDFD (which also answers: SECCOMP_ADDFD_FLAG_SEND), close of our copy. close() itself is
+ * trapped only with chfs: mappings.
  *
- * io_limit: the read/write family is trapped too; the requested size is counted when the call
- * arrives and the answer is held back by the formula's delay (iolimit.c). Held answers wait in a
- * list with their deadline while other notifications are served, so one throttled process does
- * not stall the others.
+ * io_limit: the read/write family is trapped too. A read of a regular file under a disk limit is
+ * carried out by the supervisor (seccomp_read.c) and counted by what it moved; any other transfer
+ * is counted by its requested size when the call arrives. Either way the answer is held back by
+ * the formula's delay (iolimit.c). Held answers wait in a list with their deadline while other
+ * notifications are served, so one throttled process does not stall the others.
  *
  * trace_fork: false — the filter is still inherited (the kernel offers no way out), but a call
  * from a process other than the program's own threads is answered CONTINUE at once: children run
@@ -43,6 +48,8 @@
 #include "iolimit.h"
 #include "methods.h"
 #include "notif_wait.h"
+#include "seccomp_read.h"
+#include "target_dir.h"
 #include "tracee.h"
 
 #include <dirent.h>
@@ -69,10 +76,20 @@
 #ifndef SECCOMP_ADDFD_FLAG_SEND
 #define SECCOMP_ADDFD_FLAG_SEND (1UL << 1)
 #endif
+#ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV /* Linux 5.19 */
+#define SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (1UL << 5)
+#endif
 
+/* An answer held back by the limit. */
 struct held {
 	uint64_t id;
 	int64_t deadline;
+	pid_t tid;               /* the caller: a new call of that thread means this one was withdrawn */
+	bool cont;               /* answer CONTINUE (the kernel runs it), else with rd.res */
+	struct cj_sread_done rd; /* a read carried out here: its result, and how to take it back */
+	int cls;                 /* what was counted, given back if the call was withdrawn */
+	int64_t at;
+	uint64_t bytes;
 };
 
 struct supervisor {
@@ -85,20 +102,30 @@ struct supervisor {
 	struct cj_decision *d;
 	struct held *held;
 	int nheld, capheld;
-	unsigned char *buf;   /* results of stat/readlink on the tracee's behalf */
-	struct cj_chfs *chfs; /* the pool, when the policy has chfs: mappings */
+	unsigned char *buf;          /* results of stat/readlink on the tracee's behalf */
+	struct cj_sread *rd;         /* reads carried out for the tracee, when the disk is limited */
+	struct cj_target_dirs *dirs; /* mapping targets' directories, held from their first use */
+	struct cj_chfs *chfs;        /* the pool, when the policy has chfs: mappings */
 };
 
-static int respond(struct supervisor *s, uint64_t id, int64_t val, int err, bool cont)
+/* 1 = the kernel took the answer, 0 = it refused it (ENOENT: the call was withdrawn — its caller
+ * was signalled or died), <0 = error. */
+static int send_answer(struct supervisor *s, uint64_t id, int64_t val, int err, bool cont)
 {
 	memset(s->resp, 0, sizeof(*s->resp));
 	s->resp->id = id;
 	s->resp->val = val;
 	s->resp->error = err;
 	s->resp->flags = cont ? SECCOMP_USER_NOTIF_FLAG_CONTINUE : 0;
-	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_SEND, s->resp) < 0 && errno != ENOENT)
-		return -errno;
-	return 0; /* ENOENT: the call was interrupted (signal) or the process died */
+	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_SEND, s->resp) == 0)
+		return 1;
+	return errno == ENOENT ? 0 : -errno;
+}
+
+static int respond(struct supervisor *s, uint64_t id, int64_t val, int err, bool cont)
+{
+	int rc = send_answer(s, id, val, err, cont);
+	return rc < 0 ? rc : 0;
 }
 
 static bool own_thread(struct supervisor *s, pid_t tid)
@@ -110,7 +137,7 @@ static bool own_thread(struct supervisor *s, pid_t tid)
 	return access(task, F_OK) == 0;
 }
 
-static int hold(struct supervisor *s, uint64_t id, int64_t deadline)
+static int hold(struct supervisor *s, struct held h)
 {
 	if (s->nheld == s->capheld) {
 		int cap = s->capheld ? s->capheld * 2 : 64;
@@ -120,8 +147,29 @@ static int hold(struct supervisor *s, uint64_t id, int64_t deadline)
 		s->held = h;
 		s->capheld = cap;
 	}
-	s->held[s->nheld++] = (struct held){id, deadline};
+	s->held[s->nheld++] = h;
 	return 0;
+}
+
+/* The held answer h was sent (answered) or refused: a read carried out for it is taken back if
+ * refused, and so is what it counted (a restarted call is counted again). */
+static void settle(struct supervisor *s, struct held *h, bool answered)
+{
+	cj_sread_finish(&h->rd, answered);
+	if (!answered)
+		cj_iolimit_refund(s->lim, h->cls, h->bytes, h->at);
+}
+
+/* A thread that makes a new call is no longer in the one held for it: that call was withdrawn
+ * (a signal; the restarted call is the new one). Take it back before the new one is served. */
+static void drop_withdrawn(struct supervisor *s, pid_t tid)
+{
+	for (int i = 0; i < s->nheld; i++)
+		if (s->held[i].tid == tid) {
+			settle(s, &s->held[i], false);
+			s->held[i] = s->held[--s->nheld];
+			return;
+		}
 }
 
 /* Answer the held calls whose time has come; return ns until the next one (-1 if none). */
@@ -130,7 +178,10 @@ static int64_t release_held(struct supervisor *s)
 	int64_t now = cj_now_ns(), next = -1;
 	for (int i = 0; i < s->nheld;) {
 		if (s->held[i].deadline <= now) {
-			respond(s, s->held[i].id, 0, 0, true);
+			struct held *h = &s->held[i];
+			int rc = h->rd.res < 0 ? send_answer(s, h->id, 0, (int)h->rd.res, false)
+			                       : send_answer(s, h->id, h->rd.res, 0, h->cont);
+			settle(s, h, rc > 0);
 			s->held[i] = s->held[--s->nheld];
 			continue;
 		}
@@ -199,12 +250,11 @@ static int open_mapped(struct supervisor *s, const struct cj_sysc *sc, const uin
 	bool creates = flags & (O_CREAT | __O_TMPFILE);
 	if (creates)
 		old = umask(cj_tracee_umask(s->req->pid));
-	int fd = open(s->d->path[0], flags | O_CLOEXEC, mode);
-	int e = errno;
+	int fd = cj_target_open(s->dirs, s->d->rule[0], s->d->path[0], flags | O_CLOEXEC, (mode_t)mode);
 	if (creates)
 		umask(old);
 	if (fd < 0)
-		return -e;
+		return fd;
 	struct seccomp_notif_addfd add = {
 	        .id = s->req->id,
 	        .flags = SECCOMP_ADDFD_FLAG_SEND,
@@ -212,7 +262,7 @@ static int open_mapped(struct supervisor *s, const struct cj_sysc *sc, const uin
 	        .newfd_flags = (uint32_t)(flags & O_CLOEXEC),
 	};
 	rc = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
-	e = errno;
+	int e = errno;
 	close(fd);
 	if (rc < 0 && e != ENOENT)
 		return -e;
@@ -303,10 +353,52 @@ static bool still_pending(struct supervisor *s)
 	return ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &s->req->id) == 0;
 }
 
+/* A read carried out here (seccomp_read.c): count what it moved, then answer with its result, at
+ * once or when the limit lets it through. */
+static int answer_read(struct supervisor *s, struct cj_sread_done *rd)
+{
+	uint64_t moved = rd->res > 0 ? (uint64_t)rd->res : 0;
+	int64_t at = 0;
+	struct held h = {s->req->id, 0, s->req->pid, false, *rd, CJ_DISK, 0, moved};
+	h.deadline = cj_iolimit_account(s->lim, CJ_DISK, moved, &at) > 0 ? at : 0;
+	h.at = at;
+	if (h.deadline)
+		return hold(s, h);
+	int rc = rd->res < 0 ? send_answer(s, h.id, 0, (int)rd->res, false)
+	                     : send_answer(s, h.id, rd->res, 0, false);
+	settle(s, &h, rc > 0);
+	return rc < 0 ? rc : 0;
+}
+
+/* A read/write-family call on a descriptor of a limited class. */
+static int handle_io(struct supervisor *s, const struct cj_sysc *sc, const uint64_t *a)
+{
+	struct seccomp_notif *req = s->req;
+	int cls = -2;
+	if (s->rd && cj_sread_handles(req->data.nr)) {
+		struct cj_sread_done rd;
+		int rc = cj_sread_run(s->rd, s->listener, req, &cls, &rd);
+		if (rc < 0)
+			return 0; /* withdrawn: nothing was done, nobody to answer */
+		if (rc > 0)
+			return answer_read(s, &rd);
+	}
+	if (cls == -2)
+		cls = cj_tracee_fd_class(req->pid, (int)a[0]);
+	int64_t at = 0;
+	uint64_t bytes = cj_iolimit_limited(s->lim, cls) ? cj_tracee_io_size(req->pid, sc->iov, a) : 0;
+	if (bytes &&
+	    cj_iolimit_account(s->lim, cls, bytes, &at) > 0) /* answered when it is recorded to go through */
+		return hold(s, (struct held){req->id, at, req->pid, true, {0, -1, 0}, cls, at, bytes});
+	return respond(s, req->id, 0, 0, true);
+}
+
 /* Answer the notification in s->req. */
 static int handle(struct supervisor *s)
 {
 	struct seccomp_notif *req = s->req;
+	if (s->nheld)
+		drop_withdrawn(s, req->pid);
 	/* close() of the reserved range, or dup2/dup3 onto any descriptor: a staged CHFS file
 	 * there goes back before it is closed */
 	if (cj_chfs_route_closing(s->chfs, req->pid, req->data.nr, (const uint64_t *)req->data.args))
@@ -316,14 +408,8 @@ static int handle(struct supervisor *s)
 		return respond(s, req->id, 0, 0, true);
 	uint64_t a[6];
 	memcpy(a, req->data.args, sizeof(a));
-	if (sc->kind == CJ_SK_IO) {
-		int cls = cj_tracee_fd_class(req->pid, (int)a[0]);
-		int64_t at = 0;
-		if (cj_iolimit_limited(s->lim, cls) &&
-		    cj_iolimit_account(s->lim, cls, cj_tracee_io_size(req->pid, sc->iov, a), &at) > 0)
-			return hold(s, req->id, at); /* answered when it is recorded to go through */
-		return respond(s, req->id, 0, 0, true);
-	}
+	if (sc->kind == CJ_SK_IO)
+		return handle_io(s, sc, a);
 	if (sc->kind == CJ_SK_DIRENT) {
 		if (!still_pending(s))
 			return 0; /* we would write its memory */
@@ -444,7 +530,19 @@ static void child_main(struct cj_policy *p, int known_fd, char **argv)
 		fprintf(stderr, "chfs-job: seccomp: PR_SET_NO_NEW_PRIVS: %s\n", strerror(errno));
 		_exit(126);
 	}
-	int fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+	/* With limits, a received call is withdrawn only by death. Otherwise a signal withdrew a held
+	 * call, its restart was counted and held again, and a program signalled more often than its
+	 * calls were held never got through; and a read the supervisor carried out (seccomp_read.c)
+	 * would be lost. As a ptrace tracee held at its entry stop, a held caller takes its signals
+	 * when the answer comes. Kernels before 5.19 lack the flag: there a withdrawn call is taken
+	 * back (its count, a read's offset) when its thread is seen in another call. */
+	unsigned long flags = SECCOMP_FILTER_FLAG_NEW_LISTENER;
+	int fd = -1;
+	if (cj_policy_has_limits(p))
+		fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+		                  flags | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, &prog);
+	if (fd < 0)
+		fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
 	if (fd < 0) {
 		fprintf(stderr, "chfs-job: seccomp: cannot install the filter: %s\n", strerror(errno));
 		_exit(126);
@@ -502,14 +600,17 @@ int cj_run_seccomp(struct cj_policy *p, char **argv, const struct cj_opts *o)
 	                 sz.seccomp_notif_resp > sizeof(*s->resp) ? sz.seccomp_notif_resp : sizeof(*s->resp));
 	s->d = malloc(sizeof(*s->d));
 	s->buf = malloc(8192);
+	s->dirs = cj_target_dirs_new(p);
 	int rc = -ENOMEM;
-	if (!s->req || !s->resp || !s->d || !s->buf)
+	if (!s->req || !s->resp || !s->d || !s->buf || !s->dirs)
 		goto out;
 	if (cj_policy_has_limits(p) && !(s->lim = cj_iolimit_open(p, err, sizeof(err)))) {
 		fprintf(stderr, "chfs-job: %s\n", err);
 		rc = -EIO;
 		goto out;
 	}
+	if (cj_iolimit_limited(s->lim, CJ_DISK) && !(s->rd = cj_sread_new()))
+		goto out;
 	if (cj_policy_has(p, CJ_CHFS) && !(s->chfs = cj_chfs_route_start(p, "seccomp", err, sizeof(err)))) {
 		fprintf(stderr, "chfs-job: %s\n", err);
 		rc = 3; /* main's status for "could not start", without a second line */
@@ -550,6 +651,10 @@ out:
 	free(s->resp);
 	free(s->d);
 	free(s->buf);
+	for (int i = 0; i < s->nheld; i++)
+		cj_sread_finish(&s->held[i].rd, false); /* every process has gone */
+	cj_sread_free(s->rd);
+	cj_target_dirs_free(s->dirs);
 	free(s->held);
 	free(s);
 	return rc;

@@ -8,7 +8,10 @@
  *   probe child-open PATH      fork; the child opens PATH and prints like `open`
  *   probe write FILE MB BS     write MB megabytes in BS-byte writes: prints MB/s
  *   probe pingpong N           N one-byte round trips over a socket pair: prints ns each
- *   probe send PORT MB BS      connect to 127.0.0.1:PORT, send MB megabytes in BS-byte writes */
+ *   probe send PORT MB BS      connect to 127.0.0.1:PORT, send MB megabytes in BS-byte writes
+ *   probe readall HOW BS FILE...  read each file to its end with BS-byte read/pread64/readv calls
+ *                              (HOW; readv splits the buffer in two): prints the bytes read, an
+ *                              FNV-1a hash of them and ns per call */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,6 +68,44 @@ static void openclose(long n, const char *path)
 		if (fd >= 0)
 			syscall(SYS_close, fd);
 	}
+}
+
+/* Read every file to its end in bs-byte calls of kind how; print bytes, FNV-1a hash, ns per call. */
+static int readall(const char *how, long bs, char **files, int nfiles)
+{
+	char *buf = malloc((size_t)bs);
+	unsigned long long hash = 14695981039346656037ULL, bytes = 0, calls = 0;
+	double t = now();
+	for (int i = 0; buf && i < nfiles; i++) {
+		long fd = syscall(SYS_openat, AT_FDCWD, files[i], O_RDONLY, 0);
+		if (fd < 0) {
+			printf("ERR %s\n", ename(errno));
+			return 1;
+		}
+		long n, off = 0;
+		do {
+			if (strcmp(how, "pread") == 0) {
+				n = syscall(SYS_pread64, fd, buf, bs, off);
+			} else if (strcmp(how, "readv") == 0) {
+				struct iovec v[2] = {{buf, (size_t)bs / 3},
+				                     {buf + bs / 3, (size_t)(bs - bs / 3)}};
+				n = syscall(SYS_readv, fd, v, 2);
+			} else {
+				n = syscall(SYS_read, fd, buf, bs);
+			}
+			calls++;
+			if (n < 0) {
+				printf("ERR %s\n", ename(errno));
+				return 1;
+			}
+			for (long k = 0; k < n; k++)
+				hash = (hash ^ (unsigned char)buf[k]) * 1099511628211ULL;
+			bytes += (unsigned long long)n, off += n;
+		} while (n > 0);
+		syscall(SYS_close, fd);
+	}
+	printf("%llu %016llx %.1f\n", bytes, hash, (now() - t) * 1e9 / (double)(calls ? calls : 1));
+	return buf ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -159,6 +201,8 @@ int main(int argc, char **argv)
 		close(s);
 		return 0;
 	}
+	if (argc >= 5 && strcmp(argv[1], "readall") == 0)
+		return readall(argv[2], atol(argv[3]), argv + 4, argc - 4);
 	if (argc >= 3 && strcmp(argv[1], "pingpong") == 0) {
 		long n = atol(argv[2]);
 		int sv[2];
