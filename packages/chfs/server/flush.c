@@ -39,9 +39,10 @@
 
 #include "log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +188,7 @@ static struct dirty *add(uint64_t fileid, const struct wire_tag *tag, const char
 	e->fileid = fileid;
 	e->tag = *tag;
 	e->local = (tag->flags & MD_LOCAL) != 0;
+	e->last_io = -INFINITY; /* no WRITE yet (a local file's mtime tells when it was written) */
 	e->next = fl.head;
 	fl.head = e;
 	return e;
@@ -342,7 +344,10 @@ static void *flusher(void *arg)
 		double now = now_s(), next = now + 1.0;
 		struct dirty *pick = NULL;
 		for (struct dirty *e = fl.head; e && !pick; e = e->next) {
-			double hot = 0;
+			/* Monotonic seconds start near 0 at boot, so 0 is not "long ago": a map loaded
+			 * at start-up (last_io far in the past) waited until the machine had been up
+			 * for -U seconds when 0 stood for "no local write" here. */
+			double hot = -INFINITY;
 			if (e->busy || (e->local && !local_dirty(e, &hot, NULL)))
 				continue;
 			double due = (hot > e->last_io ? hot : e->last_io) + (fl.delay > 0 ? fl.delay : 0);
@@ -539,7 +544,7 @@ static void load_one(const char *name)
 	e->path = path;
 	e->fd = fd;
 	e->local = (e->tag.flags & MD_LOCAL) != 0;
-	e->last_io = now_s() - 1e9; /* due at once */
+	e->last_io = -INFINITY; /* due at once, whatever -U and the machine's uptime */
 	e->next = fl.head;
 	fl.head = e;
 	log_notice("write-back: %s still to flush from before the restart", path);
