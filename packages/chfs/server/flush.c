@@ -188,7 +188,6 @@ static struct dirty *add(uint64_t fileid, const struct wire_tag *tag, const char
 	e->fileid = fileid;
 	e->tag = *tag;
 	e->local = (tag->flags & MD_LOCAL) != 0;
-	e->last_io = -INFINITY; /* no WRITE yet (a local file's mtime tells when it was written) */
 	e->next = fl.head;
 	fl.head = e;
 	return e;
