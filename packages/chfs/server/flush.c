@@ -40,9 +40,10 @@
 
 #include "log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,9 +346,10 @@ static void *flusher(void *arg)
 		double now = now_s(), next = now + 1.0;
 		struct dirty *pick = NULL;
 		for (struct dirty *e = fl.head; e && !pick; e = e->next) {
-			/* (a local file's from its mtime, below; 0 is a time on this clock too: a map
-			 * loaded at start-up, due at once, waited until -U seconds after boot) */
-			double hot = e->last_io;
+			/* Monotonic seconds start near 0 at boot, so 0 is not "long ago": a map loaded
+			 * at start-up (last_io far in the past) waited until the machine had been up
+			 * for -U seconds when 0 stood for "no local write" here. */
+			double hot = -INFINITY;
 			if (e->busy || (e->local && !local_dirty(e, &hot, NULL)))
 				continue;
 			double due = (hot > e->last_io ? hot : e->last_io) + (fl.delay > 0 ? fl.delay : 0);
@@ -557,7 +559,7 @@ static void load_one(const char *name)
 	e->path = path;
 	e->fd = fd;
 	e->local = (e->tag.flags & MD_LOCAL) != 0;
-	e->last_io = now_s() - 1e9; /* due at once */
+	e->last_io = -INFINITY; /* due at once, whatever -U and the machine's uptime */
 	e->next = fl.head;
 	fl.head = e;
 	log_notice("write-back: %s still to flush from before the restart", path);

@@ -94,22 +94,46 @@ def test_stopping_the_servers_flushes(make_pool):
     assert backend_bytes(pool.backend, "s") == data
 
 
-@pytest.mark.timeout(90)
-def test_dirty_data_of_a_killed_server_reach_the_backend_after_its_restart(make_pool):
-    pool = make_pool("-F", "1", "-U", "3600")   # nothing flushes by itself for an hour
-    data = random.Random(5).randbytes(40 * 65536)
-    put(pool, "/k", data)
+def kill_all(pool):
     for i in range(pool.n):
         pool.kill(i, signal.SIGKILL)
-    assert backend_bytes(pool.backend, "k") is None
+
+
+def restart_all(pool):
+    """Start the killed servers again on their addresses, the first one alone."""
     saved = list(pool.addrs)
     pool.addrs = [saved[0]] + [None] * (pool.n - 1)
     pool.restart(0)                          # (no live member to join: back on its own list)
     for i in range(1, pool.n):
         pool.addrs[i] = saved[i]
         pool.restart(i)
+
+
+@pytest.mark.timeout(90)
+def test_dirty_data_of_a_killed_server_reach_the_backend_after_its_restart(make_pool):
+    pool = make_pool("-F", "1", "-U", "3600")   # nothing flushes by itself for an hour
+    data = random.Random(5).randbytes(40 * 65536)
+    put(pool, "/k", data)
+    kill_all(pool)
+    assert backend_bytes(pool.backend, "k") is None
+    restart_all(pool)
     # maps left by the killed servers are due at once after the restart, whatever -U says
     assert wait_for(lambda: backend_bytes(pool.backend, "k") == data, 30)
+
+
+@pytest.mark.timeout(90)
+def test_a_restart_flushes_at_once_even_with_a_delay_longer_than_the_uptime(make_pool):
+    """The flush threads timed the delay on CLOCK_MONOTONIC and took 0 for "no local write",
+    so a map found at start-up waited until the machine had been up for -U seconds: on a
+    machine booted less than an hour before, the test above failed. -U 1e9 (31 years) is
+    longer than any machine's uptime."""
+    pool = make_pool("-F", "1", "-U", "1e9")
+    data = random.Random(6).randbytes(12 * 65536)
+    put(pool, "/u", data)
+    kill_all(pool)
+    assert backend_bytes(pool.backend, "u") is None
+    restart_all(pool)
+    assert wait_for(lambda: backend_bytes(pool.backend, "u") == data, 30)
 
 
 def chfs_stat(pool, path):
