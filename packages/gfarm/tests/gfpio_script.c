@@ -3,9 +3,11 @@
  * line on stdin, so a test can interleave writes through several open
  * descriptors with reads by other processes and nodes (test_coop_stale.py).
  *
- *   open SLOT PATH trunc|keep     gfs_pio_create (trunc) or gfs_pio_open,
- *                                 write-only
- *   write SLOT OFF CHAR LEN       LEN bytes of CHAR at OFF (seek + write)
+ *   open SLOT PATH MODE           write-only: gfs_pio_create (trunc),
+ *                                 gfs_pio_open (keep), either with
+ *                                 GFARM_FILE_APPEND (truncappend, append)
+ *   write SLOT OFF CHAR LEN       LEN bytes of CHAR at OFF (seek + write;
+ *                                 with GFARM_FILE_APPEND gfsd appends)
  *   close SLOT                    gfs_pio_close
  *
  * Each command answers one line, "ok" or "err <message>", flushed, so the
@@ -25,13 +27,17 @@ static GFS_File slot[NSLOT];
 static const char *
 do_open(int s, const char *path, const char *mode)
 {
+	int append = strstr(mode, "append") != NULL ? GFARM_FILE_APPEND : 0;
 	gfarm_error_t e;
 
-	if (strcmp(mode, "trunc") == 0)
-		e = gfs_pio_create(path, GFARM_FILE_WRONLY | GFARM_FILE_TRUNC,
-		    0644, &slot[s]);
+	if (strncmp(mode, "trunc", 5) == 0)
+		e = gfs_pio_create(path,
+		    GFARM_FILE_WRONLY | GFARM_FILE_TRUNC | append, 0644,
+		    &slot[s]);
+	else if (strcmp(mode, "keep") == 0 || strcmp(mode, "append") == 0)
+		e = gfs_pio_open(path, GFARM_FILE_WRONLY | append, &slot[s]);
 	else
-		e = gfs_pio_open(path, GFARM_FILE_WRONLY, &slot[s]);
+		return ("bad open mode");
 	return (e == GFARM_ERR_NO_ERROR ? NULL : gfarm_error_string(e));
 }
 

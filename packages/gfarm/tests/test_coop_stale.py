@@ -5,10 +5,13 @@ the cache off (`reference`). Writes go through libgfarm's gfs_pio API driven lin
 (gfpio_script.c, so other nodes can read between two writes of one open) and through gfarm2fs
 with ordinary Python file writes. Covered: an in-place overwrite that does not start on a page
 boundary, readers while a file is open for writing, two writers on one node and on two nodes,
-a write the node's gfccd missed (timed out, then bypassed), a gfmd restart (the `none` backend
-reuses inode numbers and generations) and two file systems behind one gfccd. Cluster ids 81-83 (test_coop_cache.py uses 78, test_coop_security.py 85 and 87,
-test_coop_stock_gfmd.py 84; all moved by $GFARM_TEST_CLUSTER_ID_OFFSET, see gfcluster.py).
+a write the node's gfccd missed (timed out, then bypassed), O_APPEND writes, a write that failed
+at c1 although gfsd took it, a gfmd restart (the `none` backend reuses inode numbers and
+generations) and two file systems behind one gfccd. Cluster ids 81-83 (test_coop_cache.py uses
+78, test_coop_security.py 85 and 87, test_coop_stock_gfmd.py 84, test_coop_workers.py 88; all
+moved by $GFARM_TEST_CLUSTER_ID_OFFSET, see gfcluster.py).
 """
+import contextlib
 import os
 import signal
 import subprocess
@@ -54,15 +57,21 @@ def cluster(tmp_path_factory):
 class Script:
     """gfpio_script on a node: each step returns once libgfarm has done it."""
 
-    def __init__(self, cluster, node, exe):
-        cmd = [cluster_script(cluster), "exec", node, "--", exe]
+    def __init__(self, cluster, node, exe, env=()):
+        cmd = [cluster_script(cluster), "exec", node, "--", "env", *env, exe]
         self.p = subprocess.Popen(cmd, env=cluster.env, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
 
-    def __call__(self, line):
+    def send(self, line):
         self.p.stdin.write(line + "\n")
         self.p.stdin.flush()
-        reply = self.p.stdout.readline().strip()
+
+    def reply(self):
+        return self.p.stdout.readline().strip()
+
+    def __call__(self, line):
+        self.send(line)
+        reply = self.reply()
         assert reply == "ok", f"{line}: {reply}"
 
     def close(self):
@@ -208,6 +217,67 @@ def test_a_write_its_gfccd_missed_publishes_no_older_staged_page(cluster, script
     want = b"B" * 4096 + b"A" * (MIB - 4096) + b"C" * 4096
     assert reference(cluster, path) == want
     assert_every_node_reads(cluster, path, want)
+
+
+def test_append_stages_nothing_at_a_guessed_offset(cluster, script_exe):
+    """An O_APPEND write lands at gfsd's end of file; libgfarm staged it at its own idea of
+    the size (gf->md.filesize), which does not count another client's appends."""
+    path = "/append"
+    w1, w2 = Script(cluster, "c1", script_exe), Script(cluster, "c2", script_exe)
+    w1(f"open 0 {path} truncappend")
+    w1("write 0 0 A 4096")
+    w2(f"open 0 {path} append")
+    w2("write 0 0 B 4096")  # gfsd: A B
+    w2("close 0")
+    w1("write 0 0 C 4096")  # gfsd: A B C; staged at 4096 (where B is) before the fix
+    w1("close 0")
+    w1.close()
+    w2.close()
+    want = b"A" * 4096 + b"B" * 4096 + b"C" * 4096
+    assert reference(cluster, path) == want
+    assert_every_node_reads(cluster, path, want)
+
+
+def ip_of(cluster, node):
+    """a node's address (gfarm-cluster: 10.213.ID.10 md, .11 sd, .20+K cK)"""
+    host = {"md": 10, "sd": 11}.get(node) or 20 + int(node[1:])
+    return f"10.213.{cluster.env['GFARM_CLUSTER_ID']}.{host}"
+
+
+@contextlib.contextmanager
+def blackhole(cluster, node, dest):
+    """packets from NODE to node DEST are dropped (TCP retransmits them once it ends)"""
+    argv = ["ip", "netns", "exec", os.path.basename(cluster.netns(node)), "ip", "route"]
+    route = ["blackhole", ip_of(cluster, dest) + "/32"]
+    subprocess.run(argv + ["add", *route], check=True, timeout=10)
+    try:
+        yield
+    finally:
+        subprocess.run(argv + ["del", *route], check=False, timeout=10)
+
+
+def test_a_write_that_failed_although_gfsd_took_it_publishes_nothing(cluster, script_exe,
+                                                                     tmp_path):
+    """gfsd writes B over the staged A, but its replies never reach c1 (dropped), so the write
+    fails there after libgfarm's 2 s receive timeout, and so do the flush and the gfsd close
+    at c1's close; c1's close with gfmd is held back until gfsd has dealt with the file. The
+    staged A must not be published: every node reads what gfmd and gfsd then hold."""
+    conf = tmp_path / "gfarm2.conf"
+    with open(os.path.join(cluster.dir, "etc", "gfarm2.conf")) as f:
+        conf.write_text(f.read() + "network_receive_timeout 2\n")
+    path = "/failedwrite"
+    s = Script(cluster, "c1", script_exe, env=[f"GFARM_CONFIG_FILE={conf}"])
+    s(f"open 0 {path} trunc")
+    s("write 0 0 A 8192")  # staged in c1's gfccd
+    with blackhole(cluster, "sd", "c1"):  # gfsd's replies to c1 are lost
+        s.send("write 0 0 B 4096")
+        assert s.reply().startswith("err"), "the write did not fail"
+        with blackhole(cluster, "c1", "md"):
+            s.send("close 0")
+            time.sleep(0.5)
+        assert s.reply().startswith("err"), "the close did not fail"
+    s.close()
+    assert_every_node_reads(cluster, path, reference(cluster, path))
 
 
 def inode_gen(cluster, path):

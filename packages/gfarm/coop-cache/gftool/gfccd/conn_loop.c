@@ -1,10 +1,15 @@
 /*
  * conn_loop.c - gfccd's connection handling (chfs-stack cooperative
  * cache): one poll thread watches the two listeners and every idle
- * connection; a connection with a request waiting is handed to one of
- * CONN_WORKERS worker threads, which serves that one request and gives
- * the connection back.  So the thread count is fixed whatever the number
- * of connections, and an idle connection costs a slot, not a thread.
+ * connection; a connection with a request waiting is handed to a worker
+ * thread, which serves that one request and gives the connection back.
+ * So the thread count is fixed whatever the number of connections, and an
+ * idle connection costs a slot, not a thread.  Node-local connections and
+ * peer connections have separate queues and workers (CONN_WORKERS_LOCAL,
+ * CONN_WORKERS_PEER): a peer that stops reading holds a peer worker in
+ * its reply's send for up to CONN_IO_TIMEOUT_MS, and with one shared pool
+ * a few such peers kept the node's own processes waiting - their requests
+ * timed out and they bypassed their gfccd.
  *
  * Bounds: at most CONN_MAX_LOCAL node-local and CONN_MAX_PEER peer
  * connections.  A peer that has not passed AUTH within CONN_AUTH_TIMEOUT
@@ -32,11 +37,19 @@
 
 #define CONN_SLOTS	(CONN_MAX_LOCAL + CONN_MAX_PEER)
 
+/* connections with a request waiting, served by one kind's workers */
+struct work_queue {
+	pthread_cond_t cv;
+	struct conn *q[CONN_SLOTS];
+	int head, len;
+};
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER;
 static struct conn *slot[CONN_SLOTS];
-static struct conn *queue[CONN_SLOTS];	/* connections with a request */
-static int qhead, qlen, nopen;
+static struct work_queue work[2] = {	/* [from_peer] */
+	{ .cv = PTHREAD_COND_INITIALIZER }, { .cv = PTHREAD_COND_INITIALIZER }
+};
+static int nopen;
 static int wake_pipe[2];
 static const struct conn_handlers *handlers;
 
@@ -58,20 +71,32 @@ slot_close(int i)
 	nopen--;
 }
 
+/* under mu */
+static void
+work_push(struct conn *c)
+{
+	struct work_queue *w = &work[c->from_peer != 0];
+
+	w->q[(w->head + w->len) % CONN_SLOTS] = c;
+	w->len++;
+	pthread_cond_signal(&w->cv);
+}
+
+/* a worker of one kind: arg is &work[0] (local) or &work[1] (peers) */
 static void *
 worker_main(void *arg)
 {
+	struct work_queue *w = arg;
 	struct conn *c;
 	int i, r;
 
-	(void)arg;
 	for (;;) {
 		pthread_mutex_lock(&mu);
-		while (qlen == 0)
-			pthread_cond_wait(&work_cv, &mu);
-		c = queue[qhead];
-		qhead = (qhead + 1) % CONN_SLOTS;
-		qlen--;
+		while (w->len == 0)
+			pthread_cond_wait(&w->cv, &mu);
+		c = w->q[w->head];
+		w->head = (w->head + 1) % CONN_SLOTS;
+		w->len--;
 		pthread_mutex_unlock(&mu);
 
 		r = handlers->request(c);
@@ -207,8 +232,9 @@ conn_loop_run(int unix_fd, int tcp_fd, const struct conn_handlers *h)
 	handlers = h;
 	if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
 		return (-errno);
-	for (i = 0; i < CONN_WORKERS; i++) {
-		if ((r = pthread_create(&t, NULL, worker_main, NULL)) != 0)
+	for (i = 0; i < CONN_WORKERS_LOCAL + CONN_WORKERS_PEER; i++) {
+		if ((r = pthread_create(&t, NULL, worker_main,
+		    &work[i >= CONN_WORKERS_LOCAL])) != 0)
 			return (-r);
 		pthread_detach(t);
 	}
@@ -243,9 +269,7 @@ conn_loop_run(int unix_fd, int tcp_fd, const struct conn_handlers *h)
 				continue;
 			/* readable, hung up or failed: a worker finds out */
 			polled[i]->busy = 1;
-			queue[(qhead + qlen) % CONN_SLOTS] = polled[i];
-			qlen++;
-			pthread_cond_signal(&work_cv);
+			work_push(polled[i]);
 		}
 		pthread_mutex_unlock(&mu);
 		if (pfd[1].revents != 0)

@@ -1,6 +1,7 @@
 /*
- * conn_loop.h - gfccd's connection handling: one poll thread, a fixed
- * pool of workers, bounded connection counts, idle and auth timeouts
+ * conn_loop.h - gfccd's connection handling: one poll thread, fixed
+ * pools of workers (one for node-local requests, one for peers), bounded
+ * connection counts, idle and auth timeouts
  * (see conn_loop.c).
  */
 #ifndef CONN_LOOP_H
@@ -12,7 +13,8 @@
 #include "coop_cache_wire.h"
 #include "coop_cache_auth.h"
 
-#define CONN_WORKERS		8	/* threads serving requests */
+#define CONN_WORKERS_LOCAL	4	/* threads serving node-local requests */
+#define CONN_WORKERS_PEER	8	/* threads serving peers' requests */
 #define CONN_MAX_LOCAL		256	/* node-local (UNIX socket) */
 #define CONN_MAX_PEER		128	/* peers (TCP) */
 #define CONN_AUTH_TIMEOUT	5	/* s for a peer to pass AUTH */

@@ -18,9 +18,10 @@
  * cluster's cache secret by a challenge-response that never sends the
  * secret (AUTH, coop_cache_auth.c), and may then only GET; every reply to
  * a peer carries a MAC over its data.  Connections are watched by one
- * poll thread and served by a fixed worker pool, with bounded counts and
- * idle/auth timeouts (conn_loop.c); requests on one connection are
- * sequential.
+ * poll thread and served by two fixed worker pools, one for the node's
+ * processes and one for peers (a peer that stops reading never delays a
+ * local request), with bounded counts and idle/auth timeouts
+ * (conn_loop.c); requests on one connection are sequential.
  */
 #include <arpa/inet.h>
 #include <endian.h>

@@ -49,8 +49,13 @@
  * generation's, and the writer registers as a holder, only if the file was
  * opened with O_TRUNC (so the written extent is the file), gfccd took
  * every write (one it missed - no answer in time, or bypassed - leaves an
- * older staged version of its pages), the close
- * succeeded, the new generation is the one after the open's (no other
+ * older staged version of its pages), no write failed (gfsd may hold
+ * bytes of a failed write, e.g. when it wrote them and its reply was
+ * lost), no write went through O_APPEND's pwrite (gfsd wrote at its own
+ * end of file, an offset libgfarm does not learn; gfs_pio_append's
+ * offset comes from gfsd and is used), the close - its flush, the gfsd
+ * close and gfmd's - succeeded, the new generation is the one after the
+ * open's (no other
  * writer closed in between) and KEY says nobody else has the file open for
  * writing; otherwise this node's pages of the inode are dropped.  The
  * writer registers, as a reader does, only if gfccd then holds every page
@@ -576,9 +581,12 @@ gfs_pio_coop_written(GFS_File gf, const char *buf, gfarm_off_t off,
 {
 	struct coop_key k;
 
-	if (coop_cache_config() == NULL || len == 0 || off < 0 ||
-	    !coop_stage_begin(gf, &k))
+	if (coop_cache_config() == NULL || len == 0 || !coop_stage_begin(gf, &k))
 		return;
+	if (off < 0) {	/* where gfsd put the bytes is not known */
+		coop_stage_lost(gf);
+		return;
+	}
 	/* a staged partial page is kept at close only if it ends the file;
 	 * bytes gfccd did not take (it did not answer in time, or is
 	 * bypassed) leave older staged bytes of their pages in place */
@@ -587,6 +595,15 @@ gfs_pio_coop_written(GFS_File gf, const char *buf, gfarm_off_t off,
 		coop_stage_lost(gf);
 	else if (gf->coop_hi < off + (gfarm_off_t)len)
 		gf->coop_hi = off + len;
+}
+
+void
+gfs_pio_coop_write_failed(GFS_File gf)
+{
+	/* gfsd may hold some of the failed write's bytes (it wrote them and
+	 * the reply was lost, or a retry after a failover went through),
+	 * none of them staged: no older staged page may be published */
+	gfs_pio_coop_truncated(gf);
 }
 
 int
@@ -644,7 +661,7 @@ gfs_pio_coop_storage_sendfile(GFS_File gf, gfs_pio_coop_sendfile_fn send,
 		if (ok && gf->coop_hi < w_off + want)
 			gf->coop_hi = w_off + want;
 	}
-	if (!ok && (conn >= 0 || *sentp > 0))
+	if (e != GFARM_ERR_NO_ERROR || (!ok && (conn >= 0 || *sentp > 0)))
 		gfs_pio_coop_truncated(gf);	/* extent unknown */
 	return (e);
 }

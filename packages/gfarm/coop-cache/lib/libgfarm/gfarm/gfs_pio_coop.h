@@ -29,8 +29,11 @@ int gfs_pio_coop_stages_by_reference(GFS_File, int, gfarm_off_t);
 /* the storage's sendfile, then the sent range staged by reference */
 gfarm_error_t gfs_pio_coop_storage_sendfile(GFS_File, gfs_pio_coop_sendfile_fn,
 	gfarm_off_t, int, gfarm_off_t, gfarm_off_t, EVP_MD_CTX *, gfarm_off_t *);
-/* write: invalidate this node's copy, stage the data for close */
+/* write: invalidate this node's copy, stage the data for close (an
+ * offset < 0: gfsd's offset is not known, nothing staged is published) */
 void gfs_pio_coop_written(GFS_File, const char *, gfarm_off_t, size_t);
+/* a write failed: gfsd may hold bytes that were not staged */
+void gfs_pio_coop_write_failed(GFS_File);
 void gfs_pio_coop_truncated(GFS_File);
 /* does close need to learn the file's new generation? */
 int gfs_pio_coop_needs_gen(GFS_File);
