@@ -629,6 +629,7 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 	size_t n;
 	wdec_init(&d, (const uint8_t *)msg + WIRE_HDR_LEN, len - WIRE_HDR_LEN);
 	r->path[0] = r->path2[0] = r->addr[0] = '\0';
+	r->dirid = 0;
 	r->nseg = 0;
 	r->has_rma = 0;
 	r->data = NULL;
@@ -711,6 +712,7 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		wdec_md(&d, &r->md);
 		if (r->h.op != WOP_MKDIR)
 			r->flags = wdec_u32(&d);
+		r->dirid = d.pos < d.len ? wdec_u64(&d) : 0; /* (absent: unknown) */
 		if (!d.err && !md_ok(&r->md))
 			bad = -EINVAL;
 		/* The entry type must fit the op: files, symlinks, FIFOs, sockets and device nodes
@@ -727,8 +729,19 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		}
 		break;
 	case WOP_STAT:
-	case WOP_STAT_OPEN:
-	case WOP_DIR_EMPTY: dec_path(&d, r->path, 1, &bad); break;
+	case WOP_STAT_OPEN: dec_path(&d, r->path, 1, &bad); break;
+	case WOP_DIR_EMPTY: /* [u64 dir id, u32 fence]: absent = only look */
+		dec_path(&d, r->path, 1, &bad);
+		r->flags = 0;
+		if (d.pos < d.len) {
+			r->dirid = wdec_u64(&d);
+			r->flags = wdec_u32(&d);
+			if (!d.err && r->flags != WIRE_FENCE_SET && r->flags != WIRE_FENCE_LIFT)
+				bad = -EINVAL;
+			if (!d.err && !bad && !r->path[0])
+				bad = -EINVAL; /* the root is never removed */
+		}
+		break;
 	case WOP_LEASE_RENEW: {
 		r->nitems = wdec_u32(&d);
 		if (!d.err && r->nitems > WIRE_LEASE_MAX)
@@ -758,6 +771,7 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 	case WOP_RENAME:
 		dec_path(&d, r->path, 0, &bad);
 		dec_path(&d, r->path2, 0, &bad);
+		r->dirid = d.pos < d.len ? wdec_u64(&d) : 0;
 		break;
 	case WOP_SETATTR:
 		dec_path(&d, r->path, 1, &bad);

@@ -1,5 +1,6 @@
 /*
- * wire.h — the CHFS RPC wire format (version 5: nlink in the metadata and the hard-link ops;
+ * wire.h — the CHFS RPC wire format (version 7: the directory fence, DIR_EMPTY's fence and the
+ * parent id of name-adding requests; version 5: nlink in the metadata and the hard-link ops;
  * version 4: owner and group in SETATTR; version 3 brought the membership epoch in every header, the placement tag in data requests and the rebalance ops),
  * shared by libchfs and chfsd.
  *
@@ -32,7 +33,7 @@
 #include "secret.h"
 
 #define WIRE_MAGIC 0x53464843u /* "CHFS" */
-#define WIRE_VERSION 6
+#define WIRE_VERSION 7
 #define WIRE_HDR_LEN 64
 #define WIRE_REPLY 0x8000
 #define WIRE_ADDR_MAX 256
@@ -47,16 +48,24 @@ enum wire_op {
 	WOP_NODE_LIST = 1, /* -> member-list body (wire_list_put) */
 	WOP_JOIN,          /* str id, str addr -> member-list body */
 	WOP_SET_LIST,      /* member-list body (server to server) */
-	WOP_CREATE,        /* str path, md, u32 flags(WIRE_CREATE_*) -> u32 existed, md */
+	/* CREATE, MKDIR, INSERT and RENAME end with an optional u64 parent id: the file id of
+	 * the directory the client saw as the new name's parent (absent or 0: unknown); the
+	 * server refuses the name with ENOENT while that directory is fenced (server/fence.c). */
+	WOP_CREATE,        /* str path, md, u32 flags(WIRE_CREATE_*)[, u64 parent id] -> u32
+	                    * existed, md */
 	WOP_STAT,          /* str path -> md */
-	WOP_MKDIR,         /* str path, md */
+	WOP_MKDIR,         /* str path, md[, u64 parent id] */
 	WOP_RMDIR,         /* str path */
-	WOP_DIR_EMPTY,     /* str path -> u32 has_entries */
+	WOP_DIR_EMPTY,     /* str path[, u64 dir id, u32 fence (WIRE_FENCE_*)] -> u32 has_entries:
+	                    * SET fences the directory before looking (a removal's check), LIFT
+	                    * lifts that fence (the removal failed) */
 	WOP_READDIR, /* str path, str cursor -> u32 n, u32 eof, n x (str name, u32 mode, u64 size, i64 mtime) */
 	WOP_UNLINK,        /* str path -> md (of the removed entry) */
-	WOP_INSERT,        /* str path, md, u32 flags -> u32 replaced, md old (rename, other owner) */
+	WOP_INSERT,        /* str path, md, u32 flags[, u64 parent id] -> u32 replaced, md old
+	                    * (rename, other owner) */
 	WOP_REMOVE_IF,     /* str path, u64 fileid (rename source, other owner) */
-	WOP_RENAME,        /* str from, str to -> u32 replaced, md old (both on this server) */
+	WOP_RENAME,        /* str from, str to[, u64 parent id of to] -> u32 replaced, md old
+	                    * (both on this server) */
 	WOP_SETATTR,       /* str path, u64 fileid, u32 which, u32 mode, i64 atime, i64 mtime, u64 size,
 	                * u32 uid, u32 gid -> md */
 	WOP_WRITE,         /* u64 fileid, tag, segs, rma?, bytes data -> u64 written */
@@ -157,6 +166,8 @@ enum { WIRE_MIG_ENTRY = 1, WIRE_MIG_CHUNK = 2 };
 #define WIRE_LEASE_MAX 4096 /* items per LEASE_RENEW */
 #define WIRE_INSERT_NOREPLACE 1
 #define WIRE_INSERT_LINK 2 /* a new name of a linked file (chfs_link), not a rename's half */
+#define WIRE_FENCE_SET 1  /* DIR_EMPTY: fence the directory (server/fence.c) */
+#define WIRE_FENCE_LIFT 2 /* DIR_EMPTY: lift the fence this client set */
 
 /* SETATTR "which" bits. */
 #define WIRE_SET_MODE 1
@@ -268,6 +279,8 @@ struct wire_req {
 	char id[WIRE_ID_LEN + 1]; /* JOIN */
 	struct chfs_md md;
 	uint64_t fileid, size, epoch, ring_epoch; /* epoch/ring_epoch: SET_LIST, MIG_DONE */
+	uint64_t dirid; /* DIR_EMPTY: the directory's file id; CREATE/MKDIR/INSERT/RENAME: the
+	                 * new name's parent's (0: not sent) */
 	struct wire_tag tag;                      /* READ, WRITE */
 	uint32_t nitems;                          /* MIG_HINT, STAGE_ENTRIES/FILES: items validated, */
 	const uint8_t *items;                     /* read them with wire_*_get() from here */

@@ -251,8 +251,10 @@ int link_setattr(struct srvlist *s, uint64_t fileid, const struct wire_setattr *
 int link_last_name(struct srvlist *s, struct chfs_md *md);
 
 /* ---- dir_rename.c ---- */
-/* Rename directory cf (record md) and the entries below it to ct (free: replace_dir_target ran). */
-int dir_rename(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md);
+/* Rename directory cf (record md) and the entries below it to ct (free: replace_dir_target ran);
+ * pid: ct's parent's file id (server/fence.c). The source is fenced before it loses its name. */
+int dir_rename(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md,
+               uint64_t pid);
 
 /* ---- readdir.c ---- */
 /* chfs_readdir with -errno: every entry of directory path (all servers) to filler. */
@@ -297,17 +299,28 @@ int ns_lookup_fileid(struct srvlist *s, uint64_t fileid, struct chfs_md *md, cha
 /* Merge size/mtime of a local-placement file's backing file, asked of its home (a lookup
  * answered by the home itself skips this: the home merged before answering). */
 void ns_merge_home(struct srvlist *s, struct chfs_md *md);
-/* 1 if any server holds entries below directory cp, 0 if none. */
-int ns_dir_nonempty(struct srvlist *s, const char *cp);
+/* dir_fence.c: 1 if any server holds entries below directory cp (file id dirid), 0 if none.
+ * Every server also fences cp first (server/fence.c): names added below it are refused for a
+ * while, so an entry created meanwhile is either counted here or refused. The caller removes
+ * cp, or lifts the fence with ns_dir_unfence when it does not. */
+int ns_dir_fence(struct srvlist *s, const char *cp, uint64_t dirid);
+void ns_dir_unfence(struct srvlist *s, const char *cp, uint64_t dirid);
+/* After a request adding the name cp got ENOENT (its parent fenced, or gone): forget the
+ * cached parent and look it up again into *pmd, waiting a little before every try but the
+ * first. 0: send the request again (with pmd's file id); -ENOENT (the parent is gone, or
+ * stayed fenced longer than a fence lives) or another error: give up with it. */
+int ns_parent_again(struct srvlist *s, const char *cp, struct chfs_md *pmd, int attempt);
 /* Remove directory cp's record at its owner (the caller checked it is empty); its parent's
  * times and count follow. */
 int ns_rmdir_entry(struct srvlist *s, const char *cp);
 /* Move the entry cf (record md) to ct, replacing what is there (a replaced file's data go when
  * that was its last name), and this process's descriptors of it: one RENAME if one server owns
  * both names, else INSERT at ct's owner then REMOVE_IF at cf's. The parents' times and counts
- * follow (dir_touch), for a non-directory not with NS_MOVE_NO_TOUCH. */
+ * follow (dir_touch), for a non-directory not with NS_MOVE_NO_TOUCH. pid: the file id of ct's
+ * parent as the caller saw it (server/fence.c; 0: unknown). */
 enum { NS_MOVE_NO_TOUCH = 1 };
-int ns_move(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md, unsigned how);
+int ns_move(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md, unsigned how,
+            uint64_t pid);
 int data_truncate_all(struct srvlist *s, const struct chfs_md *md, uint64_t len);
 int data_remove_all(struct srvlist *s, const struct chfs_md *md);
 

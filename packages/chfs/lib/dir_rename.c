@@ -78,7 +78,8 @@ static int collect(void *arg, const char *name, const struct stat *st, off_t off
 /* Directory `to` with the record of `dir`, no subdirectories yet. At the top an existing name
  * is an error (it was removed just before: a concurrent creator); below, a directory there is
  * one an earlier pass made (or a concurrent creator's), and the walk fills it. */
-static int make_target(struct srvlist *s, const char *to, const struct chfs_md *dir, int top)
+static int make_target(struct srvlist *s, const char *to, const struct chfs_md *dir, int top,
+                       uint64_t pid)
 {
 	struct chfs_md *md = malloc(sizeof *md);
 	if (!md)
@@ -90,6 +91,7 @@ static int make_target(struct srvlist *s, const char *to, const struct chfs_md *
 	wenc_str(&r.e, to);
 	wenc_md(&r.e, md);
 	wenc_u32(&r.e, WIRE_INSERT_NOREPLACE);
+	wenc_u64(&r.e, pid);
 	int rc = rpc_call_path(s, to, &r);
 	if (rc == 0)
 		dir_touch(s, to, placement_owner(s->ring, to), 1);
@@ -113,7 +115,7 @@ static int keep_times(struct srvlist *s, const char *to, const struct chfs_md *d
 }
 
 static int move_tree(struct srvlist *s, const char *from, const char *to, const struct chfs_md *dir, int top,
-                     struct names *listed);
+                     struct names *listed, uint64_t pid);
 
 /* The names listed in directory `path` (the backend's too) into *n. */
 static int list(const char *path, struct names *n)
@@ -122,9 +124,10 @@ static int list(const char *path, struct names *n)
 	return rc ? rc : n->err;
 }
 
-/* One pass: every entry listed in `from` now goes to `to` (listed: the names the caller listed
- * already, taken over; else NULL). */
-static int move_children(struct srvlist *s, const char *from, const char *to, struct names *listed)
+/* One pass: every entry listed in `from` now goes to `to`, of file id toid (listed: the names
+ * the caller listed already, taken over; else NULL). */
+static int move_children(struct srvlist *s, const char *from, const char *to, struct names *listed,
+                         uint64_t toid)
 {
 	struct names n = {0};
 	char *cf = malloc(2 * CHFS_PATH_MAX), *ct = cf + CHFS_PATH_MAX;
@@ -144,8 +147,8 @@ static int move_children(struct srvlist *s, const char *from, const char *to, st
 			continue;
 		}
 		if (rc == 0)
-			rc = S_ISDIR(md->mode) ? move_tree(s, cf, ct, md, 0, NULL)
-			                       : ns_move(s, cf, ct, md, NS_MOVE_NO_TOUCH);
+			rc = S_ISDIR(md->mode) ? move_tree(s, cf, ct, md, 0, NULL, toid)
+			                       : ns_move(s, cf, ct, md, NS_MOVE_NO_TOUCH, toid);
 	}
 	free(n.buf);
 	free(md);
@@ -153,14 +156,18 @@ static int move_children(struct srvlist *s, const char *from, const char *to, st
 	return rc;
 }
 
+/* (the target keeps the source's file id, dir->fileid: its entries are added with it) */
 static int move_tree(struct srvlist *s, const char *from, const char *to, const struct chfs_md *dir, int top,
-                     struct names *listed)
+                     struct names *listed, uint64_t pid)
 {
-	int rc = make_target(s, to, dir, top), pass = 0;
+	int rc = make_target(s, to, dir, top, pid), pass = 0;
 	if (rc && listed)
 		free(listed->buf);
 	for (; rc == 0 && pass < DIR_RENAME_PASSES; pass++, listed = NULL) {
-		if ((rc = move_children(s, from, to, listed)) == 0 && (rc = ns_dir_nonempty(s, from)) == 0)
+		/* the check fences `from` (dir_fence.c): entries made in it from now on are refused,
+		 * so the passes end */
+		if ((rc = move_children(s, from, to, listed, dir->fileid)) == 0 &&
+		    (rc = ns_dir_fence(s, from, dir->fileid)) == 0)
 			break;
 		if (rc > 0)
 			rc = 0; /* entries made meanwhile: another pass */
@@ -170,10 +177,9 @@ static int move_tree(struct srvlist *s, const char *from, const char *to, const 
 		         DIR_RENAME_PASSES);
 		rc = -EBUSY;
 	}
-	if (rc == 0)
-		rc = ns_rmdir_entry(s, from);
-	if (rc == 0)
-		rc = keep_times(s, to, dir);
+	if (rc == 0 && (rc = ns_rmdir_entry(s, from)) == 0)
+		return keep_times(s, to, dir);
+	ns_dir_unfence(s, from, dir->fileid); /* (from stays: creates in it go on) */
 	return rc;
 }
 
@@ -182,20 +188,28 @@ static int move_tree(struct srvlist *s, const char *from, const char *to, const 
  * names, else INSERT at the new owner then REMOVE_IF at the old. A directory only the backend
  * has has no record to move (ENOENT; with two owners the INSERT made the target): the walk. A
  * directory with entries: the walk, whose first pass takes this listing. */
-int dir_rename(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md)
+int dir_rename(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md,
+               uint64_t pid)
 {
 	struct names n = {0};
 	int rc = list(cf, &n), top = 1;
-	if (rc == 0 && n.len == 0) {
+	/* Empty: fence it (an entry made since the listing is counted, one made later refused),
+	 * then move it; an entry found by the fencing check: the walk. */
+	if (rc == 0 && n.len == 0 && (rc = ns_dir_fence(s, cf, md->fileid)) == 0) {
 		free(n.buf);
-		if ((rc = ns_move(s, cf, ct, md, 0)) != -ENOENT)
+		if ((rc = ns_move(s, cf, ct, md, 0, pid)) != -ENOENT) {
+			if (rc)
+				ns_dir_unfence(s, cf, md->fileid);
 			return rc;
+		}
 		rc = top = 0;
 		n = (struct names){0};
+	} else if (rc > 0) {
+		rc = 0; /* (n is empty: the walk lists again) */
 	}
 	if (rc) {
 		free(n.buf);
 		return rc;
 	}
-	return move_tree(s, cf, ct, md, top, &n);
+	return move_tree(s, cf, ct, md, top, &n, pid);
 }

@@ -159,6 +159,7 @@ int chfs_link(const char *oldpath, const char *newpath)
 		return set_err(rc);
 	if (!(md->flags & MD_LINKED) && (rc = make_linked(s, c->cp, md)) != 0)
 		return set_err(rc);
+	uint64_t pid = t->parent.fileid; /* (server/fence.c) */
 	struct chfs_md *after = &t->parent; /* (the parent's record is no longer needed) */
 	if ((rc = inode_call(s, WOP_INODE_ADJUST, md->fileid, NULL, 1, NULL, after)) != 0)
 		return set_err(rc == -ESTALE ? -ENOENT : rc); /* last name removed meanwhile */
@@ -167,11 +168,17 @@ int chfs_link(const char *oldpath, const char *newpath)
 	name->flags |= MD_LINKED;
 	name->nlink = 0;
 	RPC_DECL(r);
-	rpc_begin(&r, WOP_INSERT);
-	wenc_str(&r.e, t->cp);
-	wenc_md(&r.e, name);
-	wenc_u32(&r.e, WIRE_INSERT_NOREPLACE | WIRE_INSERT_LINK);
-	rc = rpc_call_path(s, t->cp, &r);
+	for (int again = 0;; again++) {
+		rpc_begin(&r, WOP_INSERT);
+		wenc_str(&r.e, t->cp);
+		wenc_md(&r.e, name);
+		wenc_u32(&r.e, WIRE_INSERT_NOREPLACE | WIRE_INSERT_LINK);
+		wenc_u64(&r.e, pid);
+		rc = rpc_call_path(s, t->cp, &r);
+		if (rc != -ENOENT || (rc = ns_parent_again(s, t->cp, after, again)) != 0)
+			break; /* (ENOENT: the parent fenced, server/fence.c, or gone) */
+		pid = after->fileid;
+	}
 	if (rc) {
 		inode_call(s, WOP_INODE_ADJUST, md->fileid, NULL, 0, NULL, after);
 		return set_err(rc);

@@ -457,6 +457,23 @@ static int may_remove(struct srvlist *s, const char *cp, const struct chfs_md *e
 
 static void forget_parent(void) { known_parent_at = 0; }
 
+/* How long a create refused below a directory that is still there waits for the fence to go
+ * (server/fence.c FENCE_MS, and a little more): the removal finishes, fails (and lifts the
+ * fence) or its client died (the fence expires). */
+#define PARENT_WAIT_MS 50
+#define PARENT_TRIES (2500 / PARENT_WAIT_MS)
+
+int ns_parent_again(struct srvlist *s, const char *cp, struct chfs_md *pmd, int attempt)
+{
+	forget_parent();
+	if (attempt >= PARENT_TRIES)
+		return -ENOENT;
+	if (attempt > 0) /* the first try again is at once: the cached parent was stale */
+		nanosleep(&(struct timespec){0, PARENT_WAIT_MS * 1000000L}, NULL);
+	int rc = check_parent(s, cp, pmd);
+	return rc == -EEXIST ? -ENOENT : rc;
+}
+
 /* The prologue every path call shares (as Redis's lookupKeyReadOrReply, libuv's PATH/INIT):
  * canonicalise, take the server list, optionally report this process's pending sizes first
  * (so the call sees its own writes), then look the name up (NS_LOOKUP), follow its symlinks
@@ -550,6 +567,7 @@ static int make_parents(struct srvlist *s, const char *cpath)
 		rpc_begin(&r, WOP_MKDIR);
 		wenc_str(&r.e, dir);
 		wenc_md(&r.e, md);
+		wenc_u64(&r.e, up->fileid);
 		if ((rc = perm_dir_change(up, NULL)) == 0 && (rc = rpc_call_path(s, dir, &r)) == 0)
 			dir_touch(s, dir, placement_owner(s->ring, dir), 1);
 		if (rc == 0 || rc == -EEXIST || rc == -EACCES) {
@@ -588,6 +606,7 @@ static int create_excl(struct srvlist *s, const char *cp, int32_t flags, mode_t 
 	wenc_str(&r.e, cp);
 	wenc_md(&r.e, &md);
 	wenc_u32(&r.e, WIRE_CREATE_EXCL | WIRE_CREATE_LEASE);
+	wenc_u64(&r.e, dir->fileid);
 	int rc = rpc_call_path(s, cp, &r);
 	if (rc == 0) {
 		wdec_u32(&r.d);
@@ -675,8 +694,15 @@ static int open_file(const char *path, int32_t flags, mode_t mode, int chunk_siz
 			rc = open_existing(c, flags, posix);
 		return rc == -ENOENT ? may_add : rc;
 	}
-	for (int attempt = 0; attempt < 4; attempt++) {
+	for (int attempt = 0, again = 0; attempt < 4; attempt++) {
 		rc = create_excl(s, cp, flags, mode, chunk_size, &c->parent, &c->md);
+		if (rc == -ENOENT) { /* the parent fenced (server/fence.c), or gone */
+			if ((rc = ns_parent_again(s, cp, &c->parent, again++)) == 0)
+				attempt--;
+			else
+				return rc;
+			continue;
+		}
 		if (rc == 0)
 			dir_touch(s, cp, placement_owner(s->ring, cp), 0);
 		if (rc == 0)
@@ -744,50 +770,18 @@ int chfs_mkdir(const char *path, mode_t mode)
 	struct chfs_md *md = &c->md;
 	md_new(md, S_IFDIR | (mode & 07777), &c->parent);
 	RPC_DECL(r);
-	rpc_begin(&r, WOP_MKDIR);
-	wenc_str(&r.e, cp);
-	wenc_md(&r.e, md);
-	rc = rpc_call_path(s, cp, &r);
+	for (int again = 0;; again++) {
+		rpc_begin(&r, WOP_MKDIR);
+		wenc_str(&r.e, cp);
+		wenc_md(&r.e, md);
+		wenc_u64(&r.e, c->parent.fileid);
+		rc = rpc_call_path(s, cp, &r);
+		if (rc != -ENOENT || (rc = ns_parent_again(s, cp, &c->parent, again)) != 0)
+			break;
+	}
 	if (rc == 0)
 		dir_touch(s, cp, placement_owner(s->ring, cp), 1);
 	return set_err(rc);
-}
-
-static int dir_nonempty_once(struct srvlist *s, const char *cp, unsigned *refused)
-{
-	struct rpc_fanout f;
-	uint8_t *msg = malloc(WIRE_HDR_LEN + CHFS_PATH_MAX + 8);
-	int rc = msg ? rpc_fanout_init(&f, s, WIRE_HDR_LEN + 16) : -ENOMEM;
-	if (rc == 0) {
-		struct wenc e;
-		wenc_init(&e, msg, WIRE_HDR_LEN + CHFS_PATH_MAX + 8);
-		wenc_reserve(&e, WIRE_HDR_LEN);
-		wenc_str(&e, cp);
-		rc = rpc_fanout_call(s, &f, msg, e.len, WOP_DIR_EMPTY);
-		*refused = rpc_multi_refused(f.idx, f.n, f.rcs);
-		for (unsigned i = 0; rc == 0 && i < f.n; i++) {
-			struct wdec d;
-			rc = rpc_fanout_reply(&f, i, &d);
-			if (rc == 0 && wdec_u32(&d))
-				rc = 1;
-			if (rc == 0 && d.err)
-				rc = -EIO;
-		}
-		rpc_fanout_free(&f);
-	}
-	free(msg);
-	return rc;
-}
-
-int ns_dir_nonempty(struct srvlist *s, const char *cp)
-{
-	int rc = -ERESTART;
-	for (int attempt = 0; attempt < CLIENT_RETRIES && rc == -ERESTART; attempt++) {
-		unsigned refused = 0;
-		if ((rc = dir_nonempty_once(s, cp, &refused)) == -ERESTART)
-			s = client_list_retry(s, refused, attempt);
-	}
-	return rpc_restart_failed(rc);
 }
 
 int ns_rmdir_entry(struct srvlist *s, const char *cp)
@@ -817,12 +811,14 @@ int chfs_rmdir(const char *path)
 	if (rc == 0)
 		rc = may_remove(s, cp, &c->md);
 	if (rc == 0) {
-		rc = ns_dir_nonempty(s, cp);
+		rc = ns_dir_fence(s, cp, c->md.fileid);
 		if (rc > 0)
 			rc = -ENOTEMPTY;
+		if (rc == 0)
+			rc = ns_rmdir_entry(s, cp);
+		if (rc)
+			ns_dir_unfence(s, cp, c->md.fileid);
 	}
-	if (rc == 0)
-		rc = ns_rmdir_entry(s, cp);
 	return set_err(rc);
 }
 
@@ -859,13 +855,15 @@ int chfs_unlink(const char *path)
 
 /* Permissions and the target's parent for renaming cf (record md) to ct: removing the name
  * from its directory, adding (or replacing) one in the target's, and, for a directory moved to
- * another parent, write access to it (its ".." changes). */
-static int may_rename(struct srvlist *s, const char *cf, const struct chfs_md *md, const char *ct)
+ * another parent, write access to it (its ".." changes). *pid: the target parent's file id. */
+static int may_rename(struct srvlist *s, const char *cf, const struct chfs_md *md, const char *ct,
+                      uint64_t *pid)
 {
 	struct chfs_md *dir = malloc(sizeof *dir);
 	if (!dir)
 		return -ENOMEM;
 	int rc = check_parent(s, ct, dir);
+	*pid = rc == 0 ? dir->fileid : 0;
 	if (rc == 0 && !perm_exempt()) {
 		rc = may_remove(s, cf, md);
 		if (rc == 0)
@@ -892,10 +890,14 @@ static int replace_dir_target(struct srvlist *s, const char *ct)
 	int rc = ns_lookup(s, ct, t);
 	if (rc == 0 && !S_ISDIR(t->mode))
 		rc = -ENOTDIR;
-	else if (rc == 0 && (rc = ns_dir_nonempty(s, ct)) > 0)
-		rc = -ENOTEMPTY;
-	else if (rc == 0)
-		rc = ns_rmdir_entry(s, ct);
+	else if (rc == 0) {
+		if ((rc = ns_dir_fence(s, ct, t->fileid)) > 0)
+			rc = -ENOTEMPTY;
+		if (rc == 0)
+			rc = ns_rmdir_entry(s, ct);
+		if (rc)
+			ns_dir_unfence(s, ct, t->fileid);
+	}
 	free(t);
 	return rc == -ENOENT ? 0 : rc;
 }
@@ -907,7 +909,8 @@ static void rename_fd(struct chfs_file *f, void *arg)
 	pthread_mutex_unlock(&f->lock);
 }
 
-int ns_move(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md, unsigned how)
+int ns_move(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md, unsigned how,
+            uint64_t pid)
 {
 	struct chfs_md *old = malloc(sizeof *old); /* the replaced entry's record */
 	uint32_t replaced = 0;
@@ -919,12 +922,14 @@ int ns_move(struct srvlist *s, const char *cf, const char *ct, const struct chfs
 			rpc_begin(&r, WOP_RENAME);
 			wenc_str(&r.e, cf);
 			wenc_str(&r.e, ct);
+			wenc_u64(&r.e, pid);
 			rc = rpc_call(s, of, &r);
 		} else {
 			rpc_begin(&r, WOP_INSERT);
 			wenc_str(&r.e, ct);
 			wenc_md(&r.e, md);
 			wenc_u32(&r.e, 0);
+			wenc_u64(&r.e, pid);
 			rc = rpc_call(s, ot, &r);
 		}
 		if (rc == -ERESTART && attempt < CLIENT_RETRIES) { /* nothing done: place it again */
@@ -980,7 +985,8 @@ int chfs_rename(const char *from, const char *to)
 	size_t lf = strlen(cf);
 	if (S_ISDIR(md->mode) && strncmp(ct, cf, lf) == 0 && ct[lf] == '/')
 		return set_err(-EINVAL);
-	if ((rc = may_rename(s, cf, md, ct)) < 0)
+	uint64_t pid;
+	if ((rc = may_rename(s, cf, md, ct, &pid)) < 0)
 		return set_err(rc);
 	if (md->flags & MD_LINKED) { /* two names of one file: rename(2) does nothing */
 		struct chfs_md *t = malloc(sizeof *t);
@@ -993,7 +999,18 @@ int chfs_rename(const char *from, const char *to)
 	/* A directory by dir_rename: one RENAME when it lists empty, else the walk. */
 	if (S_ISDIR(md->mode) && (rc = replace_dir_target(s, ct)) < 0)
 		return set_err(rc);
-	rc = S_ISDIR(md->mode) ? dir_rename(s, cf, ct, md) : ns_move(s, cf, ct, md, 0);
+	for (int again = 0;; again++) {
+		rc = S_ISDIR(md->mode) ? dir_rename(s, cf, ct, md, pid) : ns_move(s, cf, ct, md, 0, pid);
+		if (rc != -ENOENT || ns_lookup(s, cf, md) != 0)
+			break; /* (the source gone: ENOENT) */
+		/* the target's parent fenced (server/fence.c), or gone */
+		struct chfs_md *dir = malloc(sizeof *dir);
+		rc = dir ? ns_parent_again(s, ct, dir, again) : -ENOMEM;
+		pid = rc == 0 ? dir->fileid : 0;
+		free(dir);
+		if (rc)
+			break;
+	}
 	forget_parent();
 	return set_err(rc);
 }
@@ -1016,11 +1033,16 @@ int chfs_symlink(const char *target, const char *path)
 	snprintf(md->link, sizeof md->link, "%s", target);
 	md->size = strlen(target);
 	RPC_DECL(r);
-	rpc_begin(&r, WOP_CREATE);
-	wenc_str(&r.e, cp);
-	wenc_md(&r.e, md);
-	wenc_u32(&r.e, WIRE_CREATE_EXCL);
-	rc = rpc_call_path(s, cp, &r);
+	for (int again = 0;; again++) {
+		rpc_begin(&r, WOP_CREATE);
+		wenc_str(&r.e, cp);
+		wenc_md(&r.e, md);
+		wenc_u32(&r.e, WIRE_CREATE_EXCL);
+		wenc_u64(&r.e, c->parent.fileid);
+		rc = rpc_call_path(s, cp, &r);
+		if (rc != -ENOENT || (rc = ns_parent_again(s, cp, &c->parent, again)) != 0)
+			break;
+	}
 	if (rc == 0) {
 		wdec_u32(&r.d);
 		wdec_md(&r.d, &got);

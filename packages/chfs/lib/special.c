@@ -53,11 +53,16 @@ int chfs_mknod(const char *path, mode_t mode, dev_t dev)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	md->atime_ns = md->mtime_ns = md->ctime_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 	RPC_DECL(r);
-	rpc_begin(&r, WOP_CREATE);
-	wenc_str(&r.e, c->cp);
-	wenc_md(&r.e, md);
-	wenc_u32(&r.e, WIRE_CREATE_EXCL);
-	rc = rpc_call_path(c->s, c->cp, &r);
+	for (int again = 0;; again++) {
+		rpc_begin(&r, WOP_CREATE);
+		wenc_str(&r.e, c->cp);
+		wenc_md(&r.e, md);
+		wenc_u32(&r.e, WIRE_CREATE_EXCL);
+		wenc_u64(&r.e, c->parent.fileid);
+		rc = rpc_call_path(c->s, c->cp, &r);
+		if (rc != -ENOENT || (rc = ns_parent_again(c->s, c->cp, &c->parent, again)) != 0)
+			break; /* (ENOENT: the parent fenced, server/fence.c, or gone) */
+	}
 	if (rc == 0)
 		dir_touch(c->s, c->cp, placement_owner(c->s->ring, c->cp), 0);
 	return set_err(rc);

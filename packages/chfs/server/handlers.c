@@ -17,6 +17,7 @@
 #include "backend.h"
 #include "bulk_io.h"
 #include "data_store.h"
+#include "fence.h"
 #include "flush_meta.h"
 #include "chfsd.h"
 #include "find.h"
@@ -280,6 +281,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		         (unsigned long long)atomic_load(&d->requests));
 		orphans_status(line, sizeof line);
 		oleases_status(line, sizeof line);
+		fence_status(line, sizeof line);
 		ops_status(d, line, sizeof line);
 		wenc_str(e, line);
 		return 0;
@@ -338,6 +340,11 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 			bmeta_note(d, BM_RMDIR, q->path, NULL);
 		return rc;
 	case WOP_DIR_EMPTY:
+		/* the fence first: a create it does not refuse has stored its entry (fence.c) */
+		if (q->flags == WIRE_FENCE_SET && (rc = fence_set(q->path, q->dirid)) < 0)
+			return rc;
+		if (q->flags == WIRE_FENCE_LIFT)
+			fence_lift(q->path, q->dirid);
 		rc = st_dir_has_entries(d->st, q->path);
 		if (rc >= 0)
 			wenc_u32(e, (uint32_t)rc);
@@ -563,6 +570,32 @@ static int take_keys(struct chfsd *d, const struct wire_req *q)
 	return 0; /* READ and WRITE take their chunks in do_read/do_write */
 }
 
+/* The name a request adds below a directory (fence.h), NULL if it adds none. */
+static const char *added_name(const struct wire_req *q)
+{
+	switch (q->h.op) {
+	case WOP_CREATE:
+	case WOP_MKDIR:
+	case WOP_INSERT: return q->path;
+	case WOP_RENAME: return q->path2;
+	}
+	return NULL;
+}
+
+/* dispatch, for a request that adds a name under the fence's read side (fence.c). */
+static int fenced(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
+{
+	const char *name = added_name(q);
+	if (!name)
+		return dispatch(d, r, q, w, e);
+	int rc = fence_enter(name, q->dirid);
+	if (rc == 0) {
+		rc = dispatch(d, r, q, w, e);
+		fence_leave();
+	}
+	return rc;
+}
+
 static int gated(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct worker *w, struct wenc *e)
 {
 	if (!placed(q->h.op))
@@ -577,7 +610,7 @@ static int gated(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct work
 	else if (q->h.epoch > epoch) /* a MIG_* of a ring not installed here (catch-up failed): */
 		rc = WIRE_ERETRY;    /* a HINT would be "taken" as nothing and dropped by its sender */
 	else if ((rc = take_keys(d, q)) == 0)
-		rc = dispatch(d, r, q, w, e);
+		rc = fenced(d, r, q, w, e);
 	pthread_rwlock_unlock(&d->mem.gate);
 	return rc;
 }
