@@ -124,6 +124,13 @@ static int list(const char *path, struct names *n)
 	return rc ? rc : n->err;
 }
 
+static int move_one(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md,
+                    uint64_t toid)
+{
+	return S_ISDIR(md->mode) ? move_tree(s, cf, ct, md, 0, NULL, toid)
+	                         : ns_move(s, cf, ct, md, NS_MOVE_NO_TOUCH, toid);
+}
+
 /* One pass: every entry listed in `from` now goes to `to`, of file id toid (listed: the names
  * the caller listed already, taken over; else NULL). */
 static int move_children(struct srvlist *s, const char *from, const char *to, struct names *listed,
@@ -146,9 +153,12 @@ static int move_children(struct srvlist *s, const char *from, const char *to, st
 			rc = 0; /* removed since the listing */
 			continue;
 		}
-		if (rc == 0)
-			rc = S_ISDIR(md->mode) ? move_tree(s, cf, ct, md, 0, NULL, toid)
-			                       : ns_move(s, cf, ct, md, NS_MOVE_NO_TOUCH, toid);
+		if (rc == 0 && (rc = move_one(s, cf, ct, md, toid)) == -ENOENT) {
+			/* `to` fenced for this very directory: it was renamed away from that name
+			 * less than FENCE_MS ago and now comes back (server/fence.c) */
+			ns_dir_unfence(s, to, toid);
+			rc = move_one(s, cf, ct, md, toid);
+		}
 	}
 	free(n.buf);
 	free(md);

@@ -697,10 +697,14 @@ static int open_file(const char *path, int32_t flags, mode_t mode, int chunk_siz
 	for (int attempt = 0, again = 0; attempt < 4; attempt++) {
 		rc = create_excl(s, cp, flags, mode, chunk_size, &c->parent, &c->md);
 		if (rc == -ENOENT) { /* the parent fenced (server/fence.c), or gone */
-			if ((rc = ns_parent_again(s, cp, &c->parent, again++)) == 0)
-				attempt--;
-			else
+			if (again > PARENT_TRIES)
 				return rc;
+			rc = ns_parent_again(s, cp, &c->parent, again++);
+			if (rc == -ENOENT && make_missing && (rc = make_parents(s, cp)) == 0)
+				rc = check_parent(s, cp, &c->parent);
+			if (rc)
+				return rc;
+			attempt--;
 			continue;
 		}
 		if (rc == 0)
