@@ -130,6 +130,74 @@ int main(void)
 	CHECK(strcmp(req.md.home, md.home) == 0 && strcmp(req.md.link, md.link) == 0);
 	CHECK_EQ(req.flags, (uint32_t)WIRE_CREATE_EXCL);
 	CHECK(req.h.reqid == 7 && req.h.secret[0] == 0xab);
+	CHECK(req.dirid == 0); /* no parent id sent: unknown */
+
+	{ /* The fence (server/fence.c): the parent id closing CREATE, MKDIR, INSERT and RENAME,
+	   * DIR_EMPTY's directory id and fence; the root is never fenced, other fence values and
+	   * anything after the optional fields are refused. */
+		uint8_t fb[16384];
+		size_t fn;
+		begin(&e, fb, sizeof fb);
+		wenc_str(&e, "dir/file");
+		wenc_md(&e, &md);
+		wenc_u32(&e, WIRE_CREATE_EXCL);
+		wenc_u64(&e, 0x1234567890ull);
+		fn = finish(&e, WOP_CREATE);
+		CHECK_EQ(wire_decode_req(fb, fn, &req), 0);
+		CHECK(req.dirid == 0x1234567890ull && req.flags == WIRE_CREATE_EXCL);
+		begin(&e, fb, sizeof fb);
+		wenc_str(&e, "dir/file");
+		wenc_md(&e, &md);
+		wenc_u32(&e, WIRE_CREATE_EXCL);
+		wenc_u64(&e, 5);
+		wenc_u32(&e, 0); /* trailing garbage */
+		CHECK_EQ(wire_decode_req(fb, finish(&e, WOP_CREATE), &req), -EBADMSG);
+		struct chfs_md dmd = md;
+		dmd.mode = S_IFDIR | 0755;
+		begin(&e, fb, sizeof fb);
+		wenc_str(&e, "d/sub");
+		wenc_md(&e, &dmd);
+		wenc_u64(&e, 77);
+		CHECK_EQ(wire_decode_req(fb, finish(&e, WOP_MKDIR), &req), 0);
+		CHECK(req.dirid == 77);
+		begin(&e, fb, sizeof fb);
+		wenc_str(&e, "a");
+		wenc_str(&e, "d/b");
+		wenc_u64(&e, 78);
+		CHECK_EQ(wire_decode_req(fb, finish(&e, WOP_RENAME), &req), 0);
+		CHECK(req.dirid == 78 && strcmp(req.path2, "d/b") == 0);
+		begin(&e, fb, sizeof fb);
+		wenc_str(&e, "d/b");
+		wenc_md(&e, &md);
+		wenc_u32(&e, WIRE_INSERT_NOREPLACE);
+		wenc_u64(&e, 79);
+		CHECK_EQ(wire_decode_req(fb, finish(&e, WOP_INSERT), &req), 0);
+		CHECK(req.dirid == 79 && req.flags == WIRE_INSERT_NOREPLACE);
+		begin(&e, fb, sizeof fb);
+		wenc_str(&e, "d");
+		CHECK_EQ(wire_decode_req(fb, finish(&e, WOP_DIR_EMPTY), &req), 0);
+		CHECK(req.flags == 0 && req.dirid == 0); /* only look */
+		uint32_t fences[] = {WIRE_FENCE_SET, WIRE_FENCE_LIFT, 0, 3};
+		for (int i = 0; i < 4; i++) {
+			begin(&e, fb, sizeof fb);
+			wenc_str(&e, "d");
+			wenc_u64(&e, 42);
+			wenc_u32(&e, fences[i]);
+			int want = i < 2 ? 0 : -EINVAL;
+			CHECK_EQ(wire_decode_req(fb, finish(&e, WOP_DIR_EMPTY), &req), want);
+			if (i < 2)
+				CHECK(req.dirid == 42 && req.flags == fences[i]);
+		}
+		begin(&e, fb, sizeof fb);
+		wenc_str(&e, "");
+		wenc_u64(&e, 42);
+		wenc_u32(&e, WIRE_FENCE_SET);
+		CHECK_EQ(wire_decode_req(fb, finish(&e, WOP_DIR_EMPTY), &req), -EINVAL);
+		begin(&e, fb, sizeof fb);
+		wenc_str(&e, "d");
+		wenc_u64(&e, 42); /* the fence missing */
+		CHECK_EQ(wire_decode_req(fb, finish(&e, WOP_DIR_EMPTY), &req), -EBADMSG);
+	}
 
 	{ /* Hard links: nlink travels in the md, only with MD_LINKED; the inode ops' fields. */
 		uint8_t lb[16384];
