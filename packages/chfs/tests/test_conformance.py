@@ -10,7 +10,10 @@ Before this change the hook crashed or answered wrongly for bad pointers (NULL g
 ENAMETOOLONG: the kernel read the trampoline in page 0), renaming a directory over a file gave
 EEXIST (ENOTDIR), over a non-empty directory EEXIST (ENOTEMPTY), over an empty one EXDEV,
 utimensat(AT_SYMLINK_NOFOLLOW) changed the target, and a rename left ctime alone; renaming a
-non-empty directory gave EXDEV until lib/dir_rename.c (rename-nonempty-dir agrees now).
+non-empty directory gave EXDEV until lib/dir_rename.c (rename-nonempty-dir agrees now); a
+create under the hook in the same second as another process renamed its directory landed under
+the old name, where nothing listed it, until the directory fence (server/fence.c;
+dir-renamed-by-other-process-at-once agrees now).
 `packages/chfs/bench/run-conformance` prints the pass counts per path and writes them as CSV.
 """
 import os
@@ -25,10 +28,6 @@ KNOWN = {
                                     "(CHFS_PATH_MAX): deeper entries are ENAMETOOLONG even when "
                                     "every argument is short"
     for p in ("chfuse", "hook")}
-KNOWN[("hook", "dir-renamed-by-other-process-at-once")] = (
-    "a create in the same second as the process's last lookup of its directory trusts that "
-    "lookup (libchfs's one-second parent cache), so after another process renamed the directory "
-    "it lands under the old name, where nothing lists it")
 PENDING = {}
 
 README = os.path.join(conformance.ROOT, "README.md")
