@@ -50,15 +50,14 @@ enum wire_op {
 	WOP_SET_LIST,      /* member-list body (server to server) */
 	/* CREATE, MKDIR, INSERT and RENAME end with an optional u64 parent id: the file id of
 	 * the directory the client saw as the new name's parent (absent or 0: unknown); the
-	 * server refuses the name with ENOENT while that directory is fenced (server/fence.c). */
-	WOP_CREATE,        /* str path, md, u32 flags(WIRE_CREATE_*)[, u64 parent id] -> u32
-	                    * existed, md */
-	WOP_STAT,          /* str path -> md */
-	WOP_MKDIR,         /* str path, md[, u64 parent id] */
-	WOP_RMDIR,         /* str path */
-	WOP_DIR_EMPTY,     /* str path[, u64 dir id, u32 fence (WIRE_FENCE_*)] -> u32 has_entries:
-	                    * SET fences the directory before looking (a removal's check), LIFT
-	                    * lifts that fence (the removal failed) */
+	 * server refuses the name with ENOENT while that directory is fenced (server/fence.c).
+	 * DIR_EMPTY's optional fence: SET fences the directory before looking (a removal's
+	 * check), LIFT lifts that fence (the removal failed). */
+	WOP_CREATE,    /* str path, md, u32 flags(WIRE_CREATE_*)[, parent] -> u32 existed, md */
+	WOP_STAT,      /* str path -> md */
+	WOP_MKDIR,     /* str path, md[, u64 parent id] */
+	WOP_RMDIR,     /* str path */
+	WOP_DIR_EMPTY, /* str path[, u64 dir id, u32 fence (WIRE_FENCE_*)] -> u32 has_entries */
 	WOP_READDIR, /* str path, str cursor -> u32 n, u32 eof, n x (str name, u32 mode, u64 size, i64 mtime) */
 	WOP_UNLINK,        /* str path -> md (of the removed entry) */
 	WOP_INSERT,        /* str path, md, u32 flags[, u64 parent id] -> u32 replaced, md old
@@ -166,8 +165,8 @@ enum { WIRE_MIG_ENTRY = 1, WIRE_MIG_CHUNK = 2 };
 #define WIRE_LEASE_MAX 4096 /* items per LEASE_RENEW */
 #define WIRE_INSERT_NOREPLACE 1
 #define WIRE_INSERT_LINK 2 /* a new name of a linked file (chfs_link), not a rename's half */
-#define WIRE_FENCE_SET 1  /* DIR_EMPTY: fence the directory (server/fence.c) */
-#define WIRE_FENCE_LIFT 2 /* DIR_EMPTY: lift the fence this client set */
+#define WIRE_FENCE_SET 1   /* DIR_EMPTY: fence the directory (server/fence.c) */
+#define WIRE_FENCE_LIFT 2  /* DIR_EMPTY: lift the fence this client set */
 
 /* SETATTR "which" bits. */
 #define WIRE_SET_MODE 1
@@ -279,11 +278,12 @@ struct wire_req {
 	char id[WIRE_ID_LEN + 1]; /* JOIN */
 	struct chfs_md md;
 	uint64_t fileid, size, epoch, ring_epoch; /* epoch/ring_epoch: SET_LIST, MIG_DONE */
-	uint64_t dirid; /* DIR_EMPTY: the directory's file id; CREATE/MKDIR/INSERT/RENAME: the
-	                 * new name's parent's (0: not sent) */
-	struct wire_tag tag;                      /* READ, WRITE */
-	uint32_t nitems;                          /* MIG_HINT, STAGE_ENTRIES/FILES: items validated, */
-	const uint8_t *items;                     /* read them with wire_*_get() from here */
+	/* DIR_EMPTY: the directory's file id; CREATE/MKDIR/INSERT/RENAME: the new name's
+	 * parent's (0: not sent) */
+	uint64_t dirid;
+	struct wire_tag tag;  /* READ, WRITE */
+	uint32_t nitems;      /* MIG_HINT, STAGE_ENTRIES/FILES: items validated, */
+	const uint8_t *items; /* read them with wire_*_get() from here */
 	size_t items_len;
 	uint32_t flags, which, mode, vnodes; /* STAGE_ENTRY/ENTRIES: chunk size in flags */
 	uint32_t uid, gid;                   /* SETATTR */

@@ -253,8 +253,7 @@ int link_last_name(struct srvlist *s, struct chfs_md *md);
 /* ---- dir_rename.c ---- */
 /* Rename directory cf (record md) and the entries below it to ct (free: replace_dir_target ran);
  * pid: ct's parent's file id (server/fence.c). The source is fenced before it loses its name. */
-int dir_rename(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md,
-               uint64_t pid);
+int dir_rename(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md, uint64_t pid);
 
 /* ---- readdir.c ---- */
 /* chfs_readdir with -errno: every entry of directory path (all servers) to filler. */

@@ -78,8 +78,7 @@ static int collect(void *arg, const char *name, const struct stat *st, off_t off
 /* Directory `to` with the record of `dir`, no subdirectories yet. At the top an existing name
  * is an error (it was removed just before: a concurrent creator); below, a directory there is
  * one an earlier pass made (or a concurrent creator's), and the walk fills it. */
-static int make_target(struct srvlist *s, const char *to, const struct chfs_md *dir, int top,
-                       uint64_t pid)
+static int make_target(struct srvlist *s, const char *to, const struct chfs_md *dir, int top, uint64_t pid)
 {
 	struct chfs_md *md = malloc(sizeof *md);
 	if (!md)
@@ -198,8 +197,7 @@ static int move_tree(struct srvlist *s, const char *from, const char *to, const 
  * names, else INSERT at the new owner then REMOVE_IF at the old. A directory only the backend
  * has has no record to move (ENOENT; with two owners the INSERT made the target): the walk. A
  * directory with entries: the walk, whose first pass takes this listing. */
-int dir_rename(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md,
-               uint64_t pid)
+int dir_rename(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md, uint64_t pid)
 {
 	struct names n = {0};
 	int rc = list(cf, &n), top = 1;

@@ -159,7 +159,7 @@ int chfs_link(const char *oldpath, const char *newpath)
 		return set_err(rc);
 	if (!(md->flags & MD_LINKED) && (rc = make_linked(s, c->cp, md)) != 0)
 		return set_err(rc);
-	uint64_t pid = t->parent.fileid; /* (server/fence.c) */
+	uint64_t pid = t->parent.fileid;    /* (server/fence.c) */
 	struct chfs_md *after = &t->parent; /* (the parent's record is no longer needed) */
 	if ((rc = inode_call(s, WOP_INODE_ADJUST, md->fileid, NULL, 1, NULL, after)) != 0)
 		return set_err(rc == -ESTALE ? -ENOENT : rc); /* last name removed meanwhile */
