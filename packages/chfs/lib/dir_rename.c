@@ -201,19 +201,19 @@ int dir_rename(struct srvlist *s, const char *cf, const char *ct, const struct c
 {
 	struct names n = {0};
 	int rc = list(cf, &n), top = 1;
-	/* Empty: fence it (an entry made since the listing is counted, one made later refused),
-	 * then move it; an entry found by the fencing check: the walk. */
-	if (rc == 0 && n.len == 0 && (rc = ns_dir_fence(s, cf, md->fileid)) == 0) {
-		free(n.buf);
-		if ((rc = ns_move(s, cf, ct, md, 0, pid)) != -ENOENT) {
+	if (rc == 0 && n.len == 0) {
+		/* Fenced first: an entry made since the listing is counted (the walk takes it), one
+		 * made later is refused. ENOENT from the move: a directory only the backend has. */
+		rc = ns_dir_fence(s, cf, md->fileid);
+		if (rc == 0 && (rc = ns_move(s, cf, ct, md, 0, pid)) == -ENOENT)
+			rc = top = 0;
+		else if (rc <= 0) {
 			if (rc)
 				ns_dir_unfence(s, cf, md->fileid);
+			free(n.buf);
 			return rc;
 		}
-		rc = top = 0;
-		n = (struct names){0};
-	} else if (rc > 0) {
-		rc = 0; /* (n is empty: the walk lists again) */
+		rc = 0; /* (found entries: the walk lists again) */
 	}
 	if (rc) {
 		free(n.buf);
