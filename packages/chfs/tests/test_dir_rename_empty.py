@@ -11,8 +11,10 @@ from chfsutil import err_name, io, owner
 from poolstatus import ops, ops_delta
 
 # The walk's own requests: none of them may be sent for an empty directory. (SETATTRs are
-# the parent's mtime when another server owns it, as for a file rename.)
-WALK_OPS = ("insert", "remove_if", "rmdir", "dir_empty")
+# the parent's mtime when another server owns it, as for a file rename.) One DIR_EMPTY per
+# server is: the check that fences the directory before it moves (server/fence.c), so that a
+# create in it by another client is refused rather than left under the old name.
+WALK_OPS = ("insert", "remove_if", "rmdir")
 
 
 def same_owner_names(pool, top, tries=200):
@@ -35,6 +37,7 @@ def test_an_empty_directory_renames_in_one_request(chfs_pool):
     d = ops_delta(before, ops(chfs_pool.env))
     assert d.get("rename") == 1, d
     assert not [op for op in WALK_OPS if op in d], d
+    assert d.get("dir_empty") == len(chfs_pool.addrs), d  # the fence: one fan-out
     assert d.get("setattr", 0) <= 2, d  # /d's mtime, for the removal and the addition
     assert io(chfs_pool, "stat", b).stdout.split()[0].startswith(b"40")
     assert err_name(io(chfs_pool, "stat", a, check=False)) == "ENOENT"
