@@ -152,3 +152,42 @@ def test_a_fence_left_standing_expires(two):
     b.ok("rename", "/away2", "/back")
     assert b.ok("list", "/back")[1] == ["f"]
     assert b.call("stat", "/away2")[0] == "ENOENT"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("how", ["rename", "rmdir"])
+def test_creates_racing_a_removal_are_all_listed_or_refused(two, how):
+    """True concurrency: A sends a burst of creates into d without waiting for the answers
+    while B renames d away (the walk moves what it finds) or removes it (rmdir: ENOTEMPTY once
+    something is in it). Every create that succeeded must be listed afterwards; every other
+    one must have failed with ENOENT. Run under ThreadSanitizer too (the servers' fence lock
+    against their create workers). On the old code the rename gave EBUSY: the walk's passes
+    never caught up with the creates (nothing stopped them)."""
+    a, b = two
+    rng = __import__("random").Random(16)
+    a.ok("mkdir", f"/race-{how}")
+    ghosts, refused, stored = [], 0, 0
+    for i in range(15):
+        d, m = f"/race-{how}/d{i}", f"/race-{how}/m{i}"
+        a.ok("mkdir", d)
+        burst = 40
+        a.p.stdin.write("".join(f"create {d}/f{k}\n" for k in range(burst)))
+        a.p.stdin.flush()
+        time.sleep(rng.uniform(0, 0.03))
+        res = b.call(*(("rename", d, m) if how == "rename" else ("rmdir", d)))[0]
+        replies = [a.p.stdout.readline().split()[0] for _ in range(burst)]
+        assert set(replies) <= {"ok", "ENOENT"}, replies
+        created = {f"f{k}" for k, r in enumerate(replies) if r == "ok"}
+        refused += burst - len(created)
+        stored += len(created)
+        if how == "rename":
+            assert res == "ok", res
+            listed = set(b.ok("list", m)[1])
+        elif res == "ok":
+            listed = set()  # removed while still empty: every create must have been refused
+        else:
+            assert res == "ENOTEMPTY", res
+            listed = set(b.ok("list", d)[1])
+        ghosts += sorted(created - listed)
+    assert not ghosts, f"{len(ghosts)} created entries are listed nowhere: {ghosts[:10]}"
+    assert stored > 0, "no create got in before a removal: the race was not run"
