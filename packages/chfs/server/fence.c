@@ -30,7 +30,8 @@
  * fence anywhere — costs a creating request one uncontended read lock and one atomic load.
  *
  * Expiry: a client that dies between fencing and removal must not leave the name unusable;
- * entries expire after FENCE_MS and are swept when a bucket is written. The table is a fixed
+ * entries expire after FENCE_MS and are swept when their bucket is written and by the
+ * heartbeat (fence_sweep). The table is a fixed
  * array of buckets, each a short list; fences live seconds, so it stays small.
  */
 #define _GNU_SOURCE
@@ -138,6 +139,17 @@ int fence_enter(const char *path, uint64_t parent_id)
 }
 
 void fence_leave(void) { pthread_rwlock_unlock(&gate); }
+
+void fence_sweep(void)
+{
+	if (atomic_load(&standing) == 0)
+		return;
+	int64_t now = now_ms();
+	pthread_rwlock_wrlock(&gate);
+	for (unsigned b = 0; b < FENCE_BUCKETS; b++)
+		sweep(b, NULL, 0, now);
+	pthread_rwlock_unlock(&gate);
+}
 
 void fence_status(char *line, size_t size)
 {

@@ -23,6 +23,9 @@ void fence_lift(const char *dir, uint64_t dirid);
  * fence_leave() with no fence set meanwhile (a fence set after it finds its entry). */
 int fence_enter(const char *path, uint64_t parent_id);
 void fence_leave(void);
+/* Drop every expired fence (the heartbeat, so that a burst of removals does not leave long
+ * bucket lists for creates to walk once it is over). */
+void fence_sweep(void);
 /* Append " fences=N" (fences standing, expired ones not yet swept included) to line. */
 void fence_status(char *line, size_t size);
 

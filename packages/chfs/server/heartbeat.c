@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include "chfsd.h"
+#include "fence.h"
 #include "open_leases.h"
 #include "orphans.h"
 #include "relink.h"
@@ -70,6 +71,7 @@ static void *heartbeat(void *arg)
 			break;
 		oleases_collect(); /* (a dead client's files become due orphans first) */
 		orphans_collect(d);
+		fence_sweep();
 		unsigned vnodes;
 		members_get(&d->mem, list, WIRE_LIST_MAX, &vnodes);
 		int n = wire_list_parse(list, strlen(list), NULL, WIRE_LIST_MAX);

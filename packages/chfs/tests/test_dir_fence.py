@@ -191,3 +191,22 @@ def test_creates_racing_a_removal_are_all_listed_or_refused(two, how):
         ghosts += sorted(created - listed)
     assert not ghosts, f"{len(ghosts)} created entries are listed nowhere: {ghosts[:10]}"
     assert stored > 0, "no create got in before a removal: the race was not run"
+
+
+@pytest.mark.timeout(120)
+def test_every_server_holds_the_fences_of_removals_and_lets_them_go(chfs_pool, two):
+    """Each removal fences its directory on every server (`chlist -S` fences=); nothing
+    removes them afterwards but expiry, and the heartbeat sweeps the expired ones: within a
+    few seconds every server is back to none."""
+    from poolstatus import status
+    a, _ = two
+    for i in range(10):
+        a.ok("mkdir", f"/sweep{i}")
+    for i in range(10):
+        a.ok("rmdir", f"/sweep{i}")
+    st = status(chfs_pool.env)
+    assert len(st) == len(chfs_pool.addrs) and all(s.get("fences", 0) >= 1 for s in st.values()), st
+    deadline = time.monotonic() + 10
+    while any(s.get("fences") != 0 for s in status(chfs_pool.env).values()):
+        assert time.monotonic() < deadline, f"fences still standing: {status(chfs_pool.env)}"
+        time.sleep(0.2)
