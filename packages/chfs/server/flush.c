@@ -190,6 +190,10 @@ static struct dirty *add(uint64_t fileid, const struct wire_tag *tag, const char
 	e->fileid = fileid;
 	e->tag = *tag;
 	e->local = (tag->flags & MD_LOCAL) != 0;
+	/* No write noted yet: a local file is timed by its backing file's mtime alone (local_dirty);
+	 * 0 here meant "the boot" on this clock, so an mtime older than the boot waited for -U of
+	 * uptime. (A WRITE sets last_io right after.) */
+	e->last_io = -INFINITY;
 	e->next = fl.head;
 	fl.head = e;
 	return e;
