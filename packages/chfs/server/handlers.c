@@ -446,6 +446,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	case WOP_WRITE_REPORT: return do_write(d, r, q, w, e);
 	case WOP_READ: return do_read(d, r, q, w, e);
 	case WOP_DATA_REMOVE: return chfsd_data_remove(d, q->fileid);
+	case WOP_DATA_UNNAMED: bflush_unnamed(d, q->fileid, &q->tag); return 0;
 	case WOP_DATA_TRUNCATE:
 		rebalance_data_op_begin(d, q->fileid, q->size, 0);
 		rc = bcache_truncate(d, q->fileid, q->size);
