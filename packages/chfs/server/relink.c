@@ -160,6 +160,29 @@ int brelink_name(struct chfsd *d, uint64_t fileid, char *path, size_t size)
 	return rc;
 }
 
+uint64_t *brelink_ids(size_t *n)
+{
+	pthread_mutex_lock(&rl.lock);
+	size_t k = 0, cap = 64;
+	uint64_t *v = malloc(cap * sizeof *v);
+	for (unsigned b = 0; v && b < NBUCKET; b++)
+		for (struct link *l = rl.b[b]; v && l; l = l->next) {
+			if (k == cap) {
+				uint64_t *more = realloc(v, (cap *= 2) * sizeof *v);
+				if (!more) {
+					free(v);
+					v = NULL;
+					break;
+				}
+				v = more;
+			}
+			v[k++] = l->fileid;
+		}
+	pthread_mutex_unlock(&rl.lock);
+	*n = v ? k : 0;
+	return v;
+}
+
 static void not_told(struct chfsd *d, const char *id, const char *addr, int rc, void *arg)
 {
 	uint64_t fileid = *(const uint64_t *)arg;

@@ -130,6 +130,32 @@ void bowed_add(struct chfsd *d, const char *id, const char *addr, uint64_t filei
 		        (unsigned long long)fileid, addr, strerror(-rc));
 }
 
+void bowed_add_all(struct chfsd *d, const char *id, const char *addr, const uint64_t *fileids, size_t n)
+{
+	(void)d;
+	size_t lost = 0;
+	pthread_mutex_lock(&ow.lock);
+	int fd = dup(ow.fd); /* (O_APPEND: the new lines through one buffered stream) */
+	FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
+	if (!f && fd >= 0)
+		close(fd);
+	int saved = f != NULL;
+	for (size_t i = 0; i < n; i++) {
+		int rc = add(fileids[i], id, addr);
+		lost += rc < 0;
+		if (rc > 0 && f &&
+		    fprintf(f, "%016llx %s %s\n", (unsigned long long)fileids[i], *id ? id : "-", addr) < 0)
+			saved = 0;
+	}
+	if (f && fclose(f) != 0)
+		saved = 0;
+	pthread_mutex_unlock(&ow.lock);
+	if (lost || !saved)
+		log_err("backend names of %zu files owed to %s: %zu not noted, %s; it may flush files under "
+		        "their old names",
+		        n, addr, lost, saved ? "the rest saved" : "not saved in relink.owed");
+}
+
 /* The members (id and address) as this server knows them; NULL if not known (then nothing is
  * taken for gone). */
 static struct wire_member *members(struct chfsd *d, int *n)
