@@ -1,7 +1,9 @@
 """A server that joins after a rename reached the backend (chfsd -b): a descriptor opened before
 the rename writes chunks that the join moved to the new server. Those must reach the file's new
-backend name too."""
+backend name too — also when the joiner is a member that left and comes back with its storage,
+whose table still holds a name from before it left (relink_join.c)."""
 import os
+import signal
 import subprocess
 import sys
 
@@ -9,6 +11,7 @@ import pytest
 
 import poolstatus
 from chfsutil import get, io, python_env
+from ci.testlib.chfs_pool import wait_gone
 
 from holder import HOLDER
 from test_backend_flush import backend_bytes, make_pool  # noqa: F401 (fixture)
@@ -45,3 +48,48 @@ def test_a_descriptor_opened_before_a_rename_writes_to_the_new_name_on_a_server_
     assert get(pool, "/b") == b"Z" * size
     assert backend_files(pool) == ["b"]
     assert backend_bytes(pool.backend, "b") == b"Z" * size
+
+
+@pytest.mark.timeout(240)
+def test_a_member_that_left_and_joins_again_writes_to_the_name_a_rename_gave_meanwhile(make_pool):
+    """x (with the others) learns a→b; x leaves the pool (SIGUSR1); b→c reaches the backend while
+    x is out (nobody owes x anything: it is no member); x starts again on its storage and joins.
+    Its relink.log still says b: the members must hand it c, or the holder's chunks that x owns
+    now are flushed to a new b."""
+    pool = make_pool("-F", "0", servers=3)
+    size = 2 << 20
+    io(pool, "put", "/a", "0", "create", input=os.urandom(size))
+    io(pool, "sync")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, "/a", "0", "Z", str(size)],
+                              env=python_env(pool.env), stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        io(pool, "rename", "/a", "/b")
+        io(pool, "sync")
+        assert backend_files(pool) == ["b"]
+        x = pool.n - 1                                   # (not the bootstrap of the restart)
+        xpid = pool.pids[x]
+        os.kill(xpid, signal.SIGUSR1)                    # leave: hand everything over, exit
+        assert wait_gone(xpid, 90), "the leaving server did not exit"
+        pool.pids[x] = pool.addrs[x] = None
+        pool.env["CHFS_SERVER"] = ",".join(a for a in pool.addrs if a)
+        poolstatus.wait_settled(pool.env, pool.n - 1, timeout=60)
+        io(pool, "rename", "/b", "/c")
+        io(pool, "sync")
+        assert backend_files(pool) == ["c"]
+        pool._start(x)                                   # the same storage: joins again
+        pool.env["CHFS_SERVER"] = ",".join(a for a in pool.addrs if a)
+        poolstatus.wait_settled(pool.env, pool.n, timeout=60)
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "done"
+        assert holder.wait(timeout=60) == 0
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+    io(pool, "sync")
+    assert get(pool, "/c") == b"Z" * size
+    assert backend_files(pool) == ["c"]
+    assert backend_bytes(pool.backend, "c") == b"Z" * size
