@@ -9,7 +9,8 @@
  * the server that applied the rename tells every member the file's new backend name
  * (WOP_RELINK); each keeps fileid → name in a table, rewrites its dirty entry, and maps the
  * path of later data requests of that file through the table. A member that was down is told
- * when it starts again, before it flushes (relink_owed.c).
+ * when it starts again, before it flushes (relink_owed.c); one that joins later is owed the
+ * whole table (relink_join.c).
  *
  * The table is appended to STORAGE/bdirty/relink.log (u64 fileid, u32 length, name; the last
  * record of a file wins) before WOP_RELINK is answered, so a restarted server still maps old

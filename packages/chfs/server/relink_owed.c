@@ -18,7 +18,7 @@
  * A member that left the pool (chfsctl remove: SIGUSR1) is owed nothing any more: it asked for
  * its debts before handing its keys over (handover.c), so the chunks it flushed on their way to
  * the new owners went to the new name, and those owners were members when the rename was
- * announced, or joined after it and were handed the new name with the keys. A debt to an id no
+ * announced, or joined after it and were owed every name at their join (relink_join.c). A debt to an id no
  * longer in the member list is dropped, with a log line, at the next delivery (it used to stay
  * in relink.owed and be retried at every sync for ever).
  */
