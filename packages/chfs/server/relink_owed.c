@@ -190,13 +190,15 @@ static int still_member(struct debt *x, const struct wire_member *m, int n)
 	return !m; /* (no list: nobody is taken for gone) */
 }
 
+#define TOLD_LOGGED 8 /* names told logged one by one per delivery; then a count */
+
 void brelink_deliver(struct chfsd *d, const char *id, const char *addr)
 {
 	/* Debts out for delivery stay in the list, so a rewrite of the file by a concurrent
 	 * delivery keeps them (a crash then loses nothing); another delivery skips them. The
 	 * flags, ids and addresses change under the lock only, and those of a debt out for
 	 * delivery not at all; this delivery's outcomes are its own array. */
-	size_t n = 0, i;
+	size_t n = 0, i, told = 0;
 	int nm, changed = 0;
 	pthread_mutex_lock(&ow.lock);
 	int none = ow.head == NULL;
@@ -252,12 +254,14 @@ void brelink_deliver(struct chfsd *d, const char *id, const char *addr)
 			wenc_u64(&e, v[i]->fileid);
 			wenc_str(&e, path);
 			rc = chfsd_call(d, v[i]->addr, &e, rep, sizeof rep, NULL, d->timeout_ms);
-			if (rc == 0)
+			if (rc == 0 && ++told <= TOLD_LOGGED) /* (a joiner is owed the whole table) */
 				log_notice("backend name %s of file %016llx: told %s, which missed it", path,
 				           (unsigned long long)v[i]->fileid, v[i]->addr);
 		}
 		rcs[i] = rc; /* 0 told, -ENOENT the file is gone (nothing to tell): settled */
 	}
+	if (told > TOLD_LOGGED)
+		log_notice("backend names: %zu more told to servers that missed them", told - TOLD_LOGGED);
 	free(path);
 	free(msg);
 	pthread_mutex_lock(&ow.lock);
