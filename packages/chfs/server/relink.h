@@ -24,7 +24,7 @@ void brelink_map(struct chfsd *d, uint64_t fileid, char *path, size_t size);
 int brelink_name(struct chfsd *d, uint64_t fileid, char *path, size_t size);
 /* fileid was removed from CHFS. */
 void brelink_forget(struct chfsd *d, uint64_t fileid);
-/* The file ids the table holds (*n of them; NULL if out of memory or none), to free. */
+/* The file ids the table holds (*n of them; NULL if out of memory), to free. */
 uint64_t *brelink_ids(size_t *n);
 
 /* ---- relink_owed.c ---- */

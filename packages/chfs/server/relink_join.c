@@ -67,7 +67,7 @@ void brelink_joined(struct chfsd *d, const char *before)
 	for (int i = 0; c && i < nc; i++) {
 		if (strcmp(c[i].id, d->id) == 0 || has(b, nb, c[i].id))
 			continue;
-		if (!ids && !(ids = brelink_ids(&n)))
+		if (!ids && (!(ids = brelink_ids(&n)) || n == 0))
 			break; /* (no renamed file: nothing owed) */
 		bowed_add_all(d, c[i].id, c[i].addr, ids, n);
 		log_notice(
