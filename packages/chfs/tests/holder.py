@@ -6,7 +6,11 @@ test_backend_renames.py and test_backend_join_relink.py. Run it as
                      stdout=PIPE, text=True, env=python_env(env))
 
 It opens PATH (O_RDWR) and prints "open"; on a line on stdin it writes DATA repeated COUNT times
-(COUNT optional, default 1) at OFFSET, closes, ends without a sync and prints "done"."""
+(COUNT optional, default 1) at OFFSET, closes, ends without a sync and prints "done".
+holding() and write_now() do that for a test."""
+import contextlib
+import subprocess
+import sys
 
 HOLDER = r"""
 import ctypes, os, sys
@@ -24,3 +28,26 @@ assert lib.chfs_close(fd) == 0, ctypes.get_errno()
 lib.chfs_term_without_sync()
 print("done", flush=True)
 """
+
+
+@contextlib.contextmanager
+def holding(env, path, offset, data, count=1):
+    """The HOLDER process with path open (env: the pool's client environment, python_env'd
+    by the caller); killed at the end if still running."""
+    p = subprocess.Popen([sys.executable, "-c", HOLDER, path, str(offset), data, str(count)],
+                         env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "open"
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def write_now(p, timeout=60):
+    """Let the holder write through its descriptor; it closes and ends."""
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    assert p.stdout.readline().strip() == "done"
+    assert p.wait(timeout=timeout) == 0

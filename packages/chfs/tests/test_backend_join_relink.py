@@ -4,8 +4,6 @@ backend name too — also when the joiner is a member that left and comes back w
 whose table still holds a name from before it left (relink_join.c)."""
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
@@ -13,9 +11,17 @@ import poolstatus
 from chfsutil import get, io, python_env
 from ci.testlib.chfs_pool import wait_gone
 
-from holder import HOLDER
+from holder import holding, write_now
 from test_backend_flush import backend_bytes, make_pool  # noqa: F401 (fixture)
 from test_backend_renames import backend_files
+
+
+def only_on_the_backend(pool, name, data):
+    """name has data in CHFS and on the backend, which has no other file."""
+    io(pool, "sync")
+    assert get(pool, "/" + name) == data
+    assert backend_files(pool) == [name]
+    assert backend_bytes(pool.backend, name) == data
 
 
 @pytest.mark.timeout(180)
@@ -25,29 +31,15 @@ def test_a_descriptor_opened_before_a_rename_writes_to_the_new_name_on_a_server_
     size = 2 << 20                                   # 32 chunks: some move to each new server
     io(pool, "put", "/a", "0", "create", input=os.urandom(size))
     io(pool, "sync")
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, "/a", "0", "Z", str(size)],
-                              env=python_env(pool.env), stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "open"
+    with holding(python_env(pool.env), "/a", 0, "Z", size) as holder:
         io(pool, "rename", "/a", "/b")
         io(pool, "sync")                             # the rename is on the backend: b, no a
         assert backend_files(pool) == ["b"]
         pool.add()
         pool.add()
         poolstatus.wait_settled(pool.env, 4)
-        holder.stdin.write("go\n")
-        holder.stdin.flush()
-        assert holder.stdout.readline().strip() == "done"
-        assert holder.wait(timeout=60) == 0
-    finally:
-        if holder.poll() is None:
-            holder.kill()
-            holder.wait()
-    io(pool, "sync")
-    assert get(pool, "/b") == b"Z" * size
-    assert backend_files(pool) == ["b"]
-    assert backend_bytes(pool.backend, "b") == b"Z" * size
+        write_now(holder)
+    only_on_the_backend(pool, "b", b"Z" * size)
 
 
 @pytest.mark.timeout(240)
@@ -60,17 +52,13 @@ def test_a_member_that_left_and_joins_again_writes_to_the_name_a_rename_gave_mea
     size = 2 << 20
     io(pool, "put", "/a", "0", "create", input=os.urandom(size))
     io(pool, "sync")
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, "/a", "0", "Z", str(size)],
-                              env=python_env(pool.env), stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "open"
+    with holding(python_env(pool.env), "/a", 0, "Z", size) as holder:
         io(pool, "rename", "/a", "/b")
         io(pool, "sync")
         assert backend_files(pool) == ["b"]
-        x = pool.n - 1                                   # (not the bootstrap of the restart)
+        x = pool.n - 1                               # (not the bootstrap of the restart)
         xpid = pool.pids[x]
-        os.kill(xpid, signal.SIGUSR1)                    # leave: hand everything over, exit
+        os.kill(xpid, signal.SIGUSR1)                # leave: hand everything over, exit
         assert wait_gone(xpid, 90), "the leaving server did not exit"
         pool.pids[x] = pool.addrs[x] = None
         pool.env["CHFS_SERVER"] = ",".join(a for a in pool.addrs if a)
@@ -78,18 +66,8 @@ def test_a_member_that_left_and_joins_again_writes_to_the_name_a_rename_gave_mea
         io(pool, "rename", "/b", "/c")
         io(pool, "sync")
         assert backend_files(pool) == ["c"]
-        pool._start(x)                                   # the same storage: joins again
+        pool._start(x)                               # the same storage: joins again
         pool.env["CHFS_SERVER"] = ",".join(a for a in pool.addrs if a)
         poolstatus.wait_settled(pool.env, pool.n, timeout=60)
-        holder.stdin.write("go\n")
-        holder.stdin.flush()
-        assert holder.stdout.readline().strip() == "done"
-        assert holder.wait(timeout=60) == 0
-    finally:
-        if holder.poll() is None:
-            holder.kill()
-            holder.wait()
-    io(pool, "sync")
-    assert get(pool, "/c") == b"Z" * size
-    assert backend_files(pool) == ["c"]
-    assert backend_bytes(pool.backend, "c") == b"Z" * size
+        write_now(holder)
+    only_on_the_backend(pool, "c", b"Z" * size)
