@@ -4,36 +4,15 @@ its last close) are never flushed back under the name the file no longer has —
 the flush threads after a write through the descriptor, nor by a sync, nor by a server that
 restarts while the file is still held."""
 import random
-import subprocess
-import sys
 import time
 
 import pytest
 
 from chfsutil import io, python_env
+from holder import holding, write_now
 
 from test_backend_flush import make_pool, wait_for  # noqa: F401 (fixture)
-from test_backend_renames import HOLDER, PLACEMENTS, backend_files, placed
-
-
-def start_holder(pool, env, path, off, text):
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, path, str(off), text],
-                              env=python_env(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
-    assert holder.stdout.readline().strip() == "open"
-    return holder
-
-
-def finish(holder):
-    try:
-        holder.stdin.write("go\n")
-        holder.stdin.flush()
-        assert holder.stdout.readline().strip() == "done"
-        assert holder.wait(timeout=30) == 0
-    finally:
-        if holder.poll() is None:
-            holder.kill()
-            holder.wait()
+from test_backend_renames import PLACEMENTS, backend_files, placed
 
 
 @pytest.mark.timeout(90)
@@ -45,12 +24,10 @@ def test_a_write_through_a_descriptor_of_an_unlinked_file_does_not_bring_it_back
     io(pool, "put", "/f", "0", "create", input=random.Random(3).randbytes(200_000), env=env)
     io(pool, "sync", env=env)
     assert backend_files(pool) == ["f"]
-    holder = start_holder(pool, env, "/f", 70000, "+more")
-    try:
+    with holding(python_env(env), "/f", 70000, "+more") as holder:
         io(pool, "unlink", "/f", env=env)
         assert wait_for(lambda: backend_files(pool) == [], 10)   # the removal reached it
-    finally:
-        finish(holder)                                # a write, then its last close
+        write_now(holder)                             # a write, then its last close
     time.sleep(2.5)                                   # the flush threads, -U 1 after it
     io(pool, "sync", env=env)
     assert backend_files(pool) == []
@@ -65,15 +42,13 @@ def test_a_server_restarted_while_an_unlinked_file_is_held_does_not_bring_it_bac
     pool = make_pool("-F", "1", "-U", "1")
     env = placed(pool, placement, fastpath)
     io(pool, "put", "/f", "0", "create", input=random.Random(4).randbytes(300_000), env=env)
-    holder = start_holder(pool, env, "/f", 1000, "+held")
-    try:
+    with holding(python_env(env), "/f", 1000, "+held") as holder:
         io(pool, "unlink", "/f", env=env)
         for i in range(pool.n):
             pool.restart(i)
         time.sleep(2.5)
         io(pool, "sync", env=env)
         assert backend_files(pool) == []
-    finally:
-        finish(holder)
+        write_now(holder)
     io(pool, "sync", env=env)
     assert backend_files(pool) == []
