@@ -64,6 +64,7 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_STAT_OPEN] = "stat-open",
         [WOP_LEASE_RENEW] = "lease-renew",
         [WOP_REJOINED] = "rejoined",
+        [WOP_DATA_UNNAMED] = "data_unnamed",
 };
 
 const char *wire_op_name(unsigned op)
@@ -815,6 +816,10 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		r->fileid = wdec_u64(&d);
 		dec_tag(&d, &r->tag, &bad);
 		dec_backend_path(&d, r, &bad);
+		break;
+	case WOP_DATA_UNNAMED:
+		r->fileid = wdec_u64(&d);
+		dec_tag(&d, &r->tag, &bad);
 		break;
 	case WOP_DATA_REMOVE:
 	case WOP_MOVED: r->fileid = wdec_u64(&d); break;

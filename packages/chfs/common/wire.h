@@ -148,6 +148,9 @@ enum wire_op {
 	                    * each file listed; fileid 0: the client ends, drop all its leases */
 	WOP_REJOINED,    /* str id (server to server): that member joined again through the sender,
 	                  * so it is up (the receiver's failure detector need not wait a round) */
+	/* The file lost its last name but its data are kept for open descriptors: never flush them
+	 * to the backend (server/flush.c). */
+	WOP_DATA_UNNAMED, /* u64 fileid, tag (no path) */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);

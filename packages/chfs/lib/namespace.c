@@ -358,6 +358,11 @@ static int data_bcast_once(struct srvlist *s, const struct chfs_md *md, unsigned
 		wenc_u64(&e, md->fileid);
 		if (op == WOP_DATA_TRUNCATE)
 			wenc_u64(&e, len);
+		if (op == WOP_DATA_UNNAMED) { /* the placement tag: a server without an entry makes one */
+			wenc_u32(&e, md->pkey);
+			wenc_u32(&e, md->chunk_size);
+			wenc_u32(&e, md->flags & MD_FLAGS_ALL);
+		}
 		f.n = data_servers(s, md, f.idx);
 		rc = f.n ? cut_needs_all(s, &f, op) : -EIO;
 		if (rc == 0)
@@ -388,6 +393,17 @@ int data_truncate_all(struct srvlist *s, const struct chfs_md *md, uint64_t len)
 int data_remove_all(struct srvlist *s, const struct chfs_md *md)
 {
 	return data_bcast(s, md, WOP_DATA_REMOVE, 0);
+}
+
+/* The last name of regular file md is gone (best effort: the name is gone either way). Its
+ * data go, unless descriptors keep them (orphan.c); then, with a backend, no server may flush
+ * them back under the removed name: the backend file went with it (server/flush.c). */
+static void last_name_gone(struct srvlist *s, const struct chfs_md *md)
+{
+	if (!orphan_hold(md))
+		data_remove_all(s, md);
+	else if (md->flags & MD_FLUSH)
+		data_bcast(s, md, WOP_DATA_UNNAMED, 0);
 }
 
 /* Does the parent of cpath exist as a directory? Its record goes to *pmd (NULL: not wanted). */
@@ -852,8 +868,8 @@ int chfs_unlink(const char *path)
 	}
 	if (rc == 0)
 		dir_touch(s, cp, placement_owner(s->ring, cp), 0);
-	if (rc == 0 && S_ISREG(md.mode) && link_last_name(s, &md) && !orphan_hold(&md)) /* MD_HELD */
-		data_remove_all(s, &md); /* best effort: the name is gone either way */
+	if (rc == 0 && S_ISREG(md.mode) && link_last_name(s, &md))
+		last_name_gone(s, &md);
 	return set_err(rc);
 }
 
@@ -961,9 +977,8 @@ int ns_move(struct srvlist *s, const char *cf, const char *ct, const struct chfs
 		}
 		break;
 	}
-	if (rc == 0 && replaced && S_ISREG(old->mode) && old->fileid != md->fileid &&
-	    link_last_name(s, old) && !orphan_hold(old))
-		data_remove_all(s, old);
+	if (rc == 0 && replaced && S_ISREG(old->mode) && old->fileid != md->fileid && link_last_name(s, old))
+		last_name_gone(s, old);
 	free(old);
 	if (rc == 0 && md->fileid)
 		fd_foreach_fileid(md->fileid, rename_fd, (void *)ct);

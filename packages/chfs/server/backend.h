@@ -119,6 +119,9 @@ int bflush_wait(struct chfsd *d, struct wenc *e, size_t budget, int phase);
 void bflush_file_now(struct chfsd *d, uint64_t fileid);
 /* A rename of fileid reached the backend: its dirty chunks go to path now (relink.c). */
 void bflush_relink(struct chfsd *d, uint64_t fileid, const char *path);
+/* The file lost its last name, its data kept for open descriptors (WOP_DATA_UNNAMED): never
+ * flush them (its entry stays, with no path, until bflush_forget). */
+void bflush_unnamed(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag);
 /* The file was removed from CHFS: forget its dirty chunks. */
 void bflush_forget(struct chfsd *d, uint64_t fileid);
 /* " dirty_files=N dirty_bytes=N flush_failed=N" appended to buf. */

@@ -30,6 +30,12 @@
  *
  * Changes of names and attributes (flush_meta.c) are applied after the data: by bflush_wait's
  * meta phase (chfs_sync asks every server for the data phase first) and at shutdown.
+ *
+ * A file that lost its last name while descriptors keep its data (an open-unlinked file,
+ * WOP_DATA_UNNAMED from the client that removed the name) keeps an entry with an empty path,
+ * in its map too, and is never flushed: its backend file went with the name, and a flush (of a
+ * write through a descriptor, or of the map at a restart) brought it back. DATA_REMOVE, when
+ * the last descriptor is closed, forgets it.
  */
 #define _GNU_SOURCE
 #include "backend.h"
@@ -120,6 +126,8 @@ static int local_dirty(struct dirty *e, double *hot, uint64_t *size)
 	return !e->clean || sz != e->fsize || mt != e->fmtime;
 }
 
+static int unnamed(const struct dirty *e) { return !*e->path; }
+
 static void map_name(uint64_t fileid, char name[17])
 {
 	snprintf(name, 17, "%016llx", (unsigned long long)fileid);
@@ -190,6 +198,10 @@ static struct dirty *add(uint64_t fileid, const struct wire_tag *tag, const char
 	e->fileid = fileid;
 	e->tag = *tag;
 	e->local = (tag->flags & MD_LOCAL) != 0;
+	/* No write noted yet: a local file is timed by its backing file's mtime alone (local_dirty);
+	 * 0 here meant "the boot" on this clock, so an mtime older than the boot waited for -U of
+	 * uptime. (A WRITE sets last_io right after.) */
+	e->last_io = -INFINITY;
 	e->next = fl.head;
 	fl.head = e;
 	return e;
@@ -302,6 +314,8 @@ static int flush_entry(struct dirty *e)
 	uint64_t gen = e->gen, fsize = 0;
 	int64_t fmtime = 0;
 	int clean = 0;
+	if (unnamed(e))
+		return 0; /* no name to flush to (kept until DATA_REMOVE) */
 	e->busy = 1;
 	pthread_mutex_unlock(&fl.lock);
 	int rc = e->local ? bflocal_copy(fl.d, e->fileid, e->path, &fsize, &fmtime, &clean, &e->fset)
@@ -350,7 +364,7 @@ static void *flusher(void *arg)
 			 * at start-up (last_io far in the past) waited until the machine had been up
 			 * for -U seconds when 0 stood for "no local write" here. */
 			double hot = -INFINITY;
-			if (e->busy || (e->local && !local_dirty(e, &hot, NULL)))
+			if (e->busy || unnamed(e) || (e->local && !local_dirty(e, &hot, NULL)))
 				continue;
 			double due = (hot > e->last_io ? hot : e->last_io) + (fl.delay > 0 ? fl.delay : 0);
 			if (e->err && e->failed_at + RETRY_S > due)
@@ -488,7 +502,7 @@ void bflush_relink(struct chfsd *d, uint64_t fileid, const char *path)
 	}
 	pthread_mutex_lock(&fl.lock);
 	struct dirty *e = find_idle(fileid);
-	if (e && hdr && strcmp(e->path, p) != 0) {
+	if (e && hdr && !unnamed(e) && strcmp(e->path, p) != 0) { /* (no name comes back) */
 		if (pwrite(e->fd, hdr, 8 + n, 16) != (ssize_t)(8 + n))
 			log_err("write-back map of %s: %s; after a restart it may be flushed under its old name",
 			        path, strerror(errno));
@@ -499,6 +513,28 @@ void bflush_relink(struct chfsd *d, uint64_t fileid, const char *path)
 	pthread_mutex_unlock(&fl.lock);
 	free(hdr);
 	free(p);
+}
+
+void bflush_unnamed(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag)
+{
+	if (!d->bk || !(tag->flags & MD_FLUSH))
+		return;
+	uint8_t len0[4] = {0};
+	int rc = 0;
+	pthread_mutex_lock(&fl.lock);
+	struct dirty *e = find_idle(fileid);
+	if (!e && !add(fileid, tag, "")) /* a write through a descriptor may still come */
+		rc = -EIO;
+	else if (e && !unnamed(e)) {
+		if (pwrite(e->fd, len0, sizeof len0, 16) != (ssize_t)sizeof len0)
+			rc = errno ? -errno : -EIO;
+		e->path[0] = '\0';
+	}
+	pthread_mutex_unlock(&fl.lock);
+	if (rc)
+		log_err("write-back map of file %016llx: %s; after a restart its data may be flushed under "
+		        "the name it lost",
+		        (unsigned long long)fileid, strerror(-rc));
 }
 
 void bflush_forget(struct chfsd *d, uint64_t fileid)
@@ -519,7 +555,7 @@ void bflush_status(struct chfsd *d, char *buf, size_t size)
 		pthread_mutex_lock(&fl.lock);
 		for (struct dirty *e = fl.head; e; e = e->next) {
 			uint64_t size = 0;
-			if (e->local && !local_dirty(e, NULL, &size))
+			if (unnamed(e) || (e->local && !local_dirty(e, NULL, &size)))
 				continue;
 			files++;
 			bytes += e->local && size > e->dirty_bytes ? size : e->dirty_bytes;
@@ -562,7 +598,8 @@ static void load_one(const char *name)
 	e->last_io = -INFINITY; /* due at once, whatever -U and the machine's uptime */
 	e->next = fl.head;
 	fl.head = e;
-	log_notice("write-back: %s still to flush from before the restart", path);
+	if (n)
+		log_notice("write-back: %s still to flush from before the restart", path);
 }
 
 void bflush_release(struct chfsd *d)

@@ -447,12 +447,17 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	case WOP_STAGE_FILES: return stage_files(d, q, e);
 	case WOP_RELINK: return brelink_note(d, q->fileid, q->path);
 	case WOP_META_SETTLE: bmeta_settle_here(d, q->path); return 0;
-	case WOP_RELINK_OWED: brelink_deliver(d, *q->id ? q->id : NULL, q->addr); return 0;
+	case WOP_RELINK_OWED:
+		if (q->h.epoch > members_epoch(&d->mem)) /* a member that joined: its debts first */
+			members_catch_up(d, q->h.epoch); /* (relink_join.c) */
+		brelink_deliver(d, *q->id ? q->id : NULL, q->addr);
+		return 0;
 	case WOP_FLUSH: return bflush_wait(d, e, WIRE_HDR_LEN + WIRE_READDIR_MAX, (int)q->flags);
 	case WOP_WRITE:
 	case WOP_WRITE_REPORT: return do_write(d, r, q, w, e);
 	case WOP_READ: return do_read(d, r, q, w, e);
 	case WOP_DATA_REMOVE: return chfsd_data_remove(d, q->fileid);
+	case WOP_DATA_UNNAMED: bflush_unnamed(d, q->fileid, &q->tag); return 0;
 	case WOP_DATA_TRUNCATE:
 		rebalance_data_op_begin(d, q->fileid, q->size, 0);
 		rc = bcache_truncate(d, q->fileid, q->size);

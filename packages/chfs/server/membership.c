@@ -29,6 +29,7 @@
 #include "log.h"
 #include "nodelist.h"
 #include "placement.h"
+#include "relink.h"
 #include "statefile.h"
 
 #include <errno.h>
@@ -282,10 +283,12 @@ int members_add(struct chfsd *d, const char *id, const char *addr)
 			rc = 1;
 		}
 	}
+	char *before = NULL;
 	if (rc == 1) {
 		qsort(m->m, m->n, sizeof *m->m, member_cmp);
 		m->epoch++;
 		if (newid) {
+			before = strdup(old);
 			ring_change(m, old);
 			old = NULL;
 		}
@@ -296,6 +299,9 @@ int members_add(struct chfsd *d, const char *id, const char *addr)
 	if (rc == 1 && newid)
 		rebalance_ring_changed(d);
 	pthread_rwlock_unlock(&m->gate);
+	if (rc == 1 && newid) /* (before the JOIN is answered) */
+		brelink_joined(d, before);
+	free(before);
 	return rc;
 }
 
@@ -322,7 +328,9 @@ int members_set(struct chfsd *d, uint64_t epoch, unsigned vnodes, const char *li
 	pthread_rwlock_wrlock(&m->gate);
 	pthread_mutex_lock(&m->lock);
 	int rc = 0, ringchg = 0;
+	char *before = NULL; /* (a server still joining has no list of its own to compare) */
 	if (epoch > m->epoch) {
+		before = m->epoch && ring_epoch != m->ring_epoch ? list_string(m) : NULL;
 		free(m->m);
 		m->m = nm;
 		m->n = (unsigned)n;
@@ -341,6 +349,9 @@ int members_set(struct chfsd *d, uint64_t epoch, unsigned vnodes, const char *li
 	if (ringchg)
 		rebalance_ring_changed(d);
 	pthread_rwlock_unlock(&m->gate);
+	if (ringchg)
+		brelink_joined(d, before); /* (a member that joined: the renamed files' names) */
+	free(before);
 	free(nm);
 	free(np);
 	return rc;

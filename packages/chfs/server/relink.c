@@ -9,7 +9,8 @@
  * the server that applied the rename tells every member the file's new backend name
  * (WOP_RELINK); each keeps fileid → name in a table, rewrites its dirty entry, and maps the
  * path of later data requests of that file through the table. A member that was down is told
- * when it starts again, before it flushes (relink_owed.c).
+ * when it starts again, before it flushes (relink_owed.c); one that joins later is owed the
+ * whole table (relink_join.c).
  *
  * The table is appended to STORAGE/bdirty/relink.log (u64 fileid, u32 length, name; the last
  * record of a file wins) before WOP_RELINK is answered, so a restarted server still maps old
@@ -158,6 +159,29 @@ int brelink_name(struct chfsd *d, uint64_t fileid, char *path, size_t size)
 		strcpy(path, l->path);
 	pthread_mutex_unlock(&rl.lock);
 	return rc;
+}
+
+uint64_t *brelink_ids(size_t *n)
+{
+	pthread_mutex_lock(&rl.lock);
+	size_t k = 0, cap = 64;
+	uint64_t *v = malloc(cap * sizeof *v);
+	for (unsigned b = 0; v && b < NBUCKET; b++)
+		for (struct link *l = rl.b[b]; v && l; l = l->next) {
+			if (k == cap) {
+				uint64_t *more = realloc(v, (cap *= 2) * sizeof *v);
+				if (!more) {
+					free(v);
+					v = NULL;
+					break;
+				}
+				v = more;
+			}
+			v[k++] = l->fileid;
+		}
+	pthread_mutex_unlock(&rl.lock);
+	*n = v ? k : 0;
+	return v;
 }
 
 static void not_told(struct chfsd *d, const char *id, const char *addr, int rc, void *arg)

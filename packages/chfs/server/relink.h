@@ -24,12 +24,16 @@ void brelink_map(struct chfsd *d, uint64_t fileid, char *path, size_t size);
 int brelink_name(struct chfsd *d, uint64_t fileid, char *path, size_t size);
 /* fileid was removed from CHFS. */
 void brelink_forget(struct chfsd *d, uint64_t fileid);
+/* The file ids the table holds (*n of them; NULL if out of memory), to free. */
+uint64_t *brelink_ids(size_t *n);
 
 /* ---- relink_owed.c ---- */
 /* Load STORAGE/bdirty/relink.owed (bdirty_fd: that directory). */
 int bowed_init(int bdirty_fd);
 /* The member id (at addr) was not told fileid's new backend name: owed, durably. */
 void bowed_add(struct chfsd *d, const char *id, const char *addr, uint64_t fileid);
+/* The same for n files at once (one write of relink.owed). */
+void bowed_add_all(struct chfsd *d, const char *id, const char *addr, const uint64_t *fileids, size_t n);
 /* Send what is owed to the member id, now at addr (id NULL: to the member at addr, an earlier
  * build's request; both NULL: to every member); what fails stays owed. Debts to members that
  * left the pool are dropped (logged). */
@@ -48,5 +52,12 @@ void brelink_watch_stop(void);
 int brelink_fresh(void);
 /* Wait until it may (the thread is asking for the names it missed). Not with fl.lock held. */
 void brelink_await(void);
+
+/* ---- relink_join.c ---- */
+/* The member set changed and the new list is installed; before: the list this server had
+ * until then ("id=addr,...", NULL if it was only joining itself: then nothing). Every member
+ * not in before is owed every backend name the table holds. Called before a JOIN is answered
+ * and before WOP_RELINK_OWED is served after catching up with a newer list. */
+void brelink_joined(struct chfsd *d, const char *before);
 
 #endif

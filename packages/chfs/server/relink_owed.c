@@ -18,7 +18,7 @@
  * A member that left the pool (chfsctl remove: SIGUSR1) is owed nothing any more: it asked for
  * its debts before handing its keys over (handover.c), so the chunks it flushed on their way to
  * the new owners went to the new name, and those owners were members when the rename was
- * announced, or joined after it and were handed the new name with the keys. A debt to an id no
+ * announced, or joined after it and were owed every name at their join (relink_join.c). A debt to an id no
  * longer in the member list is dropped, with a log line, at the next delivery (it used to stay
  * in relink.owed and be retried at every sync for ever).
  */
@@ -130,6 +130,32 @@ void bowed_add(struct chfsd *d, const char *id, const char *addr, uint64_t filei
 		        (unsigned long long)fileid, addr, strerror(-rc));
 }
 
+void bowed_add_all(struct chfsd *d, const char *id, const char *addr, const uint64_t *fileids, size_t n)
+{
+	(void)d;
+	size_t lost = 0;
+	pthread_mutex_lock(&ow.lock);
+	int fd = dup(ow.fd); /* (O_APPEND: the new lines through one buffered stream) */
+	FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
+	if (!f && fd >= 0)
+		close(fd);
+	int saved = f != NULL;
+	for (size_t i = 0; i < n; i++) {
+		int rc = add(fileids[i], id, addr);
+		lost += rc < 0;
+		if (rc > 0 && f &&
+		    fprintf(f, "%016llx %s %s\n", (unsigned long long)fileids[i], *id ? id : "-", addr) < 0)
+			saved = 0;
+	}
+	if (f && fclose(f) != 0)
+		saved = 0;
+	pthread_mutex_unlock(&ow.lock);
+	if (lost || !saved)
+		log_err("backend names of %zu files owed to %s: %zu not noted, %s; it may flush files under "
+		        "their old names",
+		        n, addr, lost, saved ? "the rest saved" : "not saved in relink.owed");
+}
+
 /* The members (id and address) as this server knows them; NULL if not known (then nothing is
  * taken for gone). */
 static struct wire_member *members(struct chfsd *d, int *n)
@@ -164,13 +190,15 @@ static int still_member(struct debt *x, const struct wire_member *m, int n)
 	return !m; /* (no list: nobody is taken for gone) */
 }
 
+#define TOLD_LOGGED 8 /* names told logged one by one per delivery; then a count */
+
 void brelink_deliver(struct chfsd *d, const char *id, const char *addr)
 {
 	/* Debts out for delivery stay in the list, so a rewrite of the file by a concurrent
 	 * delivery keeps them (a crash then loses nothing); another delivery skips them. The
 	 * flags, ids and addresses change under the lock only, and those of a debt out for
 	 * delivery not at all; this delivery's outcomes are its own array. */
-	size_t n = 0, i;
+	size_t n = 0, i, told = 0;
 	int nm, changed = 0;
 	pthread_mutex_lock(&ow.lock);
 	int none = ow.head == NULL;
@@ -226,12 +254,14 @@ void brelink_deliver(struct chfsd *d, const char *id, const char *addr)
 			wenc_u64(&e, v[i]->fileid);
 			wenc_str(&e, path);
 			rc = chfsd_call(d, v[i]->addr, &e, rep, sizeof rep, NULL, d->timeout_ms);
-			if (rc == 0)
+			if (rc == 0 && ++told <= TOLD_LOGGED) /* (a joiner is owed the whole table) */
 				log_notice("backend name %s of file %016llx: told %s, which missed it", path,
 				           (unsigned long long)v[i]->fileid, v[i]->addr);
 		}
 		rcs[i] = rc; /* 0 told, -ENOENT the file is gone (nothing to tell): settled */
 	}
+	if (told > TOLD_LOGGED)
+		log_notice("backend names: %zu more told to servers that missed them", told - TOLD_LOGGED);
 	free(path);
 	free(msg);
 	pthread_mutex_lock(&ow.lock);

@@ -136,6 +136,23 @@ def test_a_restart_flushes_at_once_even_with_a_delay_longer_than_the_uptime(make
     assert wait_for(lambda: backend_bytes(pool.backend, "u") == data, 30)
 
 
+@pytest.mark.timeout(60)
+def test_a_local_file_last_written_before_the_boot_is_flushed_by_its_mtime(make_pool):
+    """A local-placement file written through the node-local fast path tells the server
+    nothing: the flush threads time it by its backing file's mtime (plus -U). Its entry, made
+    at its create, took 0 for "no write noted" on CLOCK_MONOTONIC (seconds since boot), so a
+    backing file last written before the boot (a storage directory kept across a reboot: here
+    its mtime set to 2000-01-01) waited until the machine had been up for -U seconds. -U 1e8
+    (3.2 years) has long passed since that mtime: due at once."""
+    pool = make_pool("-F", "1", "-U", "1e8")
+    env = dict(pool.env, CHFS_PLACEMENT="local", CHFS_LOCAL_FASTPATH="1")
+    data = random.Random(16).randbytes(300_000)
+    io(pool, "put", "/old", "0", "create", input=data, env=env)
+    backing = io(pool, "localpath", "/old", env=env).stdout.decode().strip()
+    os.utime(backing, (946684800, 946684800))
+    assert wait_for(lambda: backend_bytes(pool.backend, "old") == data, 20)
+
+
 def chfs_stat(pool, path):
     """(size, mtime in whole seconds) as CHFS shows them."""
     _, size, _, mtime = io(pool, "stat", path).stdout.split()

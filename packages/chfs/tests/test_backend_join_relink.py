@@ -1,65 +1,73 @@
 """A server that joins after a rename reached the backend (chfsd -b): a descriptor opened before
 the rename writes chunks that the join moved to the new server. Those must reach the file's new
-backend name too."""
+backend name too — also when the joiner is a member that left and comes back with its storage,
+whose table still holds a name from before it left (relink_join.c)."""
 import os
-import subprocess
-import sys
+import signal
 
 import pytest
 
 import poolstatus
 from chfsutil import get, io, python_env
+from ci.testlib.chfs_pool import wait_gone
 
+from holder import holding, write_now
 from test_backend_flush import backend_bytes, make_pool  # noqa: F401 (fixture)
 from test_backend_renames import backend_files
 
-HOLDER = r"""
-import ctypes, os, sys
-lib = ctypes.CDLL("libchfs.so.3", use_errno=True)
-lib.chfs_pwrite.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_long]
-lib.chfs_pwrite.restype = ctypes.c_ssize_t
-assert lib.chfs_init(None) == 0
-fd = lib.chfs_open(sys.argv[1].encode(), os.O_RDWR)
-assert fd >= 0, ctypes.get_errno()
-print("open", flush=True)
-sys.stdin.readline()
-data = b"Z" * int(sys.argv[2])
-assert lib.chfs_pwrite(fd, data, len(data), 0) == len(data), ctypes.get_errno()
-assert lib.chfs_close(fd) == 0, ctypes.get_errno()
-lib.chfs_term_without_sync()
-print("done", flush=True)
-"""
+
+def only_on_the_backend(pool, name, data):
+    """name has data in CHFS and on the backend, which has no other file."""
+    io(pool, "sync")
+    assert get(pool, "/" + name) == data
+    assert backend_files(pool) == [name]
+    assert backend_bytes(pool.backend, name) == data
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.xfail(strict=True, reason="a joining server has no relink table entry of files "
-                   "renamed on the backend before it joined (design.md, Not yet)")
 def test_a_descriptor_opened_before_a_rename_writes_to_the_new_name_on_a_server_that_joined_since(
         make_pool):
     pool = make_pool("-F", "0", servers=2)
     size = 2 << 20                                   # 32 chunks: some move to each new server
     io(pool, "put", "/a", "0", "create", input=os.urandom(size))
     io(pool, "sync")
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, "/a", str(size)],
-                              env=python_env(pool.env), stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "open"
+    with holding(python_env(pool.env), "/a", 0, "Z", size) as holder:
         io(pool, "rename", "/a", "/b")
         io(pool, "sync")                             # the rename is on the backend: b, no a
         assert backend_files(pool) == ["b"]
         pool.add()
         pool.add()
         poolstatus.wait_settled(pool.env, 4)
-        holder.stdin.write("go\n")
-        holder.stdin.flush()
-        assert holder.stdout.readline().strip() == "done"
-        assert holder.wait(timeout=60) == 0
-    finally:
-        if holder.poll() is None:
-            holder.kill()
-            holder.wait()
+        write_now(holder)
+    only_on_the_backend(pool, "b", b"Z" * size)
+
+
+@pytest.mark.timeout(240)
+def test_a_member_that_left_and_joins_again_writes_to_the_name_a_rename_gave_meanwhile(make_pool):
+    """x (with the others) learns a→b; x leaves the pool (SIGUSR1); b→c reaches the backend while
+    x is out (nobody owes x anything: it is no member); x starts again on its storage and joins.
+    Its relink.log still says b: the members must hand it c, or the holder's chunks that x owns
+    now are flushed to a new b."""
+    pool = make_pool("-F", "0", servers=3)
+    size = 2 << 20
+    io(pool, "put", "/a", "0", "create", input=os.urandom(size))
     io(pool, "sync")
-    assert get(pool, "/b") == b"Z" * size
-    assert backend_files(pool) == ["b"]
-    assert backend_bytes(pool.backend, "b") == b"Z" * size
+    with holding(python_env(pool.env), "/a", 0, "Z", size) as holder:
+        io(pool, "rename", "/a", "/b")
+        io(pool, "sync")
+        assert backend_files(pool) == ["b"]
+        x = pool.n - 1                               # (not the bootstrap of the restart)
+        xpid = pool.pids[x]
+        os.kill(xpid, signal.SIGUSR1)                # leave: hand everything over, exit
+        assert wait_gone(xpid, 90), "the leaving server did not exit"
+        pool.pids[x] = pool.addrs[x] = None
+        pool.env["CHFS_SERVER"] = ",".join(a for a in pool.addrs if a)
+        poolstatus.wait_settled(pool.env, pool.n - 1, timeout=60)
+        io(pool, "rename", "/b", "/c")
+        io(pool, "sync")
+        assert backend_files(pool) == ["c"]
+        pool._start(x)                               # the same storage: joins again
+        pool.env["CHFS_SERVER"] = ",".join(a for a in pool.addrs if a)
+        poolstatus.wait_settled(pool.env, pool.n, timeout=60)
+        write_now(holder)
+    only_on_the_backend(pool, "c", b"Z" * size)

@@ -13,6 +13,7 @@ import pytest
 import poolstatus
 from chfsutil import get, io, owner, python_env
 
+from holder import HOLDER
 from test_backend_flush import backend_bytes, make_pool  # noqa: F401 (fixture)
 
 PLACEMENTS = [("hash", 0), ("local", 0), ("local", 1)]   # (CHFS_PLACEMENT, CHFS_LOCAL_FASTPATH)
@@ -49,24 +50,6 @@ def test_files_renamed_twice_before_a_sync_end_under_their_last_names_only(make_
     for name, data in want.items():
         assert backend_bytes(pool.backend, name) == data, name
         assert get(pool, "/" + name) == data
-
-
-HOLDER = r"""
-import ctypes, os, sys
-lib = ctypes.CDLL("libchfs.so.3", use_errno=True)
-lib.chfs_pwrite.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_long]
-lib.chfs_pwrite.restype = ctypes.c_ssize_t
-assert lib.chfs_init(None) == 0
-fd = lib.chfs_open(sys.argv[1].encode(), os.O_RDWR)
-assert fd >= 0, ctypes.get_errno()
-print("open", flush=True)
-sys.stdin.readline()
-data = sys.argv[3].encode()
-assert lib.chfs_pwrite(fd, data, len(data), int(sys.argv[2])) == len(data), ctypes.get_errno()
-assert lib.chfs_close(fd) == 0, ctypes.get_errno()
-lib.chfs_term_without_sync()
-print("done", flush=True)
-"""
 
 
 @pytest.mark.timeout(90)

@@ -626,6 +626,22 @@ int main(void)
 	begin(&e, buf, sizeof buf);
 	wenc_u64(&e, 5);
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_LOCAL_PATH), &req), -EBADMSG);
+	/* DATA_UNNAMED: a file id and the tag, no path (whatever the tag's flags say) */
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_DATA_UNNAMED), &req), -EBADMSG);
+	begin(&e, buf, sizeof buf);
+	wenc_u64(&e, 6);
+	wenc_u32(&e, 3);
+	wenc_u32(&e, 65536);
+	wenc_u32(&e, MD_LOCAL | MD_FLUSH);
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_DATA_UNNAMED), &req), 0);
+	CHECK(req.fileid == 6 && req.tag.chunk_size == 65536 && req.tag.flags == (MD_LOCAL | MD_FLUSH));
+	CHECK(strcmp(wire_op_name(WOP_DATA_UNNAMED), "data_unnamed") == 0);
+	begin(&e, buf, sizeof buf);
+	wenc_u64(&e, 6);
+	wenc_u32(&e, 3);
+	wenc_u32(&e, 0); /* chunk size 0 */
+	wenc_u32(&e, MD_FLUSH);
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_DATA_UNNAMED), &req), -EINVAL);
 
 	/* SETATTR: unknown bits rejected. */
 	begin(&e, buf, sizeof buf);

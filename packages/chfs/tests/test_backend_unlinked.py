@@ -1,0 +1,54 @@
+"""An unlinked file stays unlinked on the backend (chfsd -b DIR): the data a process keeps of
+a file removed while it was open (POSIX: readable and writable through the descriptor until
+its last close) are never flushed back under the name the file no longer has — neither by
+the flush threads after a write through the descriptor, nor by a sync, nor by a server that
+restarts while the file is still held."""
+import random
+import time
+
+import pytest
+
+from chfsutil import io, python_env
+from holder import holding, write_now
+
+from test_backend_flush import make_pool, wait_for  # noqa: F401 (fixture)
+from test_backend_renames import PLACEMENTS, backend_files, placed
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("placement,fastpath", PLACEMENTS)
+def test_a_write_through_a_descriptor_of_an_unlinked_file_does_not_bring_it_back(
+        make_pool, placement, fastpath):
+    pool = make_pool("-F", "1", "-U", "1")
+    env = placed(pool, placement, fastpath)
+    io(pool, "put", "/f", "0", "create", input=random.Random(3).randbytes(200_000), env=env)
+    io(pool, "sync", env=env)
+    assert backend_files(pool) == ["f"]
+    with holding(python_env(env), "/f", 70000, "+more") as holder:
+        io(pool, "unlink", "/f", env=env)
+        assert wait_for(lambda: backend_files(pool) == [], 10)   # the removal reached it
+        write_now(holder)                             # a write, then its last close
+    time.sleep(2.5)                                   # the flush threads, -U 1 after it
+    io(pool, "sync", env=env)
+    assert backend_files(pool) == []
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("placement,fastpath", PLACEMENTS)
+def test_a_server_restarted_while_an_unlinked_file_is_held_does_not_bring_it_back(
+        make_pool, placement, fastpath):
+    """The data of the held file are still on their servers when those restart; a restart
+    used to flush what its write-back maps listed, under the old name."""
+    pool = make_pool("-F", "1", "-U", "1")
+    env = placed(pool, placement, fastpath)
+    io(pool, "put", "/f", "0", "create", input=random.Random(4).randbytes(300_000), env=env)
+    with holding(python_env(env), "/f", 1000, "+held") as holder:
+        io(pool, "unlink", "/f", env=env)
+        for i in range(pool.n):
+            pool.restart(i)
+        time.sleep(2.5)
+        io(pool, "sync", env=env)
+        assert backend_files(pool) == []
+        write_now(holder)
+    io(pool, "sync", env=env)
+    assert backend_files(pool) == []
