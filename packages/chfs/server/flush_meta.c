@@ -101,12 +101,23 @@ static int makes_entry(int op)
 	return op != BM_UNLINK && op != BM_RMDIR && op != BM_RENAME && op != BM_HIDE;
 }
 
-/* An attribute record of an entry that left CHFS since: a later record says where it went. */
+/* A record of an entry that left CHFS since: a later record says where it went. Attribute
+ * records, and the directories and symlinks a record makes: applied late (a sync's records
+ * of several servers go concurrently), a mkdir or symlink at a name a rename moved away made
+ * that name again on DIR, with the missing directories above it, after the server owning the
+ * directory above had removed it (a tree renamed twice before a sync left an empty directory
+ * under its first new name, whose parent's rmdir then failed at every sync). */
 static int gone_from_chfs(struct chfsd *d, const struct mop *m)
 {
+	int attr = m->op == BM_ATTR || m->op == BM_FATTR || m->op == BM_TRUNC || m->op == BM_CHOWN;
+	if (!attr && m->op != BM_MKDIR && m->op != BM_SYMLINK)
+		return 0;
 	struct chfs_md *md = malloc(sizeof *md);
-	int gone = md && (m->op == BM_ATTR || m->op == BM_FATTR || m->op == BM_TRUNC || m->op == BM_CHOWN) &&
-	           st_lookup(d->st, m->path, md) == -ENOENT;
+	int rc = md ? st_lookup(d->st, m->path, md) : -ENOMEM, gone = rc == -ENOENT;
+	if (rc == 0 && m->op == BM_MKDIR)
+		gone = !S_ISDIR(md->mode);
+	if (rc == 0 && m->op == BM_SYMLINK)
+		gone = !S_ISLNK(md->mode);
 	free(md);
 	return gone;
 }

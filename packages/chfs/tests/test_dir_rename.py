@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from chfsutil import err_name, get, io, put
+from chfsutil import err_name, get, io, owner, put
 from test_backend_flush import backend_bytes, make_pool  # noqa: F401 (fixture)
 from tri_path import on_chfuse, on_tmpfs, under_hook
 
@@ -210,3 +210,29 @@ def test_a_rename_that_fails_midway_leaves_every_entry_under_one_of_its_names(ch
         here = [p for p in (path, moved) if io(chfs_pool, "stat", p, check=False).returncode == 0]
         assert len(here) == 1, (path[-20:], here)
         assert get(chfs_pool, here[0]) == data
+
+
+@pytest.mark.timeout(120)
+def test_a_symlink_applied_after_its_renamed_directory_left_does_not_make_it_again(make_pool):
+    """A directory d holding a symlink, renamed to e before the backend saw either: d's owner
+    records mkdir d and rmdir d, the symlink's owner (another server) symlink d/ln and unlink
+    d/ln. Servers apply their records independently (a sync's, concurrently; here each at its
+    shutdown, d's owner first). The symlink's owner made d/ln — and d above it — after d's
+    owner had removed d, then unlinked d/ln: an empty d stayed on DIR (under a renamed tree,
+    its parent's rmdir then failed ENOTEMPTY at every sync)."""
+    pool = make_pool("-F", "0")                  # no background pass: records wait
+    for i in range(64):
+        d = f"/d{i}"
+        x, y = owner(pool, d), owner(pool, d + "/ln")
+        if x != y:
+            break
+    else:
+        raise AssertionError("no directory and entry names on different servers")
+    io(pool, "mkdir", d)
+    io(pool, "symlink", "target", d + "/ln")
+    io(pool, "rename", d, "/e")
+    pool.restart(pool.addrs.index(x))            # applies mkdir d, rmdir d
+    pool.restart(pool.addrs.index(y))            # applies symlink d/ln, unlink d/ln
+    r = io(pool, "sync", check=False)
+    assert r.returncode == 0, r.stderr.decode()
+    assert backend_tree(pool.backend) == {"e": ("dir",), "e/ln": ("link", "target")}
