@@ -51,6 +51,26 @@ static int fail(void)
 	return 1;
 }
 
+/* The end of the client, as the tool ends (leases and orphans go at once, not a lease later). */
+static void end_client(void)
+{
+	/* CHFS_IO_NOSYNC=1: end as chfs_term_without_sync (write-back tests: nothing flushed yet) */
+	const char *ns = getenv("CHFS_IO_NOSYNC");
+	if (ns && !strcmp(ns, "1"))
+		chfs_term_without_sync();
+	else
+		chfs_term();
+}
+
+/* A failed operation: its error, then the client's end (an open descriptor's lease left held
+ * made an unlink by the next process keep the file's data until the lease expired). */
+static int fail_end(void)
+{
+	int rc = fail();
+	end_client();
+	return rc;
+}
+
 static int filler(void *buf, const char *name, const struct stat *st, off_t off)
 {
 	(void)buf, (void)st, (void)off;
@@ -112,11 +132,11 @@ int main(int argc, char **argv)
 		int fd = argc > 4 ? chfs_create(argv[2], O_WRONLY | O_TRUNC, 0644)
 		                  : chfs_open(argv[2], O_WRONLY);
 		if (fd < 0)
-			return fail();
+			return fail_end();
 		ssize_t n;
 		while ((n = read_full(0, buf, bs)) > 0) {
 			if (chfs_pwrite(fd, buf, (size_t)n, off) != n)
-				return fail();
+				return fail_end();
 			off += n;
 		}
 		if (chfs_close(fd) < 0)
@@ -124,7 +144,7 @@ int main(int argc, char **argv)
 	} else if (!strcmp(op, "get") && argc >= 3) {
 		int fd = chfs_open(argv[2], O_RDONLY);
 		if (fd < 0)
-			return fail();
+			return fail_end();
 		off_t off = argc > 3 ? atoll(argv[3]) : 0;
 		long long left = argc > 4 ? atoll(argv[4]) : -1;
 		for (;;) {
@@ -133,7 +153,7 @@ int main(int argc, char **argv)
 				break;
 			ssize_t n = chfs_pread(fd, buf, want, off);
 			if (n < 0)
-				return fail();
+				return fail_end();
 			if (n == 0)
 				break;
 			if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n)
@@ -146,7 +166,7 @@ int main(int argc, char **argv)
 	} else if ((!strcmp(op, "stat") || !strcmp(op, "lstat")) && argc >= 3) {
 		struct stat st;
 		if ((op[0] == 's' ? chfs_stat(argv[2], &st) : chfs_lstat(argv[2], &st)) < 0)
-			return fail();
+			return fail_end();
 		printf("%o %lld %lu %lld\n", st.st_mode, (long long)st.st_size, (unsigned long)st.st_nlink,
 		       (long long)st.st_mtim.tv_sec);
 	} else if (!strcmp(op, "truncate") && argc >= 4) {
@@ -174,7 +194,7 @@ int main(int argc, char **argv)
 	} else if (!strcmp(op, "readlink") && argc >= 3) {
 		int n = chfs_readlink(argv[2], buf, bs);
 		if (n < 0)
-			return fail();
+			return fail_end();
 		printf("%.*s\n", n, buf);
 	} else if (!strcmp(op, "chmod") && argc >= 4) {
 		if (chfs_chmod(argv[2], (mode_t)strtol(argv[3], NULL, 8)) < 0)
@@ -196,7 +216,7 @@ int main(int argc, char **argv)
 		int fd = chfs_open(argv[2], O_RDONLY);
 		char p[4096];
 		if (fd < 0 || chfs_local_backing_path(fd, p, sizeof p) < 0)
-			return fail();
+			return fail_end();
 		printf("%s\n", p);
 	} else if (!strcmp(op, "mkfiles") && argc >= 4) {
 		long n = atol(argv[3]);
@@ -206,7 +226,7 @@ int main(int argc, char **argv)
 			int fd = chfs_create(p, O_WRONLY | O_TRUNC, 0644);
 			if (fd < 0 || chfs_close(fd) < 0) {
 				arg1 = p;
-				return fail();
+				return fail_end();
 			}
 		}
 	} else if (!strcmp(op, "smallwrites") && argc >= 5) {
@@ -214,15 +234,15 @@ int main(int argc, char **argv)
 		long n = atol(argv[3]), sz = atol(argv[4]);
 		int fd = chfs_create(argv[2], O_WRONLY | O_TRUNC, 0644);
 		if (fd < 0 || sz <= 0 || (size_t)sz > bs)
-			return fail();
+			return fail_end();
 		for (long i = 0; i < n; i++) {
 			for (long k = 0; k < sz; k++)
 				buf[k] = (char)((i * sz + k) % 251);
 			if (chfs_write(fd, buf, (size_t)sz) != sz)
-				return fail();
+				return fail_end();
 		}
 		if (chfs_close(fd) < 0)
-			return fail();
+			return fail_end();
 	} else if (!strcmp(op, "writehold") && argc >= 4) {
 		/* a writer that keeps its descriptor open: others look at the file meanwhile */
 		long sz = atol(argv[3]);
@@ -230,22 +250,22 @@ int main(int argc, char **argv)
 		char line[16];
 		int fd = chfs_open(argv[2], O_WRONLY);
 		if (fd < 0 || sz <= 0 || (size_t)sz > bs)
-			return fail();
+			return fail_end();
 		for (long k = 0; k < sz; k++)
 			buf[k] = (char)(k % 251);
 		if (chfs_write(fd, buf, (size_t)sz) != sz || chfs_stat(argv[2], &st) < 0)
-			return fail();
+			return fail_end();
 		printf("%lld\n", (long long)st.st_size);
 		fflush(stdout);
 		if (!fgets(line, sizeof line, stdin) && ferror(stdin))
-			return fail();
+			return fail_end();
 		if (chfs_close(fd) < 0)
-			return fail();
+			return fail_end();
 	} else if (!strcmp(op, "forkcheck") && argc >= 3) {
 		/* parent writes, a forked child (own transport after fork) reads it back and appends */
 		int fd = chfs_create(argv[2], O_RDWR | O_TRUNC, 0644);
 		if (fd < 0 || chfs_pwrite(fd, "parent", 6, 0) != 6 || chfs_fsync(fd) < 0)
-			return fail();
+			return fail_end();
 		pid_t pid = fork();
 		if (pid == 0) {
 			char b[6];
@@ -272,7 +292,7 @@ int main(int argc, char **argv)
 	} else if (!strcmp(op, "writeloop") && argc >= 4) {
 		int fd = chfs_create(argv[2], O_WRONLY | O_TRUNC, 0644);
 		if (fd < 0)
-			return fail();
+			return fail_end();
 		memset(buf, 'x', bs);
 		double t0 = now(), limit = atof(argv[3]);
 		long i = 0;
@@ -282,7 +302,7 @@ int main(int argc, char **argv)
 				int e = errno;
 				fprintf(stderr, "chfs-io: writeloop: call took %.3f s\n", now() - t);
 				errno = e;
-				return fail();
+				return fail_end();
 			}
 		}
 		chfs_close(fd);
@@ -292,11 +312,6 @@ int main(int argc, char **argv)
 	}
 	fflush(stdout);
 	free(buf);
-	/* CHFS_IO_NOSYNC=1: end as chfs_term_without_sync (write-back tests: nothing flushed yet) */
-	const char *ns = getenv("CHFS_IO_NOSYNC");
-	if (ns && !strcmp(ns, "1"))
-		chfs_term_without_sync();
-	else
-		chfs_term();
+	end_client();
 	return rc;
 }
