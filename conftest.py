@@ -4,6 +4,12 @@
   timeout), torn down after the test. Parametrize indirectly for other shapes:
   @pytest.mark.parametrize("chfs_pool", [{"servers": 2, "proto": "shm"}], indirect=True)
   See ci/testlib/chfs_pool.py for its attributes (.env, .dirs, .addrs, .kill(i), .restart(i)).
+- module_chfs_pool + lend_module_pool: a module opts in to one default pool shared by its tests
+  (emptied between them) by defining
+      from ci.testlib.chfs_pool import lend_module_pool
+      @pytest.fixture
+      def chfs_pool(request, module_chfs_pool):
+          yield from lend_module_pool(request, module_chfs_pool)
 - netns_cluster: 5 network namespaces on a private bridge (root only; skipped otherwise, and
   reported as skipped). See ci/testlib/netns.py (.run(node, argv), .start_chfs(servers=[...])).
 - sim_cluster (session): 5 simulated nodes with sshd each (key-only root, private keys) and
@@ -37,6 +43,18 @@ def chfs_pool(request, tmp_path):
         yield pool
     finally:
         pool.stop()
+
+
+@pytest.fixture(scope="module")
+def module_chfs_pool(tmp_path_factory):
+    """A default chfs_pool lent to the tests of one module in turn (ci/testlib/chfs_pool.py's
+    lend_module_pool)."""
+    holder = {"pool": None, "tmp": tmp_path_factory}
+    try:
+        yield holder
+    finally:
+        if holder["pool"]:
+            holder["pool"].stop()
 
 
 @pytest.fixture
