@@ -120,6 +120,7 @@ class ChfsPool:
     def __init__(self, servers=4, proto="tcp", rpc_timeout_ms=5000, tmp=None, host=None,
                  extra_env=None, chfsd_args=(), start_timeout=60, launcher=()):
         self.n = servers
+        self.servers = servers  # as started (.add() adds to .n)
         self.launcher = list(launcher)  # argv prefix for chfsd (e.g. ci/no-io-uring)
         self.proto = proto
         self.host = host
@@ -204,6 +205,10 @@ class ChfsPool:
         is gone (a test killed or stopped it) or the wipe failed: then use a new pool."""
         self.wipe_error = next((f"server {i} is not running" for i, pid in enumerate(self.pids)
                                 if not pid or not _running(pid)), None)
+        if self.wipe_error is None and len(self.pids) != self.servers:
+            self.wipe_error = f"{len(self.pids)} servers, started with {self.servers}"
+        if self.wipe_error is None and self.env.get("CHFS_SERVER") != ",".join(self.addrs):
+            self.wipe_error = "a server's address changed"  # restart(i, host=...)
         if self.wipe_error is None:
             r = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "chfs_wipe.py")],
                                env=dict(self.env, CHFS_XPRT_LOCAL="1"),  # no libfabric load
