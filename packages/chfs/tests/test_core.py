@@ -13,6 +13,11 @@ import chfsload
 from chfsutil import err_name, get, io, owner, put, rand, sha, stat
 from ci.testlib.chfs_pool import wait_gone
 
+# chfs_pool: one default pool for the module's tests, emptied between them (conftest.py); a
+# test that reads the servers' logs or plants files in their storage gets its own (OWN).
+pytestmark = pytest.mark.module_pool
+OWN = pytest.mark.parametrize("chfs_pool", [{"servers": 4}], indirect=True, ids=["own-pool"])
+
 CHUNK = 65536
 
 
@@ -205,6 +210,7 @@ def test_killed_server_gives_eio_within_timeout_and_others_keep_serving(chfs_poo
 
 
 @pytest.mark.timeout(60)
+@OWN
 def test_client_without_the_secret_is_refused(chfs_pool, tmp_path):
     # A request without the pool secret is dropped before the server creates any state for its
     # sender or sends anything to the address it claims (no reply reflected to a forged address,
@@ -223,6 +229,7 @@ def test_client_without_the_secret_is_refused(chfs_pool, tmp_path):
 
 
 @pytest.mark.timeout(60)
+@OWN
 def test_path_traversal_attempts_fail(chfs_pool):
     assert err_name(io(chfs_pool, "stat", "/../etc/passwd", check=False)) == "EINVAL"
     assert err_name(io(chfs_pool, "put", "../../escape", 0, "create", input=b"x", check=False)) == "EINVAL"
