@@ -215,7 +215,7 @@ class ChfsPool:
                                capture_output=True, text=True, timeout=120)
             if r.returncode != 0:
                 self.wipe_error = (r.stderr or r.stdout).strip()[-500:]
-        end = time.time() + 5
+        end = time.time() + 2
         while self.wipe_error is None and (left := self._data_files()):
             if time.time() > end:  # tests look at the storage directories: they start empty
                 self.wipe_error = f"backing files left: {left[:3]}"
