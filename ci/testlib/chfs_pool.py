@@ -210,9 +210,13 @@ class ChfsPool:
         if self.wipe_error is None and self.env.get("CHFS_SERVER") != ",".join(self.addrs):
             self.wipe_error = "a server's address changed"  # restart(i, host=...)
         if self.wipe_error is None:
+            env = dict(self.env, CHFS_XPRT_LOCAL="1")  # no libfabric load
+            for san, lib in (("tsan", "libtsan.so"), ("asan", "libasan.so")):
+                if san in stack_prefix():  # python is not instrumented: its runtime goes first
+                    env["LD_PRELOAD"] = subprocess.run(["gcc", f"-print-file-name={lib}"],
+                                                       capture_output=True, text=True).stdout.strip()
             r = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "chfs_wipe.py")],
-                               env=dict(self.env, CHFS_XPRT_LOCAL="1"),  # no libfabric load
-                               capture_output=True, text=True, timeout=120)
+                               env=env, capture_output=True, text=True, timeout=120)
             if r.returncode != 0:
                 self.wipe_error = (r.stderr or r.stdout).strip()[-500:]
         end = time.time() + 2
