@@ -4,6 +4,11 @@
   timeout), torn down after the test. Parametrize indirectly for other shapes:
   @pytest.mark.parametrize("chfs_pool", [{"servers": 2, "proto": "shm"}], indirect=True)
   See ci/testlib/chfs_pool.py for its attributes (.env, .dirs, .addrs, .kill(i), .restart(i)).
+- module_chfs_pool: in a module marked `pytestmark = pytest.mark.module_pool`, chfs_pool (the
+  default shape) is one pool shared by the module's tests in turn, emptied after each (a fresh
+  namespace) and replaced when a test left a server down or changed the pool's shape; tests
+  that parametrize chfs_pool still get their own (ci/testlib/chfs_pool.py: lend_module_pool).
+  Only for tests that use the pool through its namespace, not its servers' logs or life.
 - netns_cluster: 5 network namespaces on a private bridge (root only; skipped otherwise, and
   reported as skipped). See ci/testlib/netns.py (.run(node, argv), .start_chfs(servers=[...])).
 - sim_cluster (session): 5 simulated nodes with sshd each (key-only root, private keys) and
@@ -19,7 +24,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ci.testlib.chfs_pool import ChfsPool, stack_env  # noqa: E402
+from ci.testlib.chfs_pool import ChfsPool, lend_module_pool, stack_env  # noqa: E402
 from ci.testlib.netns import NetnsCluster  # noqa: E402
 from ci.testlib.cluster import ROOT, SimCluster  # noqa: E402
 
@@ -32,11 +37,26 @@ def chfs_stack_env():
 @pytest.fixture
 def chfs_pool(request, tmp_path):
     params = dict(getattr(request, "param", {}) or {})
+    if not params and request.node.get_closest_marker("module_pool"):
+        yield from lend_module_pool(request, request.getfixturevalue("module_chfs_pool"))
+        return
     pool = ChfsPool(tmp=str(tmp_path / "pool"), **params)
     try:
         yield pool
     finally:
         pool.stop()
+
+
+@pytest.fixture(scope="module")
+def module_chfs_pool(tmp_path_factory):
+    """A default chfs_pool lent to the tests of one module in turn (ci/testlib/chfs_pool.py's
+    lend_module_pool)."""
+    holder = {"pool": None, "tmp": tmp_path_factory}
+    try:
+        yield holder
+    finally:
+        if holder["pool"]:
+            holder["pool"].stop()
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ extra_env={"CHFS_LOCAL_FASTPATH": "1"}), PATH and LD_LIBRARY_PATH pointing at th
 `.addrs` (server addresses), `.pids`, `.secret_file`, `.tmp`. Methods: `.kill(i, sig=9)`,
 `.restart(i)` (same storage dir and address; `.restart(i, host="127.0.0.1:PORT")` on another
 address), `.add()` (one more server joins; returns its index; `launcher=[...]` prefixes
-every chfsd command, e.g. ci/testlib/no_io_uring.launcher()), `.run(argv, **kw)` (subprocess.run with .env,
+every chfsd command, e.g. ci/testlib/no_io_uring.launcher()), `.wipe()` (empty the namespace for the next test; False if it could not), `.run(argv, **kw)` (subprocess.run with .env,
 text output, check=True by default, 120 s timeout), `.stop()` (always called by the fixture).
 
 The build is taken from $CHFS_STACK_PREFIX (default ~/.cache/chfs-stack/prefix), so
@@ -24,8 +24,10 @@ The build is taken from $CHFS_STACK_PREFIX (default ~/.cache/chfs-stack/prefix),
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
+import warnings
 
 
 def stack_prefix():
@@ -118,6 +120,7 @@ class ChfsPool:
     def __init__(self, servers=4, proto="tcp", rpc_timeout_ms=5000, tmp=None, host=None,
                  extra_env=None, chfsd_args=(), start_timeout=60, launcher=()):
         self.n = servers
+        self.servers = servers  # as started (.add() adds to .n)
         self.launcher = list(launcher)  # argv prefix for chfsd (e.g. ci/no-io-uring)
         self.proto = proto
         self.host = host
@@ -196,6 +199,37 @@ class ChfsPool:
         self.env["CHFS_SERVER"] = ",".join(a for a in self.addrs if a)
         return i
 
+    def wipe(self):
+        """Empty the namespace (ci/testlib/chfs_wipe.py, one client process) so that the pool can
+        serve the next test as a fresh one. False, with the reason in .wipe_error, if a server
+        is gone (a test killed or stopped it) or the wipe failed: then use a new pool."""
+        self.wipe_error = next((f"server {i} is not running" for i, pid in enumerate(self.pids)
+                                if not pid or not _running(pid)), None)
+        if self.wipe_error is None and len(self.pids) != self.servers:
+            self.wipe_error = f"{len(self.pids)} servers, started with {self.servers}"
+        if self.wipe_error is None and self.env.get("CHFS_SERVER") != ",".join(self.addrs):
+            self.wipe_error = "a server's address changed"  # restart(i, host=...)
+        if self.wipe_error is None:
+            env = dict(self.env, CHFS_XPRT_LOCAL="1")  # no libfabric load
+            for san, lib in (("tsan", "libtsan.so"), ("asan", "libasan.so")):
+                if san in stack_prefix():  # python is not instrumented: its runtime goes first
+                    env["LD_PRELOAD"] = subprocess.run(["gcc", f"-print-file-name={lib}"],
+                                                       capture_output=True, text=True).stdout.strip()
+            r = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "chfs_wipe.py")],
+                               env=env, capture_output=True, text=True, timeout=120)
+            if r.returncode != 0:
+                self.wipe_error = (r.stderr or r.stdout).strip()[-500:]
+        end = time.time() + 2
+        while self.wipe_error is None and (left := self._data_files()):
+            if time.time() > end:  # tests look at the storage directories: they start empty
+                self.wipe_error = f"backing files left: {left[:3]}"
+            time.sleep(0.05)
+        return self.wipe_error is None
+
+    def _data_files(self):
+        return [os.path.join(r, f) for d in self.dirs for r, _, fs in os.walk(os.path.join(d, "data"))
+                for f in fs]
+
     def run(self, argv, check=True, timeout=120, **kw):
         kw.setdefault("capture_output", True)
         kw.setdefault("text", True)
@@ -205,3 +239,36 @@ class ChfsPool:
         stop_all(self.pids)
         if self._own_tmp:
             subprocess.run(["rm", "-rf", self.tmp], check=False)
+
+
+def lend_module_pool(request, module_chfs_pool):
+    """Generator for a module's own `chfs_pool` fixture: the module's shared default pool,
+    emptied after each test (ChfsPool.wipe: a fresh namespace, as isolating as a new pool for
+    tests that only use the namespace) and replaced by a new one when a test left a server
+    down or the wipe failed. A test that parametrizes chfs_pool indirectly (another shape)
+    gets a pool of its own, as with the root fixture. Starting 4 servers per test was ~2-3 s."""
+    params = dict(getattr(request, "param", {}) or {})
+    if params:
+        pool = ChfsPool(tmp=str(module_chfs_pool["tmp"].mktemp("pool")), **params)
+        try:
+            yield pool
+        finally:
+            pool.stop()
+        return
+    pool = module_chfs_pool["pool"]
+    if pool is None:
+        pool = module_chfs_pool["pool"] = ChfsPool(tmp=str(module_chfs_pool["tmp"].mktemp("pool")))
+    env, pids = dict(pool.env), list(pool.pids)
+    try:
+        yield pool
+    finally:
+        pool.env.clear()
+        pool.env.update(env)
+        # A server restarted (same address) or killed: not the pool as started, use a new one.
+        # A failed wipe of an intact pool is worth a warning (the test passed, though).
+        intact = pool.pids == pids
+        if not intact or not pool.wipe():
+            if intact:
+                warnings.warn(f"module pool replaced after {request.node.name}: {pool.wipe_error}")
+            pool.stop()
+            module_chfs_pool["pool"] = None

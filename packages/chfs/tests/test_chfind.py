@@ -12,6 +12,10 @@ import pytest
 
 from findtree import build_chfs, build_local, find_set, manifest
 
+# chfs_pool: one default pool for the module's tests, emptied between them (conftest.py);
+# these tests use it only through its namespace.
+pytestmark = pytest.mark.module_pool
+
 EXPRS = [
     [],
     ["-name", "*.txt"],

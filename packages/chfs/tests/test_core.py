@@ -13,6 +13,14 @@ import chfsload
 from chfsutil import err_name, get, io, owner, put, rand, sha, stat
 from ci.testlib.chfs_pool import wait_gone
 
+# chfs_pool: one default pool for the module's tests, emptied between them (conftest.py); a
+# test that reads the servers' logs or plants files in their storage gets its own (OWN), and so
+# do two whose leftovers take longer to wipe than a new pool takes to start: 10,000 entries, and
+# the backing files of a hash-placed file that `chfs-io localpath` was asked about, which its
+# unlink leaves behind (a leak; the wipe would wait for them, then start a new pool anyway).
+pytestmark = pytest.mark.module_pool
+OWN = pytest.mark.parametrize("chfs_pool", [{"servers": 4}], indirect=True, ids=["own-pool"])
+
 CHUNK = 65536
 
 
@@ -120,6 +128,7 @@ def test_unlink_removes_entry_and_backing_files(chfs_pool):
 
 
 @pytest.mark.timeout(240)
+@OWN
 def test_directory_with_10000_entries(chfs_pool):
     io(chfs_pool, "mkdir", "/big")
     io(chfs_pool, "mkfiles", "/big", 10000, timeout=200)
@@ -205,6 +214,7 @@ def test_killed_server_gives_eio_within_timeout_and_others_keep_serving(chfs_poo
 
 
 @pytest.mark.timeout(60)
+@OWN
 def test_client_without_the_secret_is_refused(chfs_pool, tmp_path):
     # A request without the pool secret is dropped before the server creates any state for its
     # sender or sends anything to the address it claims (no reply reflected to a forged address,
@@ -223,6 +233,7 @@ def test_client_without_the_secret_is_refused(chfs_pool, tmp_path):
 
 
 @pytest.mark.timeout(60)
+@OWN
 def test_path_traversal_attempts_fail(chfs_pool):
     assert err_name(io(chfs_pool, "stat", "/../etc/passwd", check=False)) == "EINVAL"
     assert err_name(io(chfs_pool, "put", "../../escape", 0, "create", input=b"x", check=False)) == "EINVAL"
@@ -287,6 +298,7 @@ def test_forked_child_uses_its_own_transport(chfs_pool):
 
 
 @pytest.mark.timeout(60)
+@OWN
 def test_local_placement_backing_file_is_shared_with_direct_writers(chfs_pool):
     io(chfs_pool, "create", "/local", 0, "local")
     put(chfs_pool, "/local", b"abc" * 1000, create=False)

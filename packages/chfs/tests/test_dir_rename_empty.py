@@ -10,6 +10,10 @@ import pytest
 from chfsutil import err_name, io, owner
 from poolstatus import ops, ops_delta
 
+# chfs_pool: one default pool for the module's tests, emptied between them (conftest.py);
+# these tests use it only through its namespace.
+pytestmark = pytest.mark.module_pool
+
 # The walk's own requests: none of them may be sent for an empty directory. (SETATTRs are
 # the parent's mtime when another server owns it, as for a file rename.) One DIR_EMPTY per
 # server is: the check that fences the directory before it moves (server/fence.c), so that a

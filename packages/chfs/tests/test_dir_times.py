@@ -10,6 +10,10 @@ import pytest
 
 from tri_path import on_chfuse, on_tmpfs, under_hook
 
+# chfs_pool: one default pool for the module's tests, emptied between them (conftest.py);
+# these tests use it only through its namespace.
+pytestmark = pytest.mark.module_pool
+
 SCRIPT = r"""
 import os, sys, time
 b = os.path.join(sys.argv[1], "dt")

@@ -21,6 +21,10 @@ import poolstatus
 from chfsutil import err_name, get, io, owner, put, python_env
 from tri_path import data_files, on_chfuse, on_tmpfs, under_hook
 
+# chfs_pool: one default pool for the module's tests, emptied between them (conftest.py);
+# these tests use it only through its namespace.
+pytestmark = pytest.mark.module_pool
+
 
 def nstat(pool, path):
     """(size, nlink) of path, through the native API."""

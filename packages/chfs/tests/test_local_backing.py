@@ -8,6 +8,10 @@ import pytest
 
 from chfsutil import get, io, put, stat
 
+# chfs_pool: one default pool for the module's tests, emptied between them (conftest.py);
+# these tests use it only through its namespace.
+pytestmark = pytest.mark.module_pool
+
 
 def backing(pool, path):
     p = io(pool, "localpath", path).stdout.decode().strip()

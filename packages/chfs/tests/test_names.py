@@ -14,6 +14,10 @@ import pytest
 from ci.testlib.fuse_mount import chfuse_mounted
 from chfsutil import err_name, io
 
+# chfs_pool: one default pool for the module's tests, emptied between them (conftest.py);
+# these tests use it only through its namespace.
+pytestmark = pytest.mark.module_pool
+
 SCRIPT = r"""
 import errno, os, sys
 base = sys.argv[1]

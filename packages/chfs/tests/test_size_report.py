@@ -18,6 +18,10 @@ from chfsutil import get, io, put, sha, stat
 from poolstatus import ops, ops_delta as delta
 from tri_path import on_chfuse, on_tmpfs, under_hook
 
+# chfs_pool: one default pool for the module's tests, emptied between them (conftest.py);
+# these tests use it only through its namespace.
+pytestmark = pytest.mark.module_pool
+
 SMALL_CHUNK = 4096  # 1 MiB = 256 chunks: every server (the name's owner too) holds some
 MIB = 1 << 20
 

@@ -21,6 +21,10 @@ import pytest
 from chfsutil import io, owner, put, stat
 from poolstatus import ops, ops_delta
 
+# chfs_pool: one default pool for the module's tests, emptied between them (conftest.py);
+# these tests use it only through its namespace.
+pytestmark = pytest.mark.module_pool
+
 
 def home_index(pool, path):
     """Index of the server whose storage holds path's backing file (its home)."""

@@ -18,6 +18,10 @@ import pytest
 
 from chfsutil import io
 
+# chfs_pool: one default pool for the module's tests, emptied between them (conftest.py);
+# these tests use it only through its namespace.
+pytestmark = pytest.mark.module_pool
+
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("CHFS_STACK_CACHE", Path.home() / ".cache" / "chfs-stack"))
 MPICH_LIB = CACHE / "mpich" / "prefix" / "lib"

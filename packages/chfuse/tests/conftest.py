@@ -12,6 +12,10 @@ really came through io_uring (ci/test runs the chfuse suite once this way). Unde
 `ci/test --no-io-uring` (CHFS_TEST_NO_IO_URING=1, io_uring refused to the whole run) each clean
 unmount checks instead that the daemon said once that it serves /dev/fuse, and served it.
 `start(env, *opts, launcher=[...])` prefixes the daemon's command (e.g. ci/no-io-uring).
+
+`chfs_pool` here is one pool per test module, emptied between tests (the root conftest's
+module_chfs_pool): these tests use the pool only through its namespace and environment, and the
+suite runs twice in ci/test, so a pool per test was ~2 s of each test's set-up.
 """
 import os
 
@@ -19,8 +23,14 @@ import pytest
 
 from chfuse_util import Mount, fuse_uring_param, tool
 from ci.testlib import no_io_uring
+from ci.testlib.chfs_pool import lend_module_pool
 
 IO_URING = os.environ.get("CHFUSE_IO_URING") == "1"
+
+
+@pytest.fixture
+def chfs_pool(request, module_chfs_pool):
+    yield from lend_module_pool(request, module_chfs_pool)
 
 
 @pytest.fixture
