@@ -111,7 +111,10 @@ def test_each_server_fetches_only_the_chunks_it_owns(bk_pool):
             n += os.stat(p).st_blocks * 512
         held.append(n)
     assert sum(held) >= len(data) and sum(held) <= len(data) + 4 * 4096 * 4, held
-    assert max(held) < len(data) // 2, f"one server fetched most of the file: {held}"
+    # A member's share of the ring spreads ~1/sqrt(64 vnodes) (max/mean ~1.5, placement.h) and
+    # 64 chunks add binomial noise: half the file on one of 4 servers happens (CI 13c: 2052 of
+    # 4096 KiB). Each chunk fetched once (the sum) on 3 or more servers is the property.
+    assert max(held) < len(data) * 3 // 4, f"one server fetched most of the file: {held}"
     assert sum(1 for h in held if h) >= 3, held
 
 
