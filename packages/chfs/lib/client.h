@@ -320,8 +320,12 @@ int ns_rmdir_entry(struct srvlist *s, const char *cp);
 enum { NS_MOVE_NO_TOUCH = 1 };
 int ns_move(struct srvlist *s, const char *cf, const char *ct, const struct chfs_md *md, unsigned how,
             uint64_t pid);
-int data_truncate_all(struct srvlist *s, const struct chfs_md *md, uint64_t len);
+/* data_bcast.c: every data server of md's file cuts its chunks at len (all or none: see there;
+ * known_end: the file's end as the caller knows it, UINT64_MAX if it does not), drops them, or
+ * forgets the name they would be flushed to the backend under. */
+int data_truncate_all(struct srvlist *s, const struct chfs_md *md, uint64_t len, uint64_t known_end);
 int data_remove_all(struct srvlist *s, const struct chfs_md *md);
+int data_unnamed_all(struct srvlist *s, const struct chfs_md *md);
 
 /* ---- perm.c: who a call acts for, and POSIX permission checks (0 or -EACCES/-EPERM) ---- */
 enum { PERM_X = 1, PERM_W = 2, PERM_R = 4 };

@@ -316,85 +316,6 @@ int ns_report_size(struct chfs_file *f)
 	return rc;
 }
 
-/* Servers that may hold chunks of md's file. */
-static unsigned data_servers(struct srvlist *s, const struct chfs_md *md, unsigned *idx)
-{
-	if (md->flags & MD_LOCAL) {
-		int h = client_server_index(s, md->home);
-		if (h < 0)
-			return 0;
-		idx[0] = (unsigned)h;
-		return 1;
-	}
-	for (unsigned i = 0; i < s->n; i++)
-		idx[i] = i;
-	return s->n;
-}
-
-/* A truncate cuts every server's chunks or none: a server known down would keep its chunks past
- * the new size, and a later extension of the file would show them in the hole. So it fails
- * (EIO) before any server cut, and the caller changes no size (set_size cuts first). */
-static int cut_needs_all(struct srvlist *s, const struct rpc_fanout *f, unsigned op)
-{
-	for (unsigned i = 0; op == WOP_DATA_TRUNCATE && i < f->n; i++)
-		if (client_server_down(s, f->idx[i])) {
-			log_err("truncate: server %s is down: nothing cut, size unchanged",
-			        s->addrs[f->idx[i]]);
-			return -EIO;
-		}
-	return 0;
-}
-
-static int data_bcast_once(struct srvlist *s, const struct chfs_md *md, unsigned op, uint64_t len,
-                           unsigned *refused)
-{
-	struct rpc_fanout f;
-	int rc = rpc_fanout_init(&f, s, WIRE_HDR_LEN + 64);
-	if (rc == 0) {
-		uint8_t msg[WIRE_HDR_LEN + 32];
-		struct wenc e;
-		wenc_init(&e, msg, sizeof msg);
-		wenc_reserve(&e, WIRE_HDR_LEN);
-		wenc_u64(&e, md->fileid);
-		if (op == WOP_DATA_TRUNCATE)
-			wenc_u64(&e, len);
-		if (op == WOP_DATA_UNNAMED) { /* the placement tag: a server without an entry makes one */
-			wenc_u32(&e, md->pkey);
-			wenc_u32(&e, md->chunk_size);
-			wenc_u32(&e, md->flags & MD_FLAGS_ALL);
-		}
-		f.n = data_servers(s, md, f.idx);
-		rc = f.n ? cut_needs_all(s, &f, op) : -EIO;
-		if (rc == 0)
-			rc = rpc_fanout_call(s, &f, msg, e.len, op);
-		*refused = rpc_multi_refused(f.idx, f.n, f.rcs);
-	}
-	rpc_fanout_free(&f);
-	return rc;
-}
-
-/* Placed again with the newer list while a server says the list changed (idempotent). */
-static int data_bcast(struct srvlist *s, const struct chfs_md *md, unsigned op, uint64_t len)
-{
-	int rc = -ERESTART;
-	for (int attempt = 0; attempt < CLIENT_RETRIES && rc == -ERESTART; attempt++) {
-		unsigned refused = 0;
-		if ((rc = data_bcast_once(s, md, op, len, &refused)) == -ERESTART)
-			s = client_list_retry(s, refused, attempt);
-	}
-	return rpc_restart_failed(rc);
-}
-
-int data_truncate_all(struct srvlist *s, const struct chfs_md *md, uint64_t len)
-{
-	return data_bcast(s, md, WOP_DATA_TRUNCATE, len);
-}
-
-int data_remove_all(struct srvlist *s, const struct chfs_md *md)
-{
-	return data_bcast(s, md, WOP_DATA_REMOVE, 0);
-}
-
 /* The last name of regular file md is gone (best effort: the name is gone either way). Its
  * data go, unless descriptors keep them (orphan.c); then, with a backend, no server may flush
  * them back under the removed name: the backend file went with it (server/flush.c). */
@@ -403,7 +324,7 @@ static void last_name_gone(struct srvlist *s, const struct chfs_md *md)
 	if (!orphan_hold(md))
 		data_remove_all(s, md);
 	else if (md->flags & MD_FLUSH)
-		data_bcast(s, md, WOP_DATA_UNNAMED, 0);
+		data_unnamed_all(s, md);
 }
 
 /* Does the parent of cpath exist as a directory? Its record goes to *pmd (NULL: not wanted). */
@@ -1089,9 +1010,20 @@ int chfs_readlink(const char *path, char *buf, size_t size)
  * owner. A server that cannot cut (down, unreachable) fails the truncate with the size as it
  * was: the other order recorded the new size while that server kept its chunks past it, bytes
  * a later extension exposed in what must read as a hole (POSIX) once the server was back. */
+static void fd_max_end(struct chfs_file *f, void *arg)
+{
+	uint64_t *end = arg;
+	pthread_mutex_lock(&f->lock);
+	if (f->written_end > *end)
+		*end = f->written_end;
+	pthread_mutex_unlock(&f->lock);
+}
+
 static int set_size(struct srvlist *s, const char *cp, const struct chfs_md *md, uint64_t len)
 {
-	int rc = data_truncate_all(s, md, len);
+	uint64_t end = md->size; /* and this process's writes (an open file's md is older) */
+	fd_foreach_fileid(md->fileid, fd_max_end, &end);
+	int rc = data_truncate_all(s, md, len, end);
 	if (rc == 0)
 		rc = setattr_size(s, cp, md->fileid, WIRE_SET_SIZE, len);
 	if ((rc == -ENOENT || rc == -ESTALE) && md->fileid) {

@@ -132,7 +132,7 @@ int orphan_truncate(struct srvlist *s, struct chfs_file *f, off_t len)
 		return -EINVAL;
 	if ((uint64_t)len > WIRE_MAX_OFFSET)
 		return -EFBIG;
-	int rc = data_truncate_all(s, &f->md, (uint64_t)len);
+	int rc = data_truncate_all(s, &f->md, (uint64_t)len, UINT64_MAX);
 	if (rc == 0) {
 		uint64_t l = (uint64_t)len;
 		fd_foreach_fileid(f->md.fileid, fd_clamp_size, &l);

@@ -5,7 +5,13 @@ either cuts every server's chunks or fails (EIO) with the file as it was (lib/na
 set_size: the data first, the size after). The client refuses before cutting only when its member
 list says the server is down, so the test waits until every member found it down (with a list
 from a member that had not found it down yet, the truncate cut the live servers' chunks and then
-failed EIO: bytes lost, the file's size unchanged; design.md, Not yet)."""
+failed EIO: bytes lost, the file's size unchanged). The second test makes that case on purpose:
+a server stopped (SIGSTOP, as a hung node) just before the truncate, before any member's failure
+detector can have found it down; the client now asks every data server first (lib/data_bcast.c)."""
+import os
+import signal
+import time
+
 import pytest
 
 import poolstatus
@@ -63,3 +69,43 @@ def test_truncate_while_a_server_is_down_never_exposes_its_old_bytes(chfs_pool, 
         assert get(pool, "/f") == DATA, "a failed truncate lost bytes"
         io(pool, "truncate", "/f", CUT)
         expect_cut_then_extended(pool, how)
+
+
+def stopped(pid):
+    """Every thread of pid stopped (state T)."""
+    def state(tid):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return "?"
+    return all(state(t) == "T" for t in os.listdir(f"/proc/{pid}/task"))
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 3, "rpc_timeout_ms": 1500,
+                                        "extra_env": {"CHFS_CHUNK_SIZE": str(CHUNK)}}],
+                         indirect=True)
+def test_truncate_right_after_a_server_hangs_cuts_nothing(chfs_pool):
+    pool = chfs_pool
+    put(pool, "/f", DATA)
+    own = owner(pool, "/f")
+    victim = next(i for i, a in enumerate(pool.addrs) if a != own)
+    hung = pool.addrs[victim]
+    env = dict(pool.env, CHFS_SERVER=",".join([own] + [a for a in pool.addrs if a not in (own, hung)]))
+    os.kill(pool.pids[victim], signal.SIGSTOP)
+    try:
+        for _ in range(500):
+            if stopped(pool.pids[victim]):
+                break
+            time.sleep(0.01)
+        r = io(pool, "truncate", "/f", CUT, check=False, timeout=60, env=env)
+        assert r.returncode != 0 and err_name(r) == "EIO", r.stderr
+    finally:
+        os.kill(pool.pids[victim], signal.SIGCONT)
+    for a in pool.addrs:
+        poolstatus.wait_view(pool.env, a, set())
+    assert stat(pool, "/f")[1] == SIZE, "a failed truncate changed the size"
+    assert get(pool, "/f") == DATA, "a failed truncate lost bytes"
+    io(pool, "truncate", "/f", CUT)
+    expect_cut_then_extended(pool, "write")

@@ -1,0 +1,124 @@
+/*
+ * data_bcast.c — requests every server that may hold chunks of a file takes (its home alone for
+ * a local-placement file): cut them (truncate), drop them (the file is gone), forget the name
+ * they would be flushed under (the last name went while descriptors keep the data). Each is
+ * placed again with a newer list while a server says the list changed (they are idempotent).
+ */
+#define _GNU_SOURCE
+#include "client.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Servers that may hold chunks of md's file. */
+static unsigned data_servers(struct srvlist *s, const struct chfs_md *md, unsigned *idx)
+{
+	if (md->flags & MD_LOCAL) {
+		int h = client_server_index(s, md->home);
+		if (h < 0)
+			return 0;
+		idx[0] = (unsigned)h;
+		return 1;
+	}
+	for (unsigned i = 0; i < s->n; i++)
+		idx[i] = i;
+	return s->n;
+}
+
+/* A truncate cuts every server's chunks or none: a server down would keep its chunks past the
+ * new size, and a later extension of the file would show them in the hole; one that fails after
+ * the others cut would leave the bytes past the new size gone with the size unchanged. So a cut
+ * over several servers first checks that each answers (DATA_STAT: reads, changes nothing): one
+ * known down, or silent within the RPC timeout, fails the truncate (EIO) before any server cut,
+ * and the caller changes no size (set_size cuts first). A truncate to the end its caller knows
+ * (the owner's size, this process's writes) or past it skips the round: only bytes another
+ * process wrote meanwhile can be past it. The client's list alone is not enough:
+ * it comes from any member, which may not have found a dead server down yet. Left: a server
+ * that dies between its answer and the cut (microseconds, not the detector's second or two). */
+static int cut_needs_all(struct srvlist *s, struct rpc_fanout *f, unsigned op, const struct chfs_md *md,
+                         uint64_t len, uint64_t known_end)
+{
+	if (op != WOP_DATA_TRUNCATE)
+		return 0;
+	for (unsigned i = 0; i < f->n; i++)
+		if (client_server_down(s, f->idx[i])) {
+			log_err("truncate: server %s is down: nothing cut, size unchanged",
+			        s->addrs[f->idx[i]]);
+			return -EIO;
+		}
+	if (f->n < 2 || len >= known_end)
+		return 0; /* one server cuts or fails alone; no byte known is past len */
+	uint8_t msg[WIRE_HDR_LEN + 32];
+	struct wenc e;
+	wenc_init(&e, msg, sizeof msg);
+	wenc_reserve(&e, WIRE_HDR_LEN);
+	wenc_u64(&e, md->fileid);
+	wenc_u64(&e, 0); /* size, mtime, ctime of the metadata: none, only the answer counts */
+	wenc_i64(&e, 0);
+	wenc_i64(&e, 0);
+	int rc = rpc_fanout_call(s, f, msg, e.len, WOP_DATA_STAT);
+	for (unsigned i = 0; rc && rc != -ENOMEM && i < f->n; i++)
+		if (f->rcs[i]) {
+			log_err("truncate: server %s did not answer (%s): nothing cut, size unchanged",
+			        s->addrs[f->idx[i]], strerror(-f->rcs[i]));
+			return -EIO;
+		}
+	return rc;
+}
+
+static int data_bcast_once(struct srvlist *s, const struct chfs_md *md, unsigned op, uint64_t len,
+                           uint64_t known_end, unsigned *refused)
+{
+	struct rpc_fanout f;
+	int rc = rpc_fanout_init(&f, s, WIRE_HDR_LEN + 64);
+	if (rc == 0) {
+		uint8_t msg[WIRE_HDR_LEN + 32];
+		struct wenc e;
+		wenc_init(&e, msg, sizeof msg);
+		wenc_reserve(&e, WIRE_HDR_LEN);
+		wenc_u64(&e, md->fileid);
+		if (op == WOP_DATA_TRUNCATE)
+			wenc_u64(&e, len);
+		if (op == WOP_DATA_UNNAMED) { /* the placement tag: a server without an entry makes one */
+			wenc_u32(&e, md->pkey);
+			wenc_u32(&e, md->chunk_size);
+			wenc_u32(&e, md->flags & MD_FLAGS_ALL);
+		}
+		f.n = data_servers(s, md, f.idx);
+		rc = f.n ? cut_needs_all(s, &f, op, md, len, known_end) : -EIO;
+		if (rc == 0)
+			rc = rpc_fanout_call(s, &f, msg, e.len, op);
+		*refused = rpc_multi_refused(f.idx, f.n, f.rcs);
+	}
+	rpc_fanout_free(&f);
+	return rc;
+}
+
+/* Placed again with the newer list while a server says the list changed (idempotent). */
+static int data_bcast(struct srvlist *s, const struct chfs_md *md, unsigned op, uint64_t len,
+                      uint64_t known_end)
+{
+	int rc = -ERESTART;
+	for (int attempt = 0; attempt < CLIENT_RETRIES && rc == -ERESTART; attempt++) {
+		unsigned refused = 0;
+		if ((rc = data_bcast_once(s, md, op, len, known_end, &refused)) == -ERESTART)
+			s = client_list_retry(s, refused, attempt);
+	}
+	return rpc_restart_failed(rc);
+}
+
+int data_truncate_all(struct srvlist *s, const struct chfs_md *md, uint64_t len, uint64_t known_end)
+{
+	return data_bcast(s, md, WOP_DATA_TRUNCATE, len, known_end);
+}
+
+int data_remove_all(struct srvlist *s, const struct chfs_md *md)
+{
+	return data_bcast(s, md, WOP_DATA_REMOVE, 0, 0);
+}
+
+int data_unnamed_all(struct srvlist *s, const struct chfs_md *md)
+{
+	return data_bcast(s, md, WOP_DATA_UNNAMED, 0, 0);
+}
