@@ -442,14 +442,18 @@ int wire_mig_item_get(struct wdec *d, struct wire_mig_item *it)
 	return d->err ? d->err : bad;
 }
 
+static void dec_path_check(const char *path, int allow_root, int *bad)
+{
+	int rc = path_check_canonical(path, strlen(path), allow_root);
+	if (rc && !*bad)
+		*bad = rc;
+}
+
 static void dec_path(struct wdec *d, char *out, int allow_root, int *bad)
 {
 	wdec_str(d, out, CHFS_PATH_MAX);
-	if (d->err)
-		return;
-	int rc = path_check_canonical(out, strlen(out), allow_root);
-	if (rc && !*bad)
-		*bad = rc;
+	if (!d->err)
+		dec_path_check(out, allow_root, bad);
 }
 
 void wire_stage_file_put(struct wenc *e, const struct chfs_md *m)
@@ -866,9 +870,11 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		                           WIRE_SET_SUBDIR_DEL)))
 			bad = -EINVAL;
 		break;
-	case WOP_RELINK:
+	case WOP_RELINK: /* an empty name: the file lost its last name (server/relink.h) */
 		r->fileid = wdec_u64(&d);
-		dec_path(&d, r->path, 0, &bad);
+		wdec_str(&d, r->path, CHFS_PATH_MAX);
+		if (!d.err && *r->path)
+			dec_path_check(r->path, 0, &bad);
 		break;
 	case WOP_ORPHAN_HOLD:
 	case WOP_ORPHAN_DROP:

@@ -35,7 +35,8 @@
  * WOP_DATA_UNNAMED from the client that removed the name) keeps an entry with an empty path,
  * in its map too, and is never flushed: its backend file went with the name, and a flush (of a
  * write through a descriptor, or of the map at a restart) brought it back. DATA_REMOVE, when
- * the last descriptor is closed, forgets it.
+ * the last descriptor is closed, forgets it. The empty name also goes into the relink table
+ * (relink.c), which a joining server is handed: its entries of the file start unnamed.
  */
 #define _GNU_SOURCE
 #include "backend.h"
@@ -218,11 +219,11 @@ int bflush_note_write(struct chfsd *d, uint64_t fileid, const struct wire_tag *t
 {
 	if (!d->bk || !(tag->flags & MD_FLUSH) || !*path)
 		return 0;
-	int rc = 0;
+	int rc = 0, unnamed = brelink_unnamed(fileid); /* (its name went before this server joined) */
 	uint8_t one = 1;
 	pthread_mutex_lock(&fl.lock);
 	struct dirty *e = find(fileid);
-	if (!e && !(e = add(fileid, tag, path)))
+	if (!e && !(e = add(fileid, tag, unnamed ? "" : path)))
 		rc = -EIO;
 	for (uint32_t s = 0; s < nseg && rc == 0 && e->local; s++)
 		e->dirty_bytes += seg[s].len; /* (no map: the whole file is compared and copied) */
@@ -251,9 +252,9 @@ int bflush_note_local(struct chfsd *d, uint64_t fileid, const struct wire_tag *t
 {
 	if (!d->bk || (tag->flags & (MD_LOCAL | MD_FLUSH)) != (MD_LOCAL | MD_FLUSH) || !*path)
 		return 0;
-	int rc = 0;
+	int rc = 0, unnamed = brelink_unnamed(fileid);
 	pthread_mutex_lock(&fl.lock);
-	if (!find(fileid) && !add(fileid, tag, path))
+	if (!find(fileid) && !add(fileid, tag, unnamed ? "" : path))
 		rc = -EIO;
 	pthread_cond_broadcast(&fl.work);
 	pthread_mutex_unlock(&fl.lock);
@@ -534,6 +535,12 @@ void bflush_unnamed(struct chfsd *d, uint64_t fileid, const struct wire_tag *tag
 	if (rc)
 		log_err("write-back map of file %016llx: %s; after a restart its data may be flushed under "
 		        "the name it lost",
+		        (unsigned long long)fileid, strerror(-rc));
+	/* In the relink table too: a server that joins is owed the table (relink_join.c), and
+	 * writes through the descriptors to the chunks it takes carry the old name. */
+	if ((rc = brelink_note(d, fileid, "")) != 0)
+		log_err("backend names of file %016llx: %s; a server that joins may flush it under the "
+		        "name it lost",
 		        (unsigned long long)fileid, strerror(-rc));
 }
 

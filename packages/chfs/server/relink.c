@@ -12,6 +12,9 @@
  * when it starts again, before it flushes (relink_owed.c); one that joins later is owed the
  * whole table (relink_join.c).
  *
+ * A file that lost its last name while descriptors keep its data has an empty name here
+ * (flush.c, WOP_DATA_UNNAMED): never flushed again, also by a server that joins since.
+ *
  * The table is appended to STORAGE/bdirty/relink.log (u64 fileid, u32 length, name; the last
  * record of a file wins) before WOP_RELINK is answered, so a restarted server still maps old
  * names. Entries of removed files leave memory; the log is not compacted (a record per rename
@@ -89,8 +92,7 @@ int brelink_init(struct chfsd *d, int bdirty_fd)
 	while (off + 12 <= sb.st_size) {
 		uint64_t id = get_le(buf + off, 8);
 		uint32_t n = (uint32_t)get_le(buf + off + 8, 4);
-		if (n == 0 || n >= CHFS_PATH_MAX || off + 12 + n > sb.st_size ||
-		    set(id, (char *)buf + off + 12, n))
+		if (n >= CHFS_PATH_MAX || off + 12 + n > sb.st_size || set(id, (char *)buf + off + 12, n))
 			break; /* a record cut by a crash was never answered */
 		off += 12 + n;
 	}
@@ -130,9 +132,18 @@ void brelink_map(struct chfsd *d, uint64_t fileid, char *path, size_t size)
 		return;
 	pthread_mutex_lock(&rl.lock);
 	struct link *l = *slot(fileid);
-	if (l && strlen(l->path) < size)
+	if (l && *l->path && strlen(l->path) < size)
 		strcpy(path, l->path);
 	pthread_mutex_unlock(&rl.lock);
+}
+
+int brelink_unnamed(uint64_t fileid)
+{
+	pthread_mutex_lock(&rl.lock);
+	struct link *l = *slot(fileid);
+	int unnamed = l && !*l->path;
+	pthread_mutex_unlock(&rl.lock);
+	return unnamed;
 }
 
 void brelink_forget(struct chfsd *d, uint64_t fileid)

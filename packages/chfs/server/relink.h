@@ -14,11 +14,17 @@ int brelink_init(struct chfsd *d, int bdirty_fd);
 /* A rename of fileid reached the backend: its backend name is path now. Tells every member
  * (this server directly); a member that cannot be reached is owed it (relink_owed.c). */
 void brelink_announce(struct chfsd *d, uint64_t fileid, const char *path);
-/* WOP_RELINK: record fileid's backend name and move its dirty entry there. 0 or -errno. */
+/* WOP_RELINK: record fileid's backend name and move its dirty entry there. 0 or -errno. An
+ * empty name: the file lost its last name while descriptors keep its data (WOP_DATA_UNNAMED,
+ * flush.c): nothing of it is flushed any more, here or, through the table, on a server that
+ * joins later (relink_join.c owes it the whole table). */
 int brelink_note(struct chfsd *d, uint64_t fileid, const char *path);
 /* A data request's backend path (size bytes): replaced by fileid's backend name if a rename
- * moved the file after the client looked it up. */
+ * moved the file after the client looked it up (not by an empty name: reads through it still
+ * fetch from the old one until the removal reaches the backend). */
 void brelink_map(struct chfsd *d, uint64_t fileid, char *path, size_t size);
+/* Has fileid lost its last name (an empty name in the table)? */
+int brelink_unnamed(uint64_t fileid);
 /* fileid's backend name into path (size bytes): 0, -ENOENT (no rename of it reached the
  * backend) or -ENAMETOOLONG. */
 int brelink_name(struct chfsd *d, uint64_t fileid, char *path, size_t size);

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+import poolstatus
 from chfsutil import io, python_env
 from holder import holding, write_now
 
@@ -51,4 +52,26 @@ def test_a_server_restarted_while_an_unlinked_file_is_held_does_not_bring_it_bac
         assert backend_files(pool) == []
         write_now(holder)
     io(pool, "sync", env=env)
+    assert backend_files(pool) == []
+
+
+@pytest.mark.timeout(180)
+def test_a_server_that_joined_while_an_unlinked_file_is_held_does_not_bring_it_back(make_pool):
+    """WOP_DATA_UNNAMED reached the members of the unlink's time; servers that join later take
+    chunks of the held file, and the holder's writes to them still carry the old backend name.
+    Flushed at once (-U -1), they made the file again on the backend."""
+    pool = make_pool("-F", "1", "-U", "-1", servers=2)
+    size = 2 << 20                                    # 32 chunks: some move to each new server
+    io(pool, "put", "/f", "0", "create", input=random.Random(5).randbytes(size))
+    io(pool, "sync")
+    assert backend_files(pool) == ["f"]
+    with holding(python_env(pool.env), "/f", 0, "Z", size) as holder:
+        io(pool, "unlink", "/f")
+        assert wait_for(lambda: backend_files(pool) == [], 10)
+        pool.add()
+        pool.add()
+        poolstatus.wait_settled(pool.env, 4)
+        write_now(holder)                             # every chunk, then its last close
+    time.sleep(1.5)
+    io(pool, "sync")
     assert backend_files(pool) == []

@@ -458,6 +458,20 @@ int main(void)
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_RELINK_OWED), &req), 0);
 	CHECK(req.id[0] == '\0');
 	begin(&e, buf, sizeof buf);
+	wenc_u64(&e, 42);
+	wenc_str(&e, "dir/new");
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_RELINK), &req), 0);
+	CHECK(req.fileid == 42 && strcmp(req.path, "dir/new") == 0);
+	begin(&e, buf, sizeof buf); /* empty: the file lost its last name (server/relink.h) */
+	wenc_u64(&e, 42);
+	wenc_str(&e, "");
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_RELINK), &req), 0);
+	CHECK(req.fileid == 42 && req.path[0] == '\0');
+	begin(&e, buf, sizeof buf);
+	wenc_u64(&e, 42);
+	wenc_str(&e, "dir/../x"); /* not canonical */
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_RELINK), &req), -EINVAL);
+	begin(&e, buf, sizeof buf);
 	list_put(&e, 3, 64, ID1 "=tcp://a:1," ID2 "=shm://b", ID2);
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_SET_LIST), &req), 0);
 	CHECK(req.epoch == 3 && req.vnodes == 64);
