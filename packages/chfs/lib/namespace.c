@@ -1006,10 +1006,7 @@ int chfs_readlink(const char *path, char *buf, size_t size)
 	return (int)n;
 }
 
-/* Set the size of a regular file exactly: the backing files first, then the metadata at the
- * owner. A server that cannot cut (down, unreachable) fails the truncate with the size as it
- * was: the other order recorded the new size while that server kept its chunks past it, bytes
- * a later extension exposed in what must read as a hole (POSIX) once the server was back. */
+/* fd_foreach_fileid callback: *(uint64_t *)arg raised to the end this descriptor wrote. */
 static void fd_max_end(struct chfs_file *f, void *arg)
 {
 	uint64_t *end = arg;
@@ -1019,6 +1016,10 @@ static void fd_max_end(struct chfs_file *f, void *arg)
 	pthread_mutex_unlock(&f->lock);
 }
 
+/* Set the size of a regular file exactly: the backing files first, then the metadata at the
+ * owner. A server that cannot cut (down, unreachable) fails the truncate with the size as it
+ * was: the other order recorded the new size while that server kept its chunks past it, bytes
+ * a later extension exposed in what must read as a hole (POSIX) once the server was back. */
 static int set_size(struct srvlist *s, const char *cp, const struct chfs_md *md, uint64_t len)
 {
 	uint64_t end = md->size; /* and this process's writes (an open file's md is older) */
