@@ -219,11 +219,13 @@ int bflush_note_write(struct chfsd *d, uint64_t fileid, const struct wire_tag *t
 {
 	if (!d->bk || !(tag->flags & MD_FLUSH) || !*path)
 		return 0;
-	int rc = 0, unnamed = brelink_unnamed(fileid); /* (its name went before this server joined) */
+	int rc = 0;
 	uint8_t one = 1;
 	pthread_mutex_lock(&fl.lock);
 	struct dirty *e = find(fileid);
-	if (!e && !(e = add(fileid, tag, unnamed ? "" : path)))
+	/* A new entry only: its name may have gone before this server joined (relink.c's lock is a
+	 * leaf, taken inside this one) */
+	if (!e && !(e = add(fileid, tag, brelink_unnamed(fileid) ? "" : path)))
 		rc = -EIO;
 	for (uint32_t s = 0; s < nseg && rc == 0 && e->local; s++)
 		e->dirty_bytes += seg[s].len; /* (no map: the whole file is compared and copied) */
@@ -252,9 +254,9 @@ int bflush_note_local(struct chfsd *d, uint64_t fileid, const struct wire_tag *t
 {
 	if (!d->bk || (tag->flags & (MD_LOCAL | MD_FLUSH)) != (MD_LOCAL | MD_FLUSH) || !*path)
 		return 0;
-	int rc = 0, unnamed = brelink_unnamed(fileid);
+	int rc = 0;
 	pthread_mutex_lock(&fl.lock);
-	if (!find(fileid) && !add(fileid, tag, unnamed ? "" : path))
+	if (!find(fileid) && !add(fileid, tag, brelink_unnamed(fileid) ? "" : path))
 		rc = -EIO;
 	pthread_cond_broadcast(&fl.work);
 	pthread_mutex_unlock(&fl.lock);

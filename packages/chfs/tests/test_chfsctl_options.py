@@ -9,11 +9,10 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 
 import pytest
 
-from ci.testlib.chfs_pool import stack_env
+from ci.testlib.chfs_pool import stack_env, wait_gone
 
 
 @pytest.fixture
@@ -159,14 +158,4 @@ def test_stop_with_fewer_servers_than_the_pool_names_those_left_running(ctl):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "still running" not in r.stderr, r.stderr
     for p in pids:
-        for _ in range(100):
-            try:
-                os.kill(p, 0)
-            except ProcessLookupError:
-                break
-            with open(f"/proc/{p}/status") as f:
-                if "\nState:\tZ" in f.read():
-                    break
-            time.sleep(0.05)
-        else:
-            raise AssertionError(f"server {p} still running after stop -N 3")
+        assert wait_gone(p, 5), f"server {p} still running after stop -N 3"
