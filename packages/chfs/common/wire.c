@@ -65,6 +65,7 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_LEASE_RENEW] = "lease-renew",
         [WOP_REJOINED] = "rejoined",
         [WOP_DATA_UNNAMED] = "data_unnamed",
+        [WOP_UNNAMED_OWED] = "unnamed-owed",
 };
 
 const char *wire_op_name(unsigned op)
@@ -827,6 +828,12 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 		break;
 	case WOP_DATA_REMOVE:
 	case WOP_MOVED: r->fileid = wdec_u64(&d); break;
+	case WOP_UNNAMED_OWED:
+		r->fileid = wdec_u64(&d);
+		wdec_str(&d, r->addr, sizeof r->addr);
+		if (!d.err && (r->fileid == 0 || !wire_addr_ok(r->addr, strlen(r->addr))))
+			bad = -EINVAL;
+		break;
 	case WOP_FIND: {
 		dec_path(&d, r->path, 1, &bad);
 		r->fileid = wdec_u64(&d);                        /* session */

@@ -151,6 +151,11 @@ enum wire_op {
 	/* The file lost its last name but its data are kept for open descriptors: never flush them
 	 * to the backend (server/flush.c). */
 	WOP_DATA_UNNAMED, /* u64 fileid, tag (no path) */
+	/* A DATA_REMOVE or DATA_UNNAMED of a file with a backend did not reach the member at addr
+	 * (down, stopped, unreachable): the receiver owes it the file's empty backend name, which
+	 * it delivers when that member starts or resumes (server/relink_owed.c), so the member
+	 * never flushes the file's chunks it still holds under the removed name. */
+	WOP_UNNAMED_OWED, /* u64 fileid, str addr */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);

@@ -67,6 +67,49 @@ static int cut_needs_all(struct srvlist *s, struct rpc_fanout *f, unsigned op, c
 	return rc;
 }
 
+/* A removal (or the loss of the last name) that did not reach a server holding chunks of a
+ * file with a backend: that server keeps them dirty under the removed name and, once restarted
+ * or resumed, would flush them there, over whatever file has the name by then. A server that
+ * got it is told (WOP_UNNAMED_OWED) and owes that one the file's empty backend name, delivered
+ * before it flushes again (server/relink_owed.c). */
+static int owe_unnamed(struct srvlist *s, unsigned witness, uint64_t fileid, const char *addr)
+{
+	RPC_DECL(r);
+	rpc_begin(&r, WOP_UNNAMED_OWED);
+	wenc_u64(&r.e, fileid);
+	wenc_str(&r.e, addr);
+	return rpc_call(s, witness, &r);
+}
+
+static int asked(const struct rpc_fanout *f, unsigned idx)
+{
+	for (unsigned i = 0; i < f->n; i++)
+		if (f->idx[i] == idx)
+			return 1;
+	return 0;
+}
+
+static void tell_missed(struct srvlist *s, const struct chfs_md *md, const struct rpc_fanout *f)
+{
+	int witness = -1;
+	for (unsigned i = 0; i < f->n && witness < 0; i++)
+		if (f->rcs[i] == 0)
+			witness = (int)f->idx[i];
+	for (unsigned i = 0; i < s->n && witness < 0; i++) /* a local file's home missed it */
+		if (!client_server_down(s, i) && !asked(f, i))
+			witness = (int)i;
+	for (unsigned i = 0; i < f->n; i++) {
+		if (f->rcs[i] == 0)
+			continue;
+		const char *addr = s->addrs[f->idx[i]];
+		int rc = witness < 0 ? -EHOSTDOWN : owe_unnamed(s, (unsigned)witness, md->fileid, addr);
+		if (rc)
+			log_err("file %016llx lost its last name, and neither server %s nor another one could "
+			        "note it (%s): %s may flush the file's chunks to the backend under the removed name",
+			        (unsigned long long)md->fileid, addr, strerror(-rc), addr);
+	}
+}
+
 static int data_bcast_once(struct srvlist *s, const struct chfs_md *md, unsigned op, uint64_t len,
                            uint64_t known_end, unsigned *refused)
 {
@@ -90,6 +133,9 @@ static int data_bcast_once(struct srvlist *s, const struct chfs_md *md, unsigned
 		if (rc == 0)
 			rc = rpc_fanout_call(s, &f, msg, e.len, op);
 		*refused = rpc_multi_refused(f.idx, f.n, f.rcs);
+		if (rc && rc != -ERESTART && f.n && (md->flags & MD_FLUSH) && /* (-ERESTART: sent again) */
+		    (op == WOP_DATA_REMOVE || op == WOP_DATA_UNNAMED))
+			tell_missed(s, md, &f);
 	}
 	rpc_fanout_free(&f);
 	return rc;

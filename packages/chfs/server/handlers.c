@@ -458,6 +458,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	case WOP_READ: return do_read(d, r, q, w, e);
 	case WOP_DATA_REMOVE: return chfsd_data_remove(d, q->fileid);
 	case WOP_DATA_UNNAMED: bflush_unnamed(d, q->fileid, &q->tag); return 0;
+	case WOP_UNNAMED_OWED: return bowed_unnamed(d, q->fileid, q->addr);
 	case WOP_DATA_TRUNCATE:
 		rebalance_data_op_begin(d, q->fileid, q->size, 0);
 		rc = bcache_truncate(d, q->fileid, q->size);
@@ -537,6 +538,7 @@ static int placed(unsigned op)
 	case WOP_LEASE_RENEW: /* every server the client holds leases at, whatever the ring says */
 	case WOP_META_SETTLE:
 	case WOP_RELINK_OWED:
+	case WOP_UNNAMED_OWED: /* a debt: kept wherever the client could reach */
 	case WOP_FLUSH_ERRORS:
 	case WOP_MOVED:
 	case WOP_LOCAL_PATH:

@@ -13,7 +13,10 @@
  * whole table (relink_join.c).
  *
  * A file that lost its last name while descriptors keep its data has an empty name here
- * (flush.c, WOP_DATA_UNNAMED): never flushed again, also by a server that joins since.
+ * (flush.c, WOP_DATA_UNNAMED): never flushed again, also by a server that joins since. So has
+ * a removed file on a member that a client's DATA_REMOVE or DATA_UNNAMED did not reach: the
+ * client tells a member it reached (WOP_UNNAMED_OWED), which owes the empty name to the one
+ * that missed it (relink_owed.c). An empty name is final: no later name replaces it.
  *
  * The table is appended to STORAGE/bdirty/relink.log (u64 fileid, u32 length, name; the last
  * record of a file wins) before WOP_RELINK is answered, so a restarted server still maps old
@@ -113,6 +116,13 @@ int brelink_note(struct chfsd *d, uint64_t fileid, const char *path)
 	put_le(rec + 8, n, 4);
 	memcpy(rec + 12, path, n);
 	pthread_mutex_lock(&rl.lock);
+	struct link *l = *slot(fileid);
+	if (l && !*l->path && n) { /* no name comes back: a rename's debt delivered after the
+	                            * removal's (relink_owed.c), both owed while this server was down */
+		pthread_mutex_unlock(&rl.lock);
+		free(rec);
+		return 0;
+	}
 	ssize_t w = pwrite(rl.fd, rec, 12 + n, rl.end);
 	int rc = w == (ssize_t)(12 + n) ? 0 : w < 0 ? -errno : -EIO;
 	if (rc == 0) {

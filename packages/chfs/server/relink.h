@@ -40,6 +40,11 @@ int bowed_init(int bdirty_fd);
 void bowed_add(struct chfsd *d, const char *id, const char *addr, uint64_t fileid);
 /* The same for n files at once (one write of relink.owed). */
 void bowed_add_all(struct chfsd *d, const char *id, const char *addr, const uint64_t *fileids, size_t n);
+/* WOP_UNNAMED_OWED: the member at addr missed that fileid lost its last name (a client's
+ * DATA_REMOVE or DATA_UNNAMED did not reach it). fileid's name here becomes empty and the
+ * member is owed it. 0, -EINVAL (addr is no other member), -EOPNOTSUPP (no backend) or the
+ * relink log's error. */
+int bowed_unnamed(struct chfsd *d, uint64_t fileid, const char *addr);
 /* Send what is owed to the member id, now at addr (id NULL: to the member at addr, an earlier
  * build's request; both NULL: to every member); what fails stays owed. Debts to members that
  * left the pool are dropped (logged). */

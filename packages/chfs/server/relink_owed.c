@@ -15,6 +15,12 @@
  * stays listed, and in the file, until the member has it: two deliveries at once (a sync and a
  * member's pull) each rewrite the file, and neither may drop what the other is still sending.
  *
+ * A removal is owed the same way, as an empty name (the file has none any more): a client
+ * whose DATA_REMOVE or DATA_UNNAMED did not reach a member tells a member it reached
+ * (WOP_UNNAMED_OWED, bowed_unnamed), and the restarted or resumed member, told before it
+ * flushes, never flushes the removed file's chunks under the name (a file made since under
+ * it got them on the backend). Its chunks stay, unnamed, until a DATA_REMOVE reaches it.
+ *
  * A member that left the pool (chfsctl remove: SIGUSR1) is owed nothing any more: it asked for
  * its debts before handing its keys over (handover.c), so the chunks it flushed on their way to
  * the new owners went to the new name, and those owners were members when the rename was
@@ -177,6 +183,28 @@ static struct wire_member *members(struct chfsd *d, int *n)
 	return m;
 }
 
+int bowed_unnamed(struct chfsd *d, uint64_t fileid, const char *addr)
+{
+	if (!d->bk)
+		return -EOPNOTSUPP;
+	int n, rc = -EINVAL;
+	struct wire_member *m = members(d, &n);
+	for (int i = 0; i < n && rc == -EINVAL; i++)
+		if (strcmp(m[i].addr, addr) == 0 && strcmp(m[i].id, d->id) != 0) {
+			if ((rc = brelink_note(d, fileid, "")) == 0) /* what the delivery sends */
+				bowed_add(d, m[i].id, addr, fileid);
+			else
+				log_err("file %016llx lost its last name, missed by %s: not noted (%s); it may "
+				        "flush the file's chunks it holds under the removed name",
+				        (unsigned long long)fileid, addr, strerror(-rc));
+		}
+	free(m);
+	if (rc == 0)
+		log_notice("file %016llx lost its last name while %s could not be told: owed to it",
+		           (unsigned long long)fileid, addr);
+	return rc;
+}
+
 /* Debt x against the member list (lock held, x not out for delivery): its id found by its
  * address if it has none, its address brought up to date. 0 if the member left the pool. */
 static int still_member(struct debt *x, const struct wire_member *m, int n)
@@ -255,7 +283,8 @@ void brelink_deliver(struct chfsd *d, const char *id, const char *addr)
 			wenc_str(&e, path);
 			rc = chfsd_call(d, v[i]->addr, &e, rep, sizeof rep, NULL, d->timeout_ms);
 			if (rc == 0 && ++told <= TOLD_LOGGED) /* (a joiner is owed the whole table) */
-				log_notice("backend name %s of file %016llx: told %s, which missed it", path,
+				log_notice("backend name %s%s of file %016llx: told %s, which missed it",
+				           path, *path ? "" : "(none: the file lost its last name)",
 				           (unsigned long long)v[i]->fileid, v[i]->addr);
 		}
 		rcs[i] = rc; /* 0 told, -ENOENT the file is gone (nothing to tell): settled */

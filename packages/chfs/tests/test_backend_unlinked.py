@@ -3,16 +3,19 @@ a file removed while it was open (POSIX: readable and writable through the descr
 its last close) are never flushed back under the name the file no longer has — neither by
 the flush threads after a write through the descriptor, nor by a sync, nor by a server that
 restarts while the file is still held."""
+import contextlib
+import os
 import random
+import signal
 import time
 
 import pytest
 
 import poolstatus
-from chfsutil import io, python_env
+from chfsutil import get, io, owner, python_env
 from holder import holding, write_now
 
-from test_backend_flush import make_pool, wait_for  # noqa: F401 (fixture)
+from test_backend_flush import backend_bytes, make_pool, wait_for  # noqa: F401 (fixture)
 from test_backend_renames import PLACEMENTS, backend_files, placed
 
 
@@ -72,6 +75,54 @@ def test_a_server_that_joined_while_an_unlinked_file_is_held_does_not_bring_it_b
         pool.add()
         poolstatus.wait_settled(pool.env, 4)
         write_now(holder)                             # every chunk, then its last close
+    time.sleep(1.5)
+    io(pool, "sync")
+    assert backend_files(pool) == []
+
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("how", ["killed", "stopped", "killed-while-held"])
+def test_a_server_down_when_a_file_was_removed_does_not_bring_it_back(make_pool, how):
+    """A file is written (2 MiB: chunks on every server), one server holding some of them is
+    killed (or stopped: SIGSTOP), the file is removed (while a process holds it open, for
+    killed-while-held), and a new, shorter file is made under the same name; the server
+    restarts (resumes), its flush threads run, a sync follows. The removal's DATA_REMOVE (or
+    DATA_UNNAMED) could not reach it and nothing told it later, so its write-back map still
+    listed the old file's chunks under that name: flushed, they came back on the backend over
+    the new file (1.9 MB of old bytes around the new file's 32)."""
+    pool = make_pool("-F", "1", "-U", "1")
+    name = "/f"
+    x = next(j for j, addr in enumerate(pool.addrs) if addr != owner(pool, name))
+    io(pool, "put", name, "0", "create", input=random.Random(6).randbytes(2 << 20))
+    new = b"the new file under the old name\n"
+    with contextlib.ExitStack() as held:
+        if how == "killed-while-held":
+            holder = held.enter_context(holding(python_env(pool.env), name, 0, "+held"))
+        if how == "stopped":
+            os.kill(pool.pids[x], signal.SIGSTOP)
+            held.callback(os.kill, pool.pids[x], signal.SIGCONT)
+        else:
+            pool.kill(x, signal.SIGKILL)
+        io(pool, "unlink", name)
+        io(pool, "put", name, "0", "create", input=new)
+        if how == "stopped":
+            held.close()                             # SIGCONT
+        else:
+            pool.restart(x)
+        poolstatus.wait_settled(pool.env, pool.n)
+        time.sleep(2.5)                              # the flush threads, -U 1 after the writes
+        io(pool, "sync")
+        assert get(pool, name) == new
+        assert backend_files(pool) == ["f"]
+        got = backend_bytes(pool.backend, "f")
+        assert got == new, f"backend has {len(got)} bytes, want {len(new)}"
+        if how == "killed-while-held":
+            write_now(holder)                        # a write through it, then its last close
+    io(pool, "unlink", name)
+    io(pool, "sync")
+    pool.restart(x)                                  # and no later start brings it back
+    poolstatus.wait_settled(pool.env, pool.n)
     time.sleep(1.5)
     io(pool, "sync")
     assert backend_files(pool) == []

@@ -656,6 +656,24 @@ int main(void)
 	wenc_u32(&e, 0); /* chunk size 0 */
 	wenc_u32(&e, MD_FLUSH);
 	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_DATA_UNNAMED), &req), -EINVAL);
+	/* UNNAMED_OWED: a file id (not 0) and the address of the member that missed it */
+	begin(&e, buf, sizeof buf);
+	wenc_u64(&e, 7);
+	wenc_str(&e, "tcp://127.0.0.1:4000");
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_UNNAMED_OWED), &req), 0);
+	CHECK(req.fileid == 7 && strcmp(req.addr, "tcp://127.0.0.1:4000") == 0);
+	CHECK(strcmp(wire_op_name(WOP_UNNAMED_OWED), "unnamed-owed") == 0);
+	begin(&e, buf, sizeof buf);
+	wenc_u64(&e, 0);
+	wenc_str(&e, "tcp://127.0.0.1:4000");
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_UNNAMED_OWED), &req), -EINVAL);
+	begin(&e, buf, sizeof buf);
+	wenc_u64(&e, 7);
+	wenc_str(&e, "no address");
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_UNNAMED_OWED), &req), -EINVAL);
+	begin(&e, buf, sizeof buf);
+	wenc_u64(&e, 7);
+	CHECK_EQ(wire_decode_req(buf, finish(&e, WOP_UNNAMED_OWED), &req), -EBADMSG);
 
 	/* SETATTR: unknown bits rejected. */
 	begin(&e, buf, sizeof buf);
