@@ -4,7 +4,9 @@
 assert exactly which files survive a dead server."""
 import hashlib
 import os
+import signal
 import subprocess
+import time
 
 MASK = (1 << 64) - 1
 
@@ -82,3 +84,23 @@ def python_env(env):
             env["LD_PRELOAD"] = subprocess.run(["gcc", f"-print-file-name={lib}"], capture_output=True,
                                                text=True).stdout.strip()
     return env
+
+
+def stop_every_thread(pid, timeout=5.0):
+    """SIGSTOP pid and wait (up to timeout s) until every one of its threads is stopped (state
+    T): a thread still running may answer one more request."""
+    os.kill(pid, signal.SIGSTOP)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if all(thread_state(pid, t) == "T" for t in os.listdir(f"/proc/{pid}/task")):
+            return
+        time.sleep(0.01)
+
+
+def thread_state(pid, tid):
+    """Scheduler state letter of one thread (T: stopped; ?: gone)."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "?"

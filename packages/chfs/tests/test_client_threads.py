@@ -4,22 +4,14 @@ a server is unresponsive does not stall the other threads."""
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
 from ci.testlib.chfs_pool import stack_prefix
 
+from chfsutil import stop_every_thread
+
 CLIENT = os.path.join(stack_prefix(), "libexec", "chfs", "chfs-test-client")
-
-
-def state(pid, tid):
-    """Scheduler state letter of one thread (T: stopped)."""
-    try:
-        with open(f"/proc/{pid}/task/{tid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "?"
 
 
 @pytest.mark.timeout(120)
@@ -46,12 +38,7 @@ def test_list_refresh_with_a_stopped_server_does_not_stall_other_threads(chfs_po
                          text=True)
     try:
         assert p.stdout.readline() == "ready\n", p.stderr.read()
-        os.kill(chfs_pool.pids[victim], signal.SIGSTOP)
-        for _ in range(500):  # every thread of the server stopped before the client goes on
-            if all(state(chfs_pool.pids[victim], t) == "T"
-                   for t in os.listdir(f"/proc/{chfs_pool.pids[victim]}/task")):
-                break
-            time.sleep(0.01)
+        stop_every_thread(chfs_pool.pids[victim])  # before the client goes on
         out, err = p.communicate("go\n", timeout=90)
     finally:
         os.kill(chfs_pool.pids[victim], signal.SIGCONT)

@@ -10,12 +10,11 @@ a server stopped (SIGSTOP, as a hung node) just before the truncate, before any 
 detector can have found it down; the client now asks every data server first (lib/data_bcast.c)."""
 import os
 import signal
-import time
 
 import pytest
 
 import poolstatus
-from chfsutil import err_name, get, io, owner, put, rand, stat
+from chfsutil import err_name, get, io, owner, put, rand, stat, stop_every_thread
 
 CHUNK = 4096
 SIZE = 64 * CHUNK  # 64 chunks over 3 servers: each holds some
@@ -71,17 +70,6 @@ def test_truncate_while_a_server_is_down_never_exposes_its_old_bytes(chfs_pool, 
         expect_cut_then_extended(pool, how)
 
 
-def stopped(pid):
-    """Every thread of pid stopped (state T)."""
-    def state(tid):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return "?"
-    return all(state(t) == "T" for t in os.listdir(f"/proc/{pid}/task"))
-
-
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("chfs_pool", [{"servers": 3, "rpc_timeout_ms": 1500,
                                         "extra_env": {"CHFS_CHUNK_SIZE": str(CHUNK)}}],
@@ -93,12 +81,8 @@ def test_truncate_right_after_a_server_hangs_cuts_nothing(chfs_pool):
     victim = next(i for i, a in enumerate(pool.addrs) if a != own)
     hung = pool.addrs[victim]
     env = dict(pool.env, CHFS_SERVER=",".join([own] + [a for a in pool.addrs if a not in (own, hung)]))
-    os.kill(pool.pids[victim], signal.SIGSTOP)
     try:
-        for _ in range(500):
-            if stopped(pool.pids[victim]):
-                break
-            time.sleep(0.01)
+        stop_every_thread(pool.pids[victim])
         r = io(pool, "truncate", "/f", CUT, check=False, timeout=60, env=env)
         assert r.returncode != 0 and err_name(r) == "EIO", r.stderr
     finally:
