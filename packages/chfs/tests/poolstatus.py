@@ -91,3 +91,10 @@ def wait_view(env, via, want, timeout=10):
         assert time.time() < end, f"pool view of down servers: {seen}, want {want}"
         time.sleep(0.2)
     return time.time()
+
+
+def wait_all_up(env, addrs, timeout=10):
+    """Wait until no server of addrs finds any server down (one that resumed or restarted is
+    up in every member's view: a client's list may come from any of them)."""
+    for a in addrs:
+        wait_view(env, a, set(), timeout)

@@ -194,6 +194,7 @@ def test_a_server_stopped_when_a_rename_reached_the_backend_flushes_under_the_ne
     finally:
         os.kill(pid, signal.SIGCONT)
     poolstatus.wait_settled(pool.env, pool.n)
+    poolstatus.wait_all_up(pool.env, pool.addrs)   # (a fast client asked one still saying x down)
     patch = random.Random(77).randbytes(1 << 20)    # over chunks of every server (or the home)
     io(pool, "put", b, "100000", input=patch, env=env)
     data[100000:100000 + len(patch)] = patch

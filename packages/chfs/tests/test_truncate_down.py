@@ -87,8 +87,7 @@ def test_truncate_right_after_a_server_hangs_cuts_nothing(chfs_pool):
         assert r.returncode != 0 and err_name(r) == "EIO", r.stderr
     finally:
         os.kill(pool.pids[victim], signal.SIGCONT)
-    for a in pool.addrs:
-        poolstatus.wait_view(pool.env, a, set())
+    poolstatus.wait_all_up(pool.env, pool.addrs)
     assert stat(pool, "/f")[1] == SIZE, "a failed truncate changed the size"
     assert get(pool, "/f") == DATA, "a failed truncate lost bytes"
     io(pool, "truncate", "/f", CUT)
