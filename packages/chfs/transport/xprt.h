@@ -64,7 +64,7 @@ const char *xprt_proto(const xprt_t *x);
 size_t xprt_max_msg(const xprt_t *x);
 
 /* Resolve an address string (cached: the same string gives the same peer). No traffic. */
-/* With CHFS_XPRT_LOCAL=1 a client reaches a server of its own user on its node over the
+/* With CHFS_XPRT_LOCAL=1 (the default) a client reaches a server of its own user on its node over the
  * server's Unix socket and process_vm_readv/writev (xprt_local.c) and opens the libfabric
  * endpoint only for the first peer without one. */
 int xprt_connect(xprt_t *x, const char *addr, xprt_peer_t **out);

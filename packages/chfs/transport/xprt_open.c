@@ -280,13 +280,18 @@ int xprt_ofi_ensure(xprt_t *x)
 	return rc;
 }
 
-/* CHFS_XPRT_LOCAL: 1 = a client uses node-local sockets where servers publish them. */
+/* CHFS_XPRT_LOCAL: 1 (the default) = a client uses node-local sockets where servers publish
+ * them; 0 = libfabric for every server. */
 static int local_option(bool *on)
 {
 	const char *e = getenv("CHFS_XPRT_LOCAL");
-	*on = false;
-	if (!e || !*e || strcmp(e, "0") == 0)
+	*on = true;
+	if (!e || !*e)
 		return 0;
+	if (strcmp(e, "0") == 0) {
+		*on = false;
+		return 0;
+	}
 	if (strcmp(e, "1") != 0) {
 		fprintf(stderr, "chfs: CHFS_XPRT_LOCAL=%s: expected 0 or 1\n", e);
 		return -EINVAL;
