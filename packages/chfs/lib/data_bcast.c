@@ -104,8 +104,9 @@ static void tell_missed(struct srvlist *s, const struct chfs_md *md, const struc
 		const char *addr = s->addrs[f->idx[i]];
 		int rc = witness < 0 ? -EHOSTDOWN : owe_unnamed(s, (unsigned)witness, md->fileid, addr);
 		if (rc)
-			log_err("file %016llx lost its last name, and neither server %s nor another one could "
-			        "note it (%s): %s may flush the file's chunks to the backend under the removed name",
+			log_err("file %016llx lost its last name: server %s did not get it, and no other server "
+			        "noted it for that one (%s); %s may flush the file's chunks to the backend under "
+			        "the removed name",
 			        (unsigned long long)md->fileid, addr, strerror(-rc), addr);
 	}
 }

@@ -285,18 +285,11 @@ int xprt_ofi_ensure(xprt_t *x)
 static int local_option(bool *on)
 {
 	const char *e = getenv("CHFS_XPRT_LOCAL");
-	*on = true;
-	if (!e || !*e)
-		return 0;
-	if (strcmp(e, "0") == 0) {
-		*on = false;
-		return 0;
-	}
-	if (strcmp(e, "1") != 0) {
+	*on = !e || strcmp(e, "0") != 0;
+	if (e && *e && strcmp(e, "0") != 0 && strcmp(e, "1") != 0) {
 		fprintf(stderr, "chfs: CHFS_XPRT_LOCAL=%s: expected 0 or 1\n", e);
 		return -EINVAL;
 	}
-	*on = true;
 	return 0;
 }
 
