@@ -78,7 +78,10 @@ def test_hooked_program_dies_by_its_own_signals_and_writes_nothing(pool, tmp_pat
 
 THREADS = r"""
 import os
-os.listdir("/chfs")   # libchfs and libfabric start their threads
+os.listdir("/chfs")
+# A file held open: libchfs's lease-renewal thread runs (the node-local transport has no
+# thread of its own; over libfabric, its progress thread runs too).
+fd = os.open("/chfs/threads-probe", os.O_CREAT | os.O_RDWR, 0o644)
 main = str(os.getpid())
 for t in sorted(os.listdir("/proc/self/task")):
     if t == main:
@@ -96,18 +99,20 @@ def test_client_threads_block_every_signal(pool, tmp_path, eager):
     r = hooked(pool, ["python3", "-c", THREADS], str(tmp_path), eager)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.split()
-    assert lines, "no client thread found"  # the transport's progress thread at least
+    assert lines, "no client thread found"  # the lease-renewal thread at least
     assert lines[1::2] == ["True"] * (len(lines) // 2), r.stdout
 
 
 SINGLE = r"""
 import ctypes, os
 flag = ctypes.c_char.in_dll(ctypes.CDLL(None), "__libc_single_threaded")
-os.listdir("/chfs")   # the hook library is loaded and libchfs has started its thread
+# The hook library is loaded, and a file held open starts libchfs's lease-renewal thread.
+fd = os.open("/chfs/single-probe", os.O_CREAT | os.O_RDWR, 0o644)
 print("parent", flag.value, len(os.listdir("/proc/self/task")))
 pid = os.fork()
 if pid == 0:
-    os.listdir("/chfs")   # the child's client, re-initialised with its own thread
+    # the child's client, re-initialised, with its own renewal thread for its own open file
+    fd2 = os.open("/chfs/single-probe-child", os.O_CREAT | os.O_RDWR, 0o644)
     print("child", flag.value, len(os.listdir("/proc/self/task")), flush=True)
     os._exit(0)
 os.waitpid(pid, 0)

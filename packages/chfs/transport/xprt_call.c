@@ -28,7 +28,7 @@
  * address at all, and again every second (xprt_reach.c): rxm would otherwise retry a refused
  * connection silently until the deadline — also to a server that died under the call.
  */
-#include "xprt_internal.h"
+#include "xprt_local.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -274,6 +274,13 @@ void xprt_call_fail_peer(xprt_t *x, xprt_peer_t *p, int err)
 	}
 }
 
+static int send_request(xprt_t *x, struct xprt_call *c, const void *req, size_t reqlen)
+{
+	return c->peer->local ? xprt_local_send_request(x, c->peer, c->id, req, reqlen)
+	                      : xprt_send_msg(x, c->peer, XPRT_MSG_REQUEST, c->id, x->self_raw,
+	                                      x->self_rawlen, req, reqlen, &c->deadline);
+}
+
 static int call_begin(xprt_t *x, struct xprt_call *c, xprt_peer_t *p, const void *req, size_t reqlen,
                       void *rep, size_t repcap, int timeout_ms)
 {
@@ -293,20 +300,35 @@ static int call_begin(xprt_t *x, struct xprt_call *c, xprt_peer_t *p, const void
 	c->id = atomic_fetch_add(&x->next_id, 1);
 	xprt_deadline(&c->deadline, timeout_ms);
 	/* A local peer connects on first use, or hands the call to libfabric (xprt_local.c). */
-	int rc = p->local ? xprt_local_route(x, p, &c->deadline, &p) : 0;
-	c->peer = p;
-	xprt_deadline(&c->probe_at, xprt_reach_first_ms(p));
+	xprt_peer_t *via = p;
+	int rc = p->local ? xprt_local_route(x, p, &c->deadline, &via) : 0;
+	c->peer = via;
+	xprt_deadline(&c->probe_at, xprt_reach_first_ms(via));
 	int want = x->nbufs_base + atomic_fetch_add(&x->calls_in_flight, 1) + 1;
-	if (!p->local && want > x->nbufs)
+	if (!via->local && want > x->nbufs)
 		xprt_grow_bufs(x, want);
 	pthread_mutex_lock(&x->call_mu);
 	call_insert(x, c);
 	pthread_mutex_unlock(&x->call_mu);
 	atomic_fetch_add(&x->st.calls, 1);
 	if (rc == 0)
-		rc = p->local ? xprt_local_send_request(x, p, c->id, req, reqlen)
-		              : xprt_send_msg(x, p, XPRT_MSG_REQUEST, c->id, x->self_raw, x->self_rawlen, req,
-		                              reqlen, &c->deadline);
+		rc = send_request(x, c, req, reqlen);
+	if (rc == -ECONNRESET) {
+		/* The node-local connection had ended while no call waited on it (nobody read its
+		 * end), and nothing was sent: route once more — connect again, or libfabric if the
+		 * server at that address no longer publishes a socket. */
+		rc = xprt_local_route(x, p, &c->deadline, &via);
+		if (rc == 0) {
+			pthread_mutex_lock(&x->call_mu);
+			c->peer = via;
+			pthread_mutex_unlock(&x->call_mu);
+			if (!via->local && want > x->nbufs)
+				xprt_grow_bufs(x, want);
+			rc = send_request(x, c, req, reqlen);
+		}
+		if (rc == -ECONNRESET)
+			rc = -EHOSTUNREACH;
+	}
 	if (rc < 0) {
 		pthread_mutex_lock(&x->call_mu);
 		if (call_remove(x, c->id)) {
@@ -422,16 +444,54 @@ static void call_wait_polling(xprt_t *x, struct xprt_call *c, bool probe)
 	/* The progress thread is not woken: it looks again on its own (xprt_progress.c). */
 }
 
+/* A call on a node-local connection (call_mu held): read the connection's replies while no
+ * other waiter does (xprt_local_read_replies delivers every reply, ours included), else sleep
+ * until our reply, the turn to read, or the deadline. */
+static void call_wait_local(xprt_t *x, struct xprt_call *c)
+{
+	struct xprt_lconn *lc = c->peer->local;
+	c->wprev = NULL;
+	c->wnext = lc->waitq;
+	if (lc->waitq)
+		lc->waitq->wprev = c;
+	lc->waitq = c;
+	while (!c->done) {
+		if (!lc->reading) {
+			lc->reading = true;
+			pthread_mutex_unlock(&x->call_mu);
+			xprt_local_read_replies(x, lc, &c->done, &c->deadline);
+			pthread_mutex_lock(&x->call_mu);
+			lc->reading = false;
+			if (c->done || !xprt_past(&c->deadline))
+				continue;
+		} else if (pthread_cond_timedwait(&c->cv, &x->call_mu, &c->deadline) != ETIMEDOUT ||
+		           c->done) {
+			continue;
+		}
+		call_timeout(x, c);
+	}
+	if (c->wprev)
+		c->wprev->wnext = c->wnext;
+	else
+		lc->waitq = c->wnext;
+	if (c->wnext)
+		c->wnext->wprev = c->wprev;
+	if (!lc->reading && lc->waitq)
+		pthread_cond_signal(&lc->waitq->cv); /* the next waiter reads */
+}
+
 static int call_finish(struct xprt_call *c, size_t *replen)
 {
 	xprt_t *x = c->x;
-	bool local = c->peer->local != NULL; /* its replies come from a reader thread, not the CQ */
+	bool local = c->peer->local != NULL; /* its replies come from a socket, not the CQ */
 	bool probe = !local && xprt_reach_applies(x, c->peer) && ts_before(&c->probe_at, &c->deadline);
 	if (!x->caller_progress && !local)
 		xprt_poll_before_wait(x, &c->done);
 	pthread_mutex_lock(&x->call_mu);
 	if (x->caller_progress && !local)
 		call_wait_polling(x, c, probe);
+	if (local)
+		call_wait_local(x, c);
 	while (!c->done) {
 		const struct timespec *until = probe ? &c->probe_at : &c->deadline;
 		if (pthread_cond_timedwait(&c->cv, &x->call_mu, until) != ETIMEDOUT || c->done)

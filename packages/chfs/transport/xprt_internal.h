@@ -122,7 +122,8 @@ struct xprt_call {
 	struct timespec probe_at; /* xprt_reach.c: when to check a never-answered peer */
 	xprt_t *x;
 	xprt_peer_t *peer;
-	struct xprt_call *wprev, *wnext; /* x->waitq (caller-progress mode), under call_mu */
+	struct xprt_call *wprev, *wnext; /* x->waitq (caller-progress mode) or its local connection's
+	                                 * waitq (xprt_local.h), under call_mu */
 };
 
 struct xprt_req {
@@ -346,6 +347,7 @@ int xprt_local_connect(xprt_t *x, const char *addr, xprt_peer_t **out);
 /* Before a call to local peer p: connect if not connected (within the call's deadline); *via
  * is p, or the libfabric peer to use instead when the server cannot serve us locally. */
 int xprt_local_route(xprt_t *x, xprt_peer_t *p, const struct timespec *deadline, xprt_peer_t **via);
+/* -ECONNRESET: the connection had ended unseen and nothing was sent (route the call again). */
 int xprt_local_send_request(xprt_t *x, xprt_peer_t *p, uint64_t id, const void *body, size_t len);
 /* Server: publish x->self_addr's socket and accept connections. */
 int xprt_local_listen(xprt_t *x);

@@ -24,10 +24,12 @@
  * non-dumpable client, a foreign pid namespace), the client closes the socket and uses
  * libfabric for that server from then on.
  *
- * Client side: one reader thread per connection delivers replies by call id (xprt_call.c);
- * when the server goes away (EOF, ECONNRESET) every call in flight to it fails with
- * -EHOSTUNREACH at once, and the next call tries to connect again (a restarted server publishes
- * a fresh socket). Server side: an acceptor thread, and one thread per connection reading its
+ * Client side: no thread of its own. One waiting caller at a time reads the connection's
+ * replies and delivers each by call id (xprt_call.c's call_wait_local), its own included, so a
+ * lone call costs one wake-up on the client (its reply), not two (a reader's, then the
+ * caller's); when its own reply came it passes the role to another waiter. When the server goes
+ * away (EOF, ECONNRESET) every call in flight to it fails with -EHOSTUNREACH at once, and the
+ * next call tries to connect again (a restarted server publishes a fresh socket). Server side: an acceptor thread, and one thread per connection reading its
  * requests. Sockets are SOCK_CLOEXEC, and after fork() the child closes its copies.
  */
 #define _GNU_SOURCE
@@ -85,6 +87,7 @@ void xprt_local_conn_put(struct xprt_lconn *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->idle);
 	free(c);
 }
 
@@ -125,24 +128,63 @@ ssize_t xprt_local_recv(int fd, void *buf)
 
 /* ---------------- client ---------------- */
 
-static void *client_reader(void *arg)
+/* The connection ended (EOF, reset, nonsense): nothing more will come on it; every call in
+ * flight to its server fails at once, and the next call connects again. */
+static void conn_lost(xprt_t *x, struct xprt_lconn *c, int fd)
 {
-	struct xprt_lconn *c = arg;
-	xprt_t *x = c->x;
-	char *buf = malloc(XPRT_RBUF_SIZE);
-	while (buf) {
-		ssize_t n = xprt_local_recv(c->fd, buf);
-		struct xprt_hdr h;
-		if (n <= 0 || xprt_get_hdr(buf, (size_t)n, &h) < 0 || h.kind != XPRT_MSG_REPLY)
-			break;
-		xprt_call_deliver(x, h.id, buf + XPRT_HDR_SIZE, h.bodylen, 0);
-	}
-	free(buf);
-	/* The server is gone (or spoke nonsense): nothing more will come on this socket. */
+	shutdown(fd, SHUT_RDWR);
 	atomic_store(&c->dead, true);
-	shutdown(c->fd, SHUT_RDWR);
 	xprt_call_fail_peer(x, c->peer, -EHOSTUNREACH);
-	return NULL;
+}
+
+/* No reader thread: a waiting caller reads (xprt_call.c, call_wait_local), so a lone call's
+ * reply wakes its own thread, not a reader that then wakes the caller. The socket's receive
+ * timeout (RECV_SLICE_MS) lets the reader look at its deadline. The fd cannot change under a
+ * reader: a reconnect (conn_start) first waits until no reader is left, and whoever marks the
+ * connection dead shuts the socket down first, so a reader blocked in it returns. */
+static void read_replies(xprt_t *x, struct xprt_lconn *c, int fd, atomic_bool *done,
+                         const struct timespec *deadline)
+{
+	if (!c->rbuf && !(c->rbuf = malloc(XPRT_RBUF_SIZE))) {
+		xprt_call_fail_peer(x, c->peer, -ENOMEM);
+		return;
+	}
+	while (!atomic_load(done)) {
+		struct iovec iov = {c->rbuf, XPRT_RBUF_SIZE};
+		struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+		ssize_t n = recvmsg(fd, &m, 0);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+			if (xprt_past(deadline))
+				return;
+			continue;
+		}
+		struct xprt_hdr h;
+		if (n <= 0 || (m.msg_flags & MSG_TRUNC) || xprt_get_hdr(c->rbuf, (size_t)n, &h) < 0 ||
+		    h.kind != XPRT_MSG_REPLY) {
+			conn_lost(x, c, fd);
+			return;
+		}
+		xprt_call_deliver(x, h.id, c->rbuf + XPRT_HDR_SIZE, h.bodylen, 0);
+	}
+}
+
+void xprt_local_read_replies(xprt_t *x, struct xprt_lconn *c, atomic_bool *done,
+                             const struct timespec *deadline)
+{
+	pthread_mutex_lock(&c->mu);
+	int fd = atomic_load(&c->dead) ? -1 : c->fd;
+	if (fd >= 0)
+		c->readers++;
+	pthread_mutex_unlock(&c->mu);
+	if (fd < 0) {
+		xprt_call_fail_peer(x, c->peer, -EHOSTUNREACH);
+		return;
+	}
+	read_replies(x, c, fd, done, deadline);
+	pthread_mutex_lock(&c->mu);
+	if (--c->readers == 0)
+		pthread_cond_broadcast(&c->idle);
+	pthread_mutex_unlock(&c->mu);
 }
 
 /* Milliseconds until ts, for a socket timeout: at least 1; 0 (none) for "forever". */
@@ -203,16 +245,16 @@ static int dial(const char *path, const struct timespec *deadline)
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
 	xprt_local_timeout(fd, SO_SNDTIMEO, SEND_TIMEOUT_MS);
-	xprt_local_timeout(fd, SO_RCVTIMEO, 0);
+	xprt_local_timeout(fd, SO_RCVTIMEO, RECV_SLICE_MS);
 	return fd;
 }
 
-/* c->mu held, c->dead: (re)connect and start the reader. */
+/* c->mu held, c->dead: (re)connect, once the last reader of the old socket (shut down when
+ * it was marked dead) has left it. */
 static int conn_start(struct xprt_lconn *c, const struct timespec *deadline)
 {
-	if (c->thr_started)
-		pthread_join(c->thr, NULL); /* it ended when the old connection did */
-	c->thr_started = false;
+	while (c->readers > 0)
+		pthread_cond_wait(&c->idle, &c->mu);
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
@@ -221,13 +263,6 @@ static int conn_start(struct xprt_lconn *c, const struct timespec *deadline)
 		return fd;
 	c->fd = fd;
 	atomic_store(&c->dead, false);
-	int rc;
-	xprt_local_thread(&c->thr, client_reader, c, &rc);
-	if (rc < 0) {
-		atomic_store(&c->dead, true);
-		return rc;
-	}
-	c->thr_started = true;
 	if (!c->ever) {
 		c->ever = true;
 		atomic_fetch_add(&c->x->st.local_peers, 1);
@@ -274,6 +309,7 @@ int xprt_local_connect(xprt_t *x, const char *addr, xprt_peer_t **out)
 	atomic_init(&c->refs, 1);
 	atomic_init(&c->dead, true); /* not connected yet */
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->idle, NULL);
 	snprintf(p->addr, sizeof p->addr, "%s", addr);
 	p->local = c;
 	p->fi_addr = FI_ADDR_NOTAVAIL;
@@ -320,6 +356,13 @@ int xprt_local_send_request(xprt_t *x, xprt_peer_t *p, uint64_t id, const void *
 	pthread_mutex_lock(&c->mu);
 	int rc = atomic_load(&c->dead) ? -EHOSTUNREACH
 	                               : xprt_local_send(c->fd, XPRT_MSG_REQUEST, id, body, len);
+	if (rc == -EHOSTUNREACH && !atomic_load(&c->dead)) {
+		/* The server closed the connection while no call waited on it, so no reader saw its
+		 * end. Nothing was sent: the caller routes the call again (-ECONNRESET). */
+		shutdown(c->fd, SHUT_RDWR);
+		atomic_store(&c->dead, true);
+		rc = -ECONNRESET;
+	}
 	pthread_mutex_unlock(&c->mu);
 	return rc;
 }
@@ -364,10 +407,7 @@ void xprt_local_free(xprt_t *x)
 	while (!x->is_server && l->conns) {
 		struct xprt_lconn *c = l->conns;
 		l->conns = c->next;
-		if (c->fd >= 0)
-			shutdown(c->fd, SHUT_RDWR);
-		if (c->thr_started)
-			pthread_join(c->thr, NULL);
+		free(c->rbuf);
 		free(c->peer);
 		xprt_local_conn_put(c);
 	}

@@ -11,6 +11,7 @@
 #define HELLO_TIMEOUT_MS 2000
 #define SEND_TIMEOUT_MS 10000
 #define SOCK_BUF (1 << 20)
+#define RECV_SLICE_MS 50 /* client: a reader looks at its call's deadline this often */
 
 struct xprt_lconn {
 	xprt_t *x;
@@ -19,9 +20,16 @@ struct xprt_lconn {
 	atomic_bool dead;
 	pid_t pid; /* server side: the client's, from SO_PEERCRED */
 	uid_t uid;
-	pthread_t thr;
-	bool thr_started;
-	pthread_mutex_t mu;       /* client: reconnecting */
+	pthread_t thr;       /* server: the connection's thread */
+	pthread_mutex_t mu;  /* client: reconnecting, and readers below */
+	pthread_cond_t idle; /* client: readers fell to 0 (a reconnect waits for it) */
+	int readers;         /* client: callers reading the socket (0 or 1; under mu) */
+	/* Client: the caller that reads replies for everyone (xprt_call.c, call_wait_local), the
+	 * calls waiting on this connection (their wnext/wprev) — both under x->call_mu — and its
+	 * receive buffer (only the reader touches it). */
+	bool reading;
+	struct xprt_call *waitq;
+	char *rbuf;
 	char path[108];           /* client: the server's socket */
 	bool ever;                /* client: connected once (counted in local_peers) */
 	xprt_peer_t *_Atomic ofi; /* client: the libfabric peer used instead (hello refused) */
@@ -49,5 +57,9 @@ struct xprt_local *xprt_local_state(xprt_t *x);   /* created on first use */
 int xprt_local_send(int fd, int kind, uint64_t id, const void *body, size_t len);
 /* One message into buf (XPRT_RBUF_SIZE bytes): its length, 0 at EOF, -errno (-EPROTO: too big). */
 ssize_t xprt_local_recv(int fd, void *buf);
+/* Client: read replies from c's socket and deliver each to its call until *done (the reader's
+ * own call), the deadline, or the connection's end (every call on it then fails). */
+void xprt_local_read_replies(xprt_t *x, struct xprt_lconn *c, atomic_bool *done,
+                             const struct timespec *deadline);
 
 #endif /* CHFS_XPRT_LOCAL_H */
