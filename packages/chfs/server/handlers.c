@@ -730,6 +730,7 @@ int handle_inline(xprt_req_t *r, void *arg)
 	}
 	pthread_rwlock_unlock(&d->mem.gate);
 	reply_epoch = epoch;
+	atomic_fetch_add(&d->requests, 1); /* served: status's requests= counts it too */
 	atomic_fetch_add_explicit(&d->op_requests[q->h.op], 1, memory_order_relaxed);
 	log_debug("%s %s -> %d (inline)", wire_op_name(q->h.op), q->path, rc);
 	reply_status(r, t->rep, &q->h, rc, rc ? WIRE_HDR_LEN : e.len);

@@ -91,3 +91,29 @@ def test_status_shows_each_servers_identity_data_dirty_bytes_requests_and_failed
     finally:
         run(*ctl, "kill", check=False)
         run(*ctl, "clean", check=False)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("chfs_pool", [{"servers": 1}], indirect=True)
+def test_requests_served_counts_the_stats_answered_inline(chfs_pool):
+    """A STAT is answered on the transport's thread, without a worker (handle_inline): status's
+    requests= must count it as its per-op counters do. It did not: 30 stats moved ops=stat:30
+    and left requests= where it was."""
+    chfs_pool.run(["chfs-io", "create", "/counted"])
+    before = poolstatus.status(chfs_pool.env)[chfs_pool.addrs[0]]
+    for _ in range(30):
+        chfs_pool.run(["chfs-io", "stat", "/counted"])
+    after = poolstatus.status(chfs_pool.env)[chfs_pool.addrs[0]]
+
+    def op_total(st):
+        return sum(int(item.rsplit(":", 1)[1]) for item in str(st["ops"]).split(",") if item)
+
+    def stats(st):
+        return next((int(i.rsplit(":", 1)[1]) for i in str(st["ops"]).split(",")
+                     if i.rsplit(":", 1)[0] == "stat"), 0)
+    assert stats(after) - stats(before) >= 30, (before["ops"], after["ops"])
+    # one server, no peers: every request is a client's, each counted once in both figures
+    # (the status request that reads them may be counted in one and not yet in the other)
+    served = after["requests"] - before["requests"]
+    by_op = op_total(after) - op_total(before)
+    assert abs(served - by_op) <= 1 and served >= 30, (served, by_op, after["ops"])
