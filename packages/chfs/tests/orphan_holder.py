@@ -12,7 +12,6 @@ Creates PATH, writes SIZE bytes of a fixed pattern, unlinks it (unless --no-unli
     stat       -> "stat NLINK SIZE" from chfs_fstat of the descriptor (x86_64 struct stat)
     unlink P   -> unlinks P (another name of the file, say) while the descriptor stays open:
                   "unlinked" or "error ERRNO"
-    threads    -> "threads N": the threads of this process now
     fork       -> a child closes its copy of the descriptor and ends with chfs_term (it must
                   neither remove the data nor end the parent's lease): "forked STATUS"
     close      -> closes the descriptor (the last one: an orphan's data go), prints "closed"
@@ -103,8 +102,6 @@ def main():
             else:
                 nlink, fsize = int.from_bytes(st.raw[16:24], "little"), int.from_bytes(st.raw[48:56], "little")
                 print(f"stat {nlink} {fsize}", flush=True)
-        if cmd == "threads":
-            print(f"threads {len(os.listdir('/proc/self/task'))}", flush=True)
         if cmd == "term_nosync":
             lib.chfs_term_without_sync()
             print(f"tasks {task_names()}", flush=True)

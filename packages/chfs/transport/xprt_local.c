@@ -137,6 +137,25 @@ static void conn_lost(xprt_t *x, struct xprt_lconn *c, int fd)
 	xprt_call_fail_peer(x, c->peer, -EHOSTUNREACH);
 }
 
+/* One reply from the socket, delivered to its call: 1; 0 if none came (the receive timeout,
+ * a signal, or none waiting with MSG_DONTWAIT); -1 if the connection is over (conn_lost). */
+static int take_reply(xprt_t *x, struct xprt_lconn *c, int fd, int flags)
+{
+	struct iovec iov = {c->rbuf, XPRT_RBUF_SIZE};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	ssize_t n = recvmsg(fd, &m, flags);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	struct xprt_hdr h;
+	if (n <= 0 || (m.msg_flags & MSG_TRUNC) || xprt_get_hdr(c->rbuf, (size_t)n, &h) < 0 ||
+	    h.kind != XPRT_MSG_REPLY) {
+		conn_lost(x, c, fd);
+		return -1;
+	}
+	xprt_call_deliver(x, h.id, c->rbuf + XPRT_HDR_SIZE, h.bodylen, 0);
+	return 1;
+}
+
 /* No reader thread: a waiting caller reads (xprt_call.c, call_wait_local), so a lone call's
  * reply wakes its own thread, not a reader that then wakes the caller. The socket's receive
  * timeout (RECV_SLICE_MS) lets the reader look at its deadline. The fd cannot change under a
@@ -150,22 +169,14 @@ static void read_replies(xprt_t *x, struct xprt_lconn *c, int fd, atomic_bool *d
 		return;
 	}
 	while (!atomic_load(done)) {
-		struct iovec iov = {c->rbuf, XPRT_RBUF_SIZE};
-		struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-		ssize_t n = recvmsg(fd, &m, 0);
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-			if (xprt_past(deadline))
-				return;
-			continue;
-		}
-		struct xprt_hdr h;
-		if (n <= 0 || (m.msg_flags & MSG_TRUNC) || xprt_get_hdr(c->rbuf, (size_t)n, &h) < 0 ||
-		    h.kind != XPRT_MSG_REPLY) {
-			conn_lost(x, c, fd);
+		int got = take_reply(x, c, fd, 0);
+		if (got < 0 || (got == 0 && xprt_past(deadline)))
 			return;
-		}
-		xprt_call_deliver(x, h.id, c->rbuf + XPRT_HDR_SIZE, h.bodylen, 0);
 	}
+	/* Our reply came. Others in flight: deliver what has already arrived before the role
+	 * passes on, so their threads are not woken only to read it. */
+	while (atomic_load(&x->calls_in_flight) > 1 && take_reply(x, c, fd, MSG_DONTWAIT) > 0)
+		;
 }
 
 void xprt_local_read_replies(xprt_t *x, struct xprt_lconn *c, atomic_bool *done,
