@@ -276,7 +276,7 @@ void xprt_call_fail_peer(xprt_t *x, xprt_peer_t *p, int err)
 
 static int send_request(xprt_t *x, struct xprt_call *c, const void *req, size_t reqlen)
 {
-	return c->peer->local ? xprt_local_send_request(x, c->peer, c->id, req, reqlen)
+	return c->peer->local ? xprt_local_send_request(x, c->peer, c->id, req, reqlen, &c->deadline)
 	                      : xprt_send_msg(x, c->peer, XPRT_MSG_REQUEST, c->id, x->self_raw,
 	                                      x->self_rawlen, req, reqlen, &c->deadline);
 }

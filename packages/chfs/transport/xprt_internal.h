@@ -347,8 +347,10 @@ int xprt_local_connect(xprt_t *x, const char *addr, xprt_peer_t **out);
 /* Before a call to local peer p: connect if not connected (within the call's deadline); *via
  * is p, or the libfabric peer to use instead when the server cannot serve us locally. */
 int xprt_local_route(xprt_t *x, xprt_peer_t *p, const struct timespec *deadline, xprt_peer_t **via);
-/* -ECONNRESET: the connection had ended unseen and nothing was sent (route the call again). */
-int xprt_local_send_request(xprt_t *x, xprt_peer_t *p, uint64_t id, const void *body, size_t len);
+/* -ECONNRESET: the connection had ended unseen and nothing was sent (route the call again);
+ * -ETIMEDOUT: the server took no request until the deadline. */
+int xprt_local_send_request(xprt_t *x, xprt_peer_t *p, uint64_t id, const void *body, size_t len,
+                            const struct timespec *deadline);
 /* Server: publish x->self_addr's socket and accept connections. */
 int xprt_local_listen(xprt_t *x);
 /* A server that publishes no socket: remove what killed servers left, ours included. */

@@ -27,15 +27,19 @@
  * Client side: no thread of its own. One waiting caller at a time reads the connection's
  * replies and delivers each by call id (xprt_call.c's call_wait_local), its own included, so a
  * lone call costs one wake-up on the client (its reply), not two (a reader's, then the
- * caller's); when its own reply came it passes the role to another waiter. When the server goes
- * away (EOF, ECONNRESET) every call in flight to it fails with -EHOSTUNREACH at once, and the
- * next call tries to connect again (a restarted server publishes a fresh socket). Server side: an acceptor thread, and one thread per connection reading its
+ * caller's); when its own reply came it passes the role to another waiter. Requests go out
+ * without blocking: a sender that finds the socket full reads the replies that have arrived
+ * first (make_room), since the server may have stopped reading because nobody read them. When
+ * the server goes away (EOF, ECONNRESET) every call in flight to it fails with -EHOSTUNREACH at
+ * once, and the next call tries to connect again (a restarted server publishes a fresh
+ * socket). Server side: an acceptor thread, and one thread per connection reading its
  * requests. Sockets are SOCK_CLOEXEC, and after fork() the child closes its copies.
  */
 #define _GNU_SOURCE
 #include "xprt_local.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +98,11 @@ void xprt_local_conn_put(struct xprt_lconn *c)
 /* One message out (header, optional one-byte address placeholder, body) in one sendmsg. */
 int xprt_local_send(int fd, int kind, uint64_t id, const void *body, size_t len)
 {
+	return xprt_local_send_flags(fd, kind, id, body, len, 0);
+}
+
+int xprt_local_send_flags(int fd, int kind, uint64_t id, const void *body, size_t len, int flags)
+{
 	if (len > XPRT_MAX_BODY) /* the peer would drop the connection (as xprt_send_msg refuses it) */
 		return -EMSGSIZE;
 	unsigned char hdr[XPRT_HDR_SIZE], addr = 0;
@@ -104,10 +113,12 @@ int xprt_local_send(int fd, int kind, uint64_t id, const void *body, size_t len)
 	struct msghdr m = {.msg_iov = iov, .msg_iovlen = 3};
 	ssize_t n;
 	do
-		n = sendmsg(fd, &m, MSG_NOSIGNAL);
+		n = sendmsg(fd, &m, MSG_NOSIGNAL | flags);
 	while (n < 0 && errno == EINTR);
+	if (n < 0 && errno == EAGAIN) /* full: at once with MSG_DONTWAIT, else after SO_SNDTIMEO */
+		return flags & MSG_DONTWAIT ? -EAGAIN : -ETIMEDOUT;
 	if (n < 0)
-		return errno == EAGAIN ? -ETIMEDOUT : errno == EMSGSIZE ? -EMSGSIZE : -EHOSTUNREACH;
+		return errno == EMSGSIZE ? -EMSGSIZE : -EHOSTUNREACH;
 	return 0;
 }
 
@@ -358,24 +369,66 @@ int xprt_local_route(xprt_t *x, xprt_peer_t *p, const struct timespec *deadline,
 	return rc;
 }
 
-int xprt_local_send_request(xprt_t *x, xprt_peer_t *p, uint64_t id, const void *body, size_t len)
+/* The request socket is full: the server stopped reading it, maybe because its replies fill
+ * ours and nobody reads them (a thread that starts many calls before it waits for any). Read
+ * what has arrived, as the reader if nobody else is, then wait a moment for room or replies. */
+static void make_room(xprt_t *x, struct xprt_lconn *c)
 {
-	(void)x;
-	struct xprt_lconn *c = p->local;
-	/* Under c->mu: a reconnect replaces c->fd, and a descriptor number closed meanwhile may
-	 * already name another file of the program. */
+	pthread_mutex_lock(&x->call_mu);
+	bool read = !c->reading;
+	c->reading = true;
+	pthread_mutex_unlock(&x->call_mu);
 	pthread_mutex_lock(&c->mu);
-	int rc = atomic_load(&c->dead) ? -EHOSTUNREACH
-	                               : xprt_local_send(c->fd, XPRT_MSG_REQUEST, id, body, len);
-	if (rc == -EHOSTUNREACH && !atomic_load(&c->dead)) {
-		/* The server closed the connection while no call waited on it, so no reader saw its
-		 * end. Nothing was sent: the caller routes the call again (-ECONNRESET). */
-		shutdown(c->fd, SHUT_RDWR);
-		atomic_store(&c->dead, true);
-		rc = -ECONNRESET;
-	}
+	int fd = atomic_load(&c->dead) ? -1 : c->fd;
+	if (fd >= 0)
+		c->readers++;
 	pthread_mutex_unlock(&c->mu);
-	return rc;
+	if (fd >= 0) {
+		if (read && (c->rbuf || (c->rbuf = malloc(XPRT_RBUF_SIZE))))
+			while (take_reply(x, c, fd, MSG_DONTWAIT) > 0)
+				;
+		struct pollfd pf = {fd, POLLOUT | (read ? POLLIN : 0), 0};
+		poll(&pf, 1, 10);
+		pthread_mutex_lock(&c->mu);
+		if (--c->readers == 0)
+			pthread_cond_broadcast(&c->idle);
+		pthread_mutex_unlock(&c->mu);
+	}
+	if (read) {
+		pthread_mutex_lock(&x->call_mu);
+		c->reading = false;
+		if (c->waitq)
+			pthread_cond_signal(&c->waitq->cv); /* a waiter may read again */
+		pthread_mutex_unlock(&x->call_mu);
+	}
+}
+
+int xprt_local_send_request(xprt_t *x, xprt_peer_t *p, uint64_t id, const void *body, size_t len,
+                            const struct timespec *deadline)
+{
+	struct xprt_lconn *c = p->local;
+	for (;;) {
+		/* Under c->mu: a reconnect replaces c->fd, and a descriptor number closed meanwhile
+		 * may already name another file of the program. Never blocking under it: a reader
+		 * needs it to begin. */
+		pthread_mutex_lock(&c->mu);
+		int rc = atomic_load(&c->dead) ? -EHOSTUNREACH
+		                               : xprt_local_send_flags(c->fd, XPRT_MSG_REQUEST, id, body, len,
+		                                                       MSG_DONTWAIT);
+		if (rc == -EHOSTUNREACH && !atomic_load(&c->dead)) {
+			/* The server closed the connection while no call waited on it, so no reader saw
+			 * its end. Nothing was sent: the caller routes the call again (-ECONNRESET). */
+			shutdown(c->fd, SHUT_RDWR);
+			atomic_store(&c->dead, true);
+			rc = -ECONNRESET;
+		}
+		pthread_mutex_unlock(&c->mu);
+		if (rc != -EAGAIN)
+			return rc;
+		if (xprt_past(deadline))
+			return -ETIMEDOUT;
+		make_room(x, c);
+	}
 }
 
 /* ---------------- teardown ---------------- */

@@ -55,6 +55,8 @@ void xprt_local_timeout(int fd, int opt, int ms); /* SO_SNDTIMEO / SO_RCVTIMEO, 
 struct xprt_local *xprt_local_state(xprt_t *x);   /* created on first use */
 /* One message (header, for requests a one-byte address placeholder, body) in one sendmsg. */
 int xprt_local_send(int fd, int kind, uint64_t id, const void *body, size_t len);
+/* The same with sendmsg flags; with MSG_DONTWAIT a full socket gives -EAGAIN at once. */
+int xprt_local_send_flags(int fd, int kind, uint64_t id, const void *body, size_t len, int flags);
 /* One message into buf (XPRT_RBUF_SIZE bytes): its length, 0 at EOF, -errno (-EPROTO: too big). */
 ssize_t xprt_local_recv(int fd, void *buf);
 /* Client: read replies from c's socket and deliver each to its call until *done (the reader's

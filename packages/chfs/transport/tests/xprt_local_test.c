@@ -160,6 +160,48 @@ static void case_inflight(void)
 	       IF_THREADS * IF_CALLS / dt);
 }
 
+/* One thread starts many calls before it waits for any, each an echo of 16 KiB (answered on
+ * the server's connection thread): the replies fill the client's socket long before the last
+ * request is sent, the server's thread blocks on its reply and stops reading requests, and the
+ * client's requests fill the server's socket in turn. A sender that blocked there (while
+ * holding what a reader needs to begin) stalled both sides until the 10 s send timeout, then
+ * failed. A sender that finds the socket full reads the replies that have arrived. */
+#define BL_CALLS 2000
+#define BL_SIZE 16384
+static void case_backlog(void)
+{
+	echo_check(cx, srv, 1);
+	CHECK(local_peers() == 1, "the server was not reached over its local socket");
+	xprt_call_t **c = calloc(BL_CALLS, sizeof *c);
+	char *rep = malloc((size_t)BL_CALLS * BL_SIZE), *req = malloc(BL_SIZE + 1);
+	req[0] = 'E';
+	memset(req + 1, 'b', BL_SIZE);
+	long bad = 0;
+	double t0 = now_s();
+	for (int i = 0; i < BL_CALLS; i++)
+		if (xprt_call_start(cx, srv, req, BL_SIZE + 1, rep + (size_t)i * BL_SIZE, BL_SIZE, 30000,
+		                    &c[i]) < 0) {
+			c[i] = NULL;
+			bad++;
+		}
+	double sent = now_s() - t0;
+	for (int i = 0; i < BL_CALLS; i++) {
+		size_t got = 0;
+		if (c[i] && (xprt_call_wait(c[i], &got) != 0 || got != BL_SIZE ||
+		             memcmp(rep + (size_t)i * BL_SIZE, req + 1, BL_SIZE) != 0))
+			bad++;
+	}
+	double dt = now_s() - t0;
+	CHECK(bad == 0, "%ld of %d echoes of %d bytes failed", bad, BL_CALLS, BL_SIZE);
+	CHECK(sent < 5.0, "sending %d requests took %.1f s: the sender stalled on a full socket", BL_CALLS,
+	      sent);
+	printf("local: %d echoes of %d bytes started before any wait: sent in %.2f s, all done in %.2f s\n",
+	       BL_CALLS, BL_SIZE, sent, dt);
+	free(req);
+	free(rep);
+	free(c);
+}
+
 static void case_rma(void)
 {
 	echo_check(cx, srv, 1);
@@ -632,6 +674,8 @@ int main(int argc, char **argv)
 			case_mixed();
 		else if (!strcmp(c, "bigreply"))
 			case_bigreply();
+		else if (!strcmp(c, "backlog"))
+			case_backlog();
 		else if (planted)
 			case_planted();
 		else if (!strcmp(c, "stale"))
