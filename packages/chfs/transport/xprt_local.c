@@ -179,11 +179,9 @@ static void read_replies(xprt_t *x, struct xprt_lconn *c, int fd, atomic_bool *d
 		xprt_call_fail_peer(x, c->peer, -ENOMEM);
 		return;
 	}
-	while (!atomic_load(done)) {
-		int got = take_reply(x, c, fd, 0);
-		if (got < 0 || (got == 0 && xprt_past(deadline)))
+	while (!atomic_load(done)) /* (a stream of others' replies must not hold our deadline off) */
+		if (take_reply(x, c, fd, 0) < 0 || xprt_past(deadline))
 			return;
-	}
 	/* Our reply came. Others in flight: deliver what has already arrived before the role
 	 * passes on, so their threads are not woken only to read it. */
 	while (atomic_load(&x->calls_in_flight) > 1 && take_reply(x, c, fd, MSG_DONTWAIT) > 0)

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -200,6 +201,52 @@ static void case_backlog(void)
 	free(req);
 	free(rep);
 	free(c);
+}
+
+/* A caller whose request gets no answer times out at its deadline even while it is the
+ * connection's reader and other threads' replies keep arriving: it used to look at its deadline
+ * only when no reply came for a whole receive slice (50 ms), so a steady stream of echoes for
+ * another thread held its timeout off for as long as the stream lasted. */
+static atomic_bool stream_stop;
+static void *stream_worker(void *arg)
+{
+	(void)arg;
+	long calls = 0;
+	usleep(20000);            /* the main thread waits on its call first: it is the reader */
+	double end = now_s() + 3; /* bounded: a starved caller fails the check, not the test run */
+	while (!atomic_load(&stream_stop) && now_s() < end) {
+		char rep[8];
+		size_t got = 0;
+		if (xprt_call(cx, srv, "Eok", 3, rep, sizeof rep, &got, 5000) == 0)
+			calls++;
+	}
+	return (void *)calls;
+}
+
+static void case_starve(void)
+{
+	echo_check(cx, srv, 1);
+	CHECK(local_peers() == 1, "the server was not reached over its local socket");
+	xprt_call_t *c;
+	char rep[8];
+	size_t got = 0;
+	double t0 = now_s();
+	/* "X" is refused by the server's admission: no reply ever comes. Started first, so its
+	 * waiter becomes the reader of the connection. */
+	int rc = xprt_call_start(cx, srv, "X", 1, rep, sizeof rep, 300, &c);
+	CHECK(rc == 0, "start: %s", strerror(-rc));
+	atomic_store(&stream_stop, false);
+	pthread_t t;
+	pthread_create(&t, NULL, stream_worker, NULL);
+	rc = xprt_call_wait(c, &got);
+	double dt = now_s() - t0;
+	atomic_store(&stream_stop, true);
+	void *calls;
+	pthread_join(t, &calls);
+	CHECK(rc == -ETIMEDOUT && dt < 1.0, "a 300 ms call beside a stream of replies: rc %d after %.2f s",
+	      rc, dt);
+	printf("local: 300 ms call timed out after %.2f s while %ld other calls were answered\n", dt,
+	       (long)calls);
 }
 
 static void case_rma(void)
@@ -676,6 +723,8 @@ int main(int argc, char **argv)
 			case_bigreply();
 		else if (!strcmp(c, "backlog"))
 			case_backlog();
+		else if (!strcmp(c, "starve"))
+			case_starve();
 		else if (planted)
 			case_planted();
 		else if (!strcmp(c, "stale"))
