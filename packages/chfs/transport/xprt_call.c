@@ -386,24 +386,35 @@ static void call_timeout(xprt_t *x, struct xprt_call *c)
 	atomic_fetch_add(&x->st.timeouts, 1);
 }
 
-static void waitq_add(xprt_t *x, struct xprt_call *c)
+/* A list of waiting calls (wnext/wprev, call_mu held): x->waitq, or a local connection's. */
+static void wlist_add(struct xprt_call **head, struct xprt_call *c)
 {
 	c->wprev = NULL;
-	c->wnext = x->waitq;
-	if (x->waitq)
-		x->waitq->wprev = c;
-	x->waitq = c;
+	c->wnext = *head;
+	if (*head)
+		(*head)->wprev = c;
+	*head = c;
+}
+
+static void wlist_remove(struct xprt_call **head, struct xprt_call *c)
+{
+	if (c->wprev)
+		c->wprev->wnext = c->wnext;
+	else
+		*head = c->wnext;
+	if (c->wnext)
+		c->wnext->wprev = c->wprev;
+}
+
+static void waitq_add(xprt_t *x, struct xprt_call *c)
+{
+	wlist_add(&x->waitq, c);
 	x->waiters++;
 }
 
 static void waitq_remove(xprt_t *x, struct xprt_call *c)
 {
-	if (c->wprev)
-		c->wprev->wnext = c->wnext;
-	else
-		x->waitq = c->wnext;
-	if (c->wnext)
-		c->wnext->wprev = c->wprev;
+	wlist_remove(&x->waitq, c);
 	x->waiters--;
 }
 
@@ -450,11 +461,7 @@ static void call_wait_polling(xprt_t *x, struct xprt_call *c, bool probe)
 static void call_wait_local(xprt_t *x, struct xprt_call *c)
 {
 	struct xprt_lconn *lc = c->peer->local;
-	c->wprev = NULL;
-	c->wnext = lc->waitq;
-	if (lc->waitq)
-		lc->waitq->wprev = c;
-	lc->waitq = c;
+	wlist_add(&lc->waitq, c);
 	while (!c->done) {
 		if (!lc->reading) {
 			lc->reading = true;
@@ -470,12 +477,7 @@ static void call_wait_local(xprt_t *x, struct xprt_call *c)
 		}
 		call_timeout(x, c);
 	}
-	if (c->wprev)
-		c->wprev->wnext = c->wnext;
-	else
-		lc->waitq = c->wnext;
-	if (c->wnext)
-		c->wnext->wprev = c->wprev;
+	wlist_remove(&lc->waitq, c);
 	if (!lc->reading && lc->waitq)
 		pthread_cond_signal(&lc->waitq->cv); /* the next waiter reads */
 }
