@@ -167,6 +167,29 @@ static int take_reply(xprt_t *x, struct xprt_lconn *c, int fd, int flags)
 	return 1;
 }
 
+/* A reader (or a sender making room) takes the socket: its fd, counted so that a reconnect
+ * waits for it; -1 if the connection is dead. reader_leave gives it back. */
+static int reader_enter(struct xprt_lconn *c)
+{
+	pthread_mutex_lock(&c->mu);
+	int fd = atomic_load(&c->dead) ? -1 : c->fd;
+	if (fd >= 0)
+		c->readers++;
+	pthread_mutex_unlock(&c->mu);
+	return fd;
+}
+
+static void reader_leave(struct xprt_lconn *c)
+{
+	pthread_mutex_lock(&c->mu);
+	if (--c->readers == 0)
+		pthread_cond_broadcast(&c->idle);
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* The receive buffer, allocated by the first reader (only the reader touches it). */
+static bool rbuf_ready(struct xprt_lconn *c) { return c->rbuf || (c->rbuf = malloc(XPRT_RBUF_SIZE)); }
+
 /* No reader thread: a waiting caller reads (xprt_call.c, call_wait_local), so a lone call's
  * reply wakes its own thread, not a reader that then wakes the caller. The socket's receive
  * timeout (RECV_SLICE_MS) lets the reader look at its deadline. The fd cannot change under a
@@ -175,7 +198,7 @@ static int take_reply(xprt_t *x, struct xprt_lconn *c, int fd, int flags)
 static void read_replies(xprt_t *x, struct xprt_lconn *c, int fd, atomic_bool *done,
                          const struct timespec *deadline)
 {
-	if (!c->rbuf && !(c->rbuf = malloc(XPRT_RBUF_SIZE))) {
+	if (!rbuf_ready(c)) {
 		xprt_call_fail_peer(x, c->peer, -ENOMEM);
 		return;
 	}
@@ -191,20 +214,13 @@ static void read_replies(xprt_t *x, struct xprt_lconn *c, int fd, atomic_bool *d
 void xprt_local_read_replies(xprt_t *x, struct xprt_lconn *c, atomic_bool *done,
                              const struct timespec *deadline)
 {
-	pthread_mutex_lock(&c->mu);
-	int fd = atomic_load(&c->dead) ? -1 : c->fd;
-	if (fd >= 0)
-		c->readers++;
-	pthread_mutex_unlock(&c->mu);
+	int fd = reader_enter(c);
 	if (fd < 0) {
 		xprt_call_fail_peer(x, c->peer, -EHOSTUNREACH);
 		return;
 	}
 	read_replies(x, c, fd, done, deadline);
-	pthread_mutex_lock(&c->mu);
-	if (--c->readers == 0)
-		pthread_cond_broadcast(&c->idle);
-	pthread_mutex_unlock(&c->mu);
+	reader_leave(c);
 }
 
 /* Milliseconds until ts, for a socket timeout: at least 1; 0 (none) for "forever". */
@@ -376,21 +392,14 @@ static void make_room(xprt_t *x, struct xprt_lconn *c)
 	bool read = !c->reading;
 	c->reading = true;
 	pthread_mutex_unlock(&x->call_mu);
-	pthread_mutex_lock(&c->mu);
-	int fd = atomic_load(&c->dead) ? -1 : c->fd;
-	if (fd >= 0)
-		c->readers++;
-	pthread_mutex_unlock(&c->mu);
+	int fd = reader_enter(c);
 	if (fd >= 0) {
-		if (read && (c->rbuf || (c->rbuf = malloc(XPRT_RBUF_SIZE))))
+		if (read && rbuf_ready(c))
 			while (take_reply(x, c, fd, MSG_DONTWAIT) > 0)
 				;
 		struct pollfd pf = {fd, POLLOUT | (read ? POLLIN : 0), 0};
 		poll(&pf, 1, 10);
-		pthread_mutex_lock(&c->mu);
-		if (--c->readers == 0)
-			pthread_cond_broadcast(&c->idle);
-		pthread_mutex_unlock(&c->mu);
+		reader_leave(c);
 	}
 	if (read) {
 		pthread_mutex_lock(&x->call_mu);
