@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+import poolstatus
 from chfsutil import get, io, put, rand, sha, stat
 
 CHUNK = 65536
@@ -140,6 +141,9 @@ def sock_name(addr):
 @pytest.mark.timeout(120)
 def test_starting_chfsd_removes_the_socket_a_killed_one_left(lpool):
     d = lpool.local_dir
+    # A member killed before the pool settled its join leaves the others' handover to it open,
+    # and they refuse the next join until it is back (doc/design.md, Failures): settle first.
+    poolstatus.wait_settled(lpool.env, lpool.n)
     lpool.kill(3)  # SIGKILL: no clean exit
     dead = [s for s in os.listdir(d) if s.startswith(sock_name(lpool.addrs[3]))]
     assert len(dead) == 1, "the killed server's socket is not left behind"
