@@ -17,6 +17,7 @@ Creates PATH, writes SIZE bytes of a fixed pattern, unlinks it (unless --no-unli
     close      -> closes the descriptor (the last one: an orphan's data go), prints "closed"
     term_nosync -> chfs_term_without_sync with the descriptor still open (the end of a process
                   that skips the flush), then "tasks NAME,...": the names of the threads left
+                  (a thread still finishing its exit in the kernel is waited for, 2 s at most)
     tasks      -> "tasks NAME,...": the names of this process's threads now
     quit       -> closes the descriptor and calls chfs_term (the normal end), prints "done"
 End of input is "quit". A test kills it with SIGKILL to play a client that dies.
@@ -24,6 +25,7 @@ End of input is "quit". A test kills it with SIGKILL to play a client that dies.
 import ctypes
 import os
 import sys
+import time
 
 CHUNK = 1 << 20
 
@@ -104,6 +106,11 @@ def main():
                 print(f"stat {nlink} {fsize}", flush=True)
         if cmd == "term_nosync":
             lib.chfs_term_without_sync()
+            # A thread that has returned stays listed in /proc until the kernel has finished its
+            # exit (after libchfs stopped waiting for it): a moment, so look again for up to 2 s.
+            end = time.monotonic() + 2
+            while "chfs-lease" in task_names().split(",") and time.monotonic() < end:
+                time.sleep(0.01)
             print(f"tasks {task_names()}", flush=True)
             return
         if cmd == "tasks":
