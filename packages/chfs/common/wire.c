@@ -66,6 +66,7 @@ static const char *const op_names[WOP_MAX] = {
         [WOP_REJOINED] = "rejoined",
         [WOP_DATA_UNNAMED] = "data_unnamed",
         [WOP_UNNAMED_OWED] = "unnamed-owed",
+        [WOP_ORPHAN_DUE] = "orphan-due",
 };
 
 const char *wire_op_name(unsigned op)
@@ -884,9 +885,10 @@ int wire_decode_req(const void *msg, size_t len, struct wire_req *r)
 			dec_path_check(r->path, 0, &bad);
 		break;
 	case WOP_ORPHAN_HOLD:
+	case WOP_ORPHAN_DUE:
 	case WOP_ORPHAN_DROP:
 		r->fileid = wdec_u64(&d);
-		r->size = r->h.op == WOP_ORPHAN_HOLD ? wdec_u64(&d) : 0;
+		r->size = r->h.op != WOP_ORPHAN_DROP ? wdec_u64(&d) : 0;
 		if (!d.err && (r->fileid == 0 || r->size > WIRE_MAX_OFFSET))
 			bad = -EINVAL;
 		break;

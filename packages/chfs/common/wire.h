@@ -156,6 +156,10 @@ enum wire_op {
 	 * it delivers when that member starts or resumes (server/relink_owed.c), so the member
 	 * never flushes the file's chunks it still holds under the removed name. */
 	WOP_UNNAMED_OWED, /* u64 fileid, str addr */
+	/* A DATA_REMOVE did not reach every server that may hold the file's chunks (one down,
+	 * stopped, unreachable): the receiver lists the file as an orphan due at once and sends
+	 * DATA_REMOVE to every member until all removed it (server/orphans.c). */
+	WOP_ORPHAN_DUE, /* u64 fileid, u64 size */
 	WOP_MAX
 };
 const char *wire_op_name(unsigned op);

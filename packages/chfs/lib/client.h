@@ -215,8 +215,10 @@ void orphan_term(void);
 /* ---- orphan_lease.c: the servers' leases on this process's orphans (see there) ---- */
 /* Register md's file at a server, which removes its data if this process stops renewing. */
 void orphan_lease_hold(struct srvlist *s, const struct chfs_md *md);
-/* The data of fileid were removed by this process: end its lease. */
-void orphan_lease_drop(struct srvlist *s, uint64_t fileid);
+/* This process removed the data of fileid: stop renewing its lease, and end it at the server
+ * if the removal reached every server (removed); else the server removes them again, on every
+ * member, once the lease runs out (server/orphans.c). */
+void orphan_lease_drop(struct srvlist *s, uint64_t fileid, int removed);
 /* chfs_term: stop the renewal thread (after every lease was dropped). */
 void orphan_lease_stop(void);
 /* Start the renewal thread if it does not run (an open lease was taken). */

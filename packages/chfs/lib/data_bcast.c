@@ -89,15 +89,22 @@ static int asked(const struct rpc_fanout *f, unsigned idx)
 	return 0;
 }
 
+/* A server that got f's request (or, for a local file whose home missed it, one up that was
+ * not asked); -1 if none. */
+static int witness_of(struct srvlist *s, const struct rpc_fanout *f)
+{
+	for (unsigned i = 0; i < f->n; i++)
+		if (f->rcs[i] == 0)
+			return (int)f->idx[i];
+	for (unsigned i = 0; i < s->n; i++)
+		if (!client_server_down(s, i) && !asked(f, i))
+			return (int)i;
+	return -1;
+}
+
 static void tell_missed(struct srvlist *s, const struct chfs_md *md, const struct rpc_fanout *f)
 {
-	int witness = -1;
-	for (unsigned i = 0; i < f->n && witness < 0; i++)
-		if (f->rcs[i] == 0)
-			witness = (int)f->idx[i];
-	for (unsigned i = 0; i < s->n && witness < 0; i++) /* a local file's home missed it */
-		if (!client_server_down(s, i) && !asked(f, i))
-			witness = (int)i;
+	int witness = witness_of(s, f);
 	for (unsigned i = 0; i < f->n; i++) {
 		if (f->rcs[i] == 0)
 			continue;
@@ -109,6 +116,28 @@ static void tell_missed(struct srvlist *s, const struct chfs_md *md, const struc
 			        "the removed name",
 			        (unsigned long long)md->fileid, addr, strerror(-rc), addr);
 	}
+}
+
+/* A DATA_REMOVE that missed a server leaves the file's chunks there (a killed server keeps
+ * them on its disk across a restart): a server that got it lists the file as an orphan due at
+ * once, and sends DATA_REMOVE to every member until all removed it (server/orphans.c). */
+static void owe_removal(struct srvlist *s, const struct chfs_md *md, const struct rpc_fanout *f)
+{
+	int witness = witness_of(s, f), rc = -EHOSTDOWN;
+	if (witness >= 0) {
+		RPC_DECL(r);
+		rpc_begin(&r, WOP_ORPHAN_DUE);
+		wenc_u64(&r.e, md->fileid);
+		wenc_u64(&r.e, md->size);
+		rc = rpc_call(s, (unsigned)witness, &r);
+	}
+	for (unsigned i = 0; i < f->n; i++)
+		if (f->rcs[i])
+			chfs_log(rc ? LOG_ERR : LOG_INFO,
+			         "file %016llx removed: server %s did not get it (%s); %s",
+			         (unsigned long long)md->fileid, s->addrs[f->idx[i]], strerror(-f->rcs[i]),
+			         rc ? "no other server noted it either: its chunks there stay"
+			            : "another server removes them there when it is back");
 }
 
 static int data_bcast_once(struct srvlist *s, const struct chfs_md *md, unsigned op, uint64_t len,
@@ -137,6 +166,8 @@ static int data_bcast_once(struct srvlist *s, const struct chfs_md *md, unsigned
 		if (rc && rc != -ERESTART && f.n && (md->flags & MD_FLUSH) && /* (-ERESTART: sent again) */
 		    (op == WOP_DATA_REMOVE || op == WOP_DATA_UNNAMED))
 			tell_missed(s, md, &f);
+		if (rc && rc != -ERESTART && f.n && op == WOP_DATA_REMOVE)
+			owe_removal(s, md, &f);
 	}
 	rpc_fanout_free(&f);
 	return rc;

@@ -121,8 +121,8 @@ void orphan_release(struct chfs_file *f)
 	fd_foreach_fileid(f->md.fileid, count_open, &others);
 	struct srvlist *s;
 	if (others == 0 && client_begin(&s) == 0) {
-		data_remove_all(s, &f->md); /* best effort, as chfs_unlink's */
-		orphan_lease_drop(s, f->md.fileid);
+		int rc = data_remove_all(s, &f->md); /* best effort, as chfs_unlink's */
+		orphan_lease_drop(s, f->md.fileid, rc == 0);
 	}
 }
 
@@ -157,8 +157,8 @@ static void note_orphan(struct chfs_file *f, void *arg)
 		t->ids[t->n++] = f->md.fileid;
 	struct srvlist *s;
 	if (client_begin(&s) == 0) {
-		data_remove_all(s, &f->md);
-		orphan_lease_drop(s, f->md.fileid);
+		int rc = data_remove_all(s, &f->md);
+		orphan_lease_drop(s, f->md.fileid, rc == 0);
 	}
 }
 

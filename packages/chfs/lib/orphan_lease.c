@@ -9,8 +9,9 @@
  * default). A renewal thread then sends one small HOLD per orphan every quarter lease — one
  * request per held file per 15 s by default, nothing at all for a process that holds none. At
  * the last close or chfs_term the data are removed as before and orphan_lease_drop() tells the
- * server (WOP_ORPHAN_DROP); a server that stops hearing renewals removes the data itself
- * (server/orphans.c).
+ * server (WOP_ORPHAN_DROP; not if the removal missed a server: the lease then runs out, and the
+ * server removes the data again on every member); a server that stops hearing renewals removes
+ * the data itself (server/orphans.c).
  *
  * Why a thread of its own: the transport's progress thread is the only reader of the
  * completion queue and must never wait for a reply, and libchfs has no timer. The thread is
@@ -243,7 +244,7 @@ void orphan_lease_hold(struct srvlist *s, const struct chfs_md *md)
 	pthread_mutex_unlock(&L.lock);
 }
 
-void orphan_lease_drop(struct srvlist *s, uint64_t fileid)
+void orphan_lease_drop(struct srvlist *s, uint64_t fileid, int removed)
 {
 	char addr[WIRE_ADDR_MAX] = "";
 	lock();
@@ -256,7 +257,7 @@ void orphan_lease_drop(struct srvlist *s, uint64_t fileid)
 	if (!busy())
 		pthread_cond_broadcast(&L.cv);
 	pthread_mutex_unlock(&L.lock);
-	if (addr[0])
+	if (addr[0] && removed)
 		lease_call(s, addr, WOP_ORPHAN_DROP, fileid, 0, NULL); /* best effort: it expires anyway */
 }
 

@@ -467,6 +467,7 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		rebalance_data_op_end(d, q->fileid);
 		return rc;
 	case WOP_ORPHAN_HOLD:
+	case WOP_ORPHAN_DUE:
 	case WOP_ORPHAN_DROP: return orphans_handle(d, q, e);
 	case WOP_LEASE_RENEW: return oleases_renew(wire_lease_client(&q->h), q, e);
 	case WOP_DATA_STAT:
@@ -535,6 +536,7 @@ static int placed(unsigned op)
 	case WOP_RELINK:
 	case WOP_ORPHAN_HOLD: /* renewed where the holder registered it, whatever the ring says */
 	case WOP_ORPHAN_DROP:
+	case WOP_ORPHAN_DUE:  /* a removal owed: kept wherever the client could reach */
 	case WOP_LEASE_RENEW: /* every server the client holds leases at, whatever the ring says */
 	case WOP_META_SETTLE:
 	case WOP_RELINK_OWED:

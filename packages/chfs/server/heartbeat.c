@@ -98,8 +98,10 @@ static void *heartbeat(void *arg)
 			if (nt[i].misses == HB_MISSES)
 				log_warn("server %s (%s) is down: no answer to %d heartbeats", m[i].addr,
 				         m[i].id, HB_MISSES);
-			else if (nt[i].misses == 0 && before >= HB_MISSES)
+			else if (nt[i].misses == 0 && before >= HB_MISSES) {
 				log_notice("server %s (%s) is up again", m[i].addr, m[i].id);
+				orphans_member_up(); /* the removals it missed */
+			}
 			/* back: the backend names it missed (relink_owed.c) */
 			if (nt[i].misses == 0 && before >= HB_MISSES && d->bk)
 				brelink_deliver(d, m[i].id, m[i].addr);

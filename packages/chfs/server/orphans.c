@@ -21,6 +21,14 @@
  * the removed name adopts it (orphans_adopt) and removes its data once no live open lease
  * holds the file — a round after the last holder's close reached it (orphans_due), or a lease
  * after the last holder died.
+ *
+ * The same list finishes removals that missed a member. A client whose DATA_REMOVE did not
+ * reach every server that may hold chunks of the file (one killed, stopped, unreachable) tells
+ * a server it reached (WOP_ORPHAN_DUE): that one lists the file as an orphan due at once, so
+ * the next round sends DATA_REMOVE to every member. A member that does not answer keeps the
+ * entry; it is asked again a lease later, or at once when the failure detector sees a member
+ * come back (orphans_member_up), so a restarted server's copy of the chunks goes within a
+ * round or two of its return instead of staying until the pool's storage is removed.
  */
 #define _GNU_SOURCE
 #include "orphans.h"
@@ -49,6 +57,7 @@ struct orphan {
 	uint64_t fileid, size;
 	int64_t expires_ms; /* CLOCK_MONOTONIC */
 	int leased;         /* held by open leases (open_leases.c), not only by ORPHAN_HOLD */
+	int owed;           /* a removal some member missed: asked again when a member is back */
 };
 
 static struct {
@@ -108,7 +117,7 @@ static int add(uint64_t fileid, uint64_t size, int64_t expires)
 		O.v = v;
 		O.cap = cap;
 	}
-	O.v[O.n++] = (struct orphan){fileid, size, expires, 0};
+	O.v[O.n++] = (struct orphan){fileid, size, expires, 0, 0};
 	return 0;
 }
 
@@ -124,6 +133,16 @@ int orphans_adopt(uint64_t fileid, uint64_t size)
 	if (rc)
 		log_err("orphan list (file " ORPHANS_FILE " of the storage directory): %s", strerror(-rc));
 	return rc;
+}
+
+void orphans_member_up(void)
+{
+	pthread_mutex_lock(&O.lock);
+	int64_t now = now_ms();
+	for (unsigned i = 0; i < O.n; i++)
+		if (O.v[i].owed)
+			O.v[i].expires_ms = now;
+	pthread_mutex_unlock(&O.lock);
 }
 
 void orphans_due(uint64_t fileid)
@@ -172,10 +191,20 @@ int orphans_handle(struct chfsd *d, const struct wire_req *q, struct wenc *e)
 	(void)d; /* q was validated: a file id, a size within WIRE_MAX_OFFSET */
 	pthread_mutex_lock(&O.lock);
 	int i = find(q->fileid), rc = 0;
-	if (q->h.op == WOP_ORPHAN_HOLD) {
+	if (q->h.op == WOP_ORPHAN_DUE) { /* (no lease in the answer: nobody renews it) */
+		int64_t now = now_ms();
+		if (i < 0 && (rc = add(q->fileid, q->size, now)) == 0 && (rc = save()) != 0)
+			O.n--;
+		if (rc == 0) {
+			i = i < 0 ? (int)O.n - 1 : i;
+			O.v[i].expires_ms = now;
+			O.v[i].owed = 1;
+		}
+	} else if (q->h.op == WOP_ORPHAN_HOLD) {
 		int64_t expires = now_ms() + O.lease_ms;
 		if (i >= 0) { /* a renewal: memory only */
 			O.v[i].expires_ms = expires;
+			O.v[i].owed = 0; /* its holder lives: a member's return does not make it due */
 			O.v[i].size = q->size;
 		} else if ((rc = add(q->fileid, q->size, expires)) == 0 && (rc = save()) != 0) {
 			O.n--;
@@ -221,7 +250,9 @@ static int remove_everywhere(struct chfsd *d, uint64_t fileid)
 		if (r && r != -ENOENT) {
 			log_warn("orphaned file %016" PRIx64
 			         ": server %s did not remove its data (%s); asked again later",
-			         fileid, a, strerror(-r));
+			         fileid, a,
+			         r == WIRE_ERETRY ? "its member list is not ours yet: joining or changed"
+			                          : strerror(-r));
 			rc = r;
 		}
 	}
@@ -246,6 +277,8 @@ void orphans_collect(struct chfsd *d)
 			}
 		}
 		struct orphan o = i >= 0 ? O.v[i] : (struct orphan){0};
+		if (i >= 0) /* once collected, whoever held it: finished as soon as a member is back */
+			O.v[i].owed = 1;
 		if (i >= 0) /* no second collection while this one runs; a late renewal re-adds it */
 			O.v[i].expires_ms = now + O.lease_ms;
 		pthread_mutex_unlock(&O.lock);
@@ -254,7 +287,10 @@ void orphans_collect(struct chfsd *d)
 		if (remove_everywhere(d, o.fileid) != 0)
 			return; /* its lease was pushed back a full lease: the next attempt then */
 		log_notice("orphaned file %016" PRIx64 " (%" PRIu64 " bytes): %s, data removed", o.fileid,
-		           o.size, o.leased ? "no open lease holds it any more" : "holder's lease expired");
+		           o.size,
+		           o.owed     ? "a removal that had missed a member finished"
+		           : o.leased ? "no open lease holds it any more"
+		                      : "holder's lease expired");
 		pthread_mutex_lock(&O.lock);
 		if ((i = find(o.fileid)) >= 0) {
 			O.v[i] = O.v[--O.n];

@@ -104,3 +104,13 @@ def thread_state(pid, tid):
             return f.read().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "?"
+
+
+def wait_for(pred, timeout):
+    """Poll pred every 0.1 s until true or timeout seconds passed; the seconds it took, or None."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if pred():
+            return time.time() - t0
+        time.sleep(0.1)
+    return None

@@ -18,7 +18,7 @@ import time
 import pytest
 
 import poolstatus
-from chfsutil import put, python_env
+from chfsutil import put, python_env, wait_for
 
 HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "orphan_holder.py")
 LEASE = 2.0  # seconds, chfsd --orphan-lease
@@ -43,16 +43,6 @@ def totals(env, status=poolstatus.status):
             break
     assert st and not any(s["down"] for s in st.values()), st
     return (sum(s["stored_bytes"] for s in st.values()), sum(s.get("orphans", 0) for s in st.values()))
-
-
-def wait_for(pred, timeout):
-    """Poll pred until true or timeout seconds passed; the seconds it took, or None."""
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        if pred():
-            return time.time() - t0
-        time.sleep(0.1)
-    return None
 
 
 class Holder:

@@ -241,17 +241,20 @@ int main(void)
 			ln = finish(&e, WOP_INODE_SETATTR);
 			CHECK_EQ(wire_decode_req(lb, ln, &req), i ? -EINVAL : 0);
 		}
-		/* Orphan leases: a file id (never 0) and, to hold, a size. */
-		for (int i = 0; i < 4; i++) {
+		/* Orphan leases: a file id (never 0) and, to hold or to make due, a size. */
+		for (int i = 0; i < 8; i++) {
 			begin(&e, lb, sizeof lb);
-			wenc_u64(&e, i == 1 ? 0 : 77);
-			if (i != 3)
-				wenc_u64(&e, i == 2 ? WIRE_MAX_OFFSET + 1 : 8u << 20);
-			ln = finish(&e, WOP_ORPHAN_HOLD);
-			CHECK_EQ(wire_decode_req(lb, ln, &req), i == 0 ? 0 : i == 3 ? -EBADMSG : -EINVAL);
-			if (i == 0)
+			wenc_u64(&e, i % 4 == 1 ? 0 : 77);
+			if (i % 4 != 3)
+				wenc_u64(&e, i % 4 == 2 ? WIRE_MAX_OFFSET + 1 : 8u << 20);
+			ln = finish(&e, i < 4 ? WOP_ORPHAN_HOLD : WOP_ORPHAN_DUE);
+			CHECK_EQ(wire_decode_req(lb, ln, &req), i % 4 == 0   ? 0
+			                                        : i % 4 == 3 ? -EBADMSG
+			                                                     : -EINVAL);
+			if (i % 4 == 0)
 				CHECK(req.fileid == 77 && req.size == 8u << 20);
 		}
+		CHECK(strcmp(wire_op_name(WOP_ORPHAN_DUE), "orphan-due") == 0);
 		begin(&e, lb, sizeof lb);
 		wenc_u64(&e, 77);
 		CHECK_EQ(wire_decode_req(lb, finish(&e, WOP_ORPHAN_DROP), &req), 0);
