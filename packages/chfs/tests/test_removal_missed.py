@@ -65,8 +65,10 @@ def test_a_removal_that_reaches_every_server_lists_nothing(tmp_path):
     try:
         poolstatus.wait_settled(pool.env, 3)
         put(pool, "/f", rand(16 * CHUNK, 12))
+        put(pool, "/one", b"one chunk: the other servers hold none of it")
         before = poolstatus.ops(pool.env)
         io(pool, "unlink", "/f")
+        io(pool, "unlink", "/one")
         after = poolstatus.ops(pool.env)
         assert after.get("orphan-due", 0) == before.get("orphan-due", 0) == 0, after
         assert all(chunk_files(pool, i) == [] for i in range(3))
