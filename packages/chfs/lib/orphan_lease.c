@@ -203,11 +203,16 @@ static void start_renewer(void)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_create(&t, &a, renewer, NULL) == 0)
+	if (pthread_create(&t, &a, renewer, NULL) == 0) {
 		L.alive = 1;
-	else
+		/* Named before this returns, not only once it runs (its own prctl, for a system
+		 * without /proc): a caller listing its threads right after sees it as chfs-lease.
+		 * (t is valid: the thread takes L.lock first, which we hold, so it has not ended.) */
+		pthread_setname_np(t, "chfs-lease");
+	} else {
 		log_warn("orphan lease renewal thread: cannot start; unlinked open files may be removed "
 		         "by the servers after their lease");
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&a);
 }
