@@ -26,9 +26,10 @@
  * reach every server that may hold chunks of the file (one killed, stopped, unreachable) tells
  * a server it reached (WOP_ORPHAN_DUE): that one lists the file as an orphan due at once, so
  * the next round sends DATA_REMOVE to every member. A member that does not answer keeps the
- * entry; it is asked again a lease later, or at once when the failure detector sees a member
- * come back (orphans_member_up), so a restarted server's copy of the chunks goes within a
- * round or two of its return instead of staying until the pool's storage is removed.
+ * entry; it is asked again after 1 s, 2 s, 4 s ... (at most a lease: retry_ms), and at once
+ * when the failure detector sees a member come back (orphans_member_up), so a restarted
+ * server's copy of the chunks goes within seconds of its return — also after a restart too
+ * quick for the detector to see — instead of staying until the pool's storage is removed.
  */
 #define _GNU_SOURCE
 #include "orphans.h"
@@ -58,6 +59,7 @@ struct orphan {
 	int64_t expires_ms; /* CLOCK_MONOTONIC */
 	int leased;         /* held by open leases (open_leases.c), not only by ORPHAN_HOLD */
 	int owed;           /* a removal some member missed: asked again when a member is back */
+	unsigned tries;     /* collections that did not reach every member */
 };
 
 static struct {
@@ -117,7 +119,7 @@ static int add(uint64_t fileid, uint64_t size, int64_t expires)
 		O.v = v;
 		O.cap = cap;
 	}
-	O.v[O.n++] = (struct orphan){fileid, size, expires, 0, 0};
+	O.v[O.n++] = (struct orphan){fileid, size, expires, 0, 0, 0};
 	return 0;
 }
 
@@ -205,6 +207,7 @@ int orphans_handle(struct chfsd *d, const struct wire_req *q, struct wenc *e)
 		if (i >= 0) { /* a renewal: memory only */
 			O.v[i].expires_ms = expires;
 			O.v[i].owed = 0; /* its holder lives: a member's return does not make it due */
+			O.v[i].tries = 0;
 			O.v[i].size = q->size;
 		} else if ((rc = add(q->fileid, q->size, expires)) == 0 && (rc = save()) != 0) {
 			O.n--;
@@ -260,6 +263,14 @@ static int remove_everywhere(struct chfsd *d, uint64_t fileid)
 	return rc;
 }
 
+/* When a collection that has failed `tries` times is tried again: 1 s, 2 s, 4 s ..., at most a
+ * lease (a member down for long costs every other member one DATA_REMOVE a lease). */
+static int64_t retry_ms(unsigned tries)
+{
+	int64_t ms = (int64_t)1000 << (tries < 20 ? tries : 20);
+	return ms < O.lease_ms ? ms : O.lease_ms;
+}
+
 void orphans_collect(struct chfsd *d)
 {
 	for (;;) {
@@ -277,15 +288,17 @@ void orphans_collect(struct chfsd *d)
 			}
 		}
 		struct orphan o = i >= 0 ? O.v[i] : (struct orphan){0};
-		if (i >= 0) /* once collected, whoever held it: finished as soon as a member is back */
+		if (i >= 0) { /* once collected, whoever held it: finished as soon as a member is back */
 			O.v[i].owed = 1;
-		if (i >= 0) /* no second collection while this one runs; a late renewal re-adds it */
-			O.v[i].expires_ms = now + O.lease_ms;
+			/* no second collection while this one runs (a late renewal re-adds it); if
+			 * this one misses a member, the next comes then */
+			O.v[i].expires_ms = now + retry_ms(O.v[i].tries++);
+		}
 		pthread_mutex_unlock(&O.lock);
 		if (i < 0 || atomic_load(&d->stopping))
 			return;
 		if (remove_everywhere(d, o.fileid) != 0)
-			return; /* its lease was pushed back a full lease: the next attempt then */
+			return; /* asked again at the expiry set above, or when a member is back */
 		log_notice("orphaned file %016" PRIx64 " (%" PRIu64 " bytes): %s, data removed", o.fileid,
 		           o.size,
 		           o.owed     ? "a removal that had missed a member finished"
