@@ -628,8 +628,14 @@ int chfs_init(const char *server)
 	listcache_init(&chfs_client.lc, &chfs_client.cfg, server ? server : chfs_client.cfg.server,
 	               chfs_client.secret);
 	rc = connect_pool(server);
-	if (rc == 0)
+	if (rc == 0) {
 		chfs_client.initialized = 1;
+	} else if (chfs_client.x) {
+		/* A failed start keeps nothing open: an shm endpoint's region and doorbell in
+		 * /dev/shm go with it (a root client's sweep leaves another user's files alone). */
+		xprt_close(chfs_client.x);
+		chfs_client.x = NULL;
+	}
 out:
 	pthread_mutex_unlock(&chfs_client.lock);
 	return set_err(rc);

@@ -113,6 +113,10 @@ def world_readable_chls(d):
     return {"LD_LIBRARY_PATH": os.path.join(d, "lib"), "PATH": f"{d}/bin:/usr/bin:/bin", "HOME": d}
 
 
+def nobodys_shm_files():
+    return {e.name for e in os.scandir("/dev/shm") if e.stat(follow_symlinks=False).st_uid == NOBODY}
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("chfs_pool", [{"servers": 1, "proto": "shm"}], indirect=True)
 def test_shm_server_of_another_user_is_named_as_such(chfs_pool):
@@ -127,11 +131,16 @@ def test_shm_server_of_another_user_is_named_as_such(chfs_pool):
         shutil.copy(chfs_pool.secret_file, env["CHFS_SECRET_FILE"])
         os.chown(env["CHFS_SECRET_FILE"], NOBODY, NOGROUP)
         argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOGROUP}", "--clear-groups", "chls", "/"]
+        before = nobodys_shm_files()
         r, took = timed(argv, env, timeout=60)
         assert r.returncode != 0, r.stdout
         line = error_lines_naming(r.stderr, chfs_pool.addrs[0])
         assert line and "served by uid 0" in line[0] and "use tcp" in line[0], r.stderr
         assert "TCP" not in r.stderr, r.stderr
+        # The failed start closed its endpoint: nothing of it is left in /dev/shm, where no
+        # later process of that user might sweep it (root's sweep leaves others' files alone).
+        left = nobodys_shm_files() - before
+        assert not left, f"the failed client left {sorted(left)} in /dev/shm"
 
         gone = chfs_pool.addrs[0] + "x"  # a name nobody serves
         r, took = timed(["chls", "/"], dict(chfs_pool.env, CHFS_SERVER=gone))
