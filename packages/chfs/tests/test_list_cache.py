@@ -74,6 +74,9 @@ def two(chfs_pool, tmp_path):
     """Two servers; CHFS_SERVER names only server 0 (the bootstrap); /f1 is owned by server 1;
     the cache has been filled by one client run."""
     pool = chfs_pool
+    # Settled first: a member stopped while a join's keys still move makes the other answer
+    # EIO for keys it must take from it (doc/design.md, Failures) until it is back.
+    poolstatus.wait_settled(pool.env, 2)
     d = cache_dir(tmp_path)
     # Entries are used for 60 s here (default 500 ms), so a loaded machine cannot make them
     # expire between the steps of a test.
@@ -146,9 +149,14 @@ def test_untrustworthy_cache_entry_is_ignored(two, how, tmp_path):
     assert r.returncode != 0, f"{how}: the cache entry was trusted"
     if how == "symlink":
         assert open(elsewhere, "rb").read() == target, "the symlink's target was changed"
-    # Once the bootstrap server answers again the client works (and replaces a bad entry).
+    # Once the bootstrap server answers again the client works (and replaces a bad entry):
+    # within a few failure-detector rounds (0.5 s each) of its resumption.
     os.chmod(d, 0o700)
-    r = subprocess.run(["chfs-io", "stat", name], env=env, capture_output=True, timeout=60)
+    for _ in range(20):
+        r = subprocess.run(["chfs-io", "stat", name], env=env, capture_output=True, timeout=60)
+        if r.returncode == 0:
+            break
+        time.sleep(0.25)
     assert r.returncode == 0, r.stderr.decode()
 
 
