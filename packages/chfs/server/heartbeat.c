@@ -101,10 +101,9 @@ static void *heartbeat(void *arg)
 			else if (nt[i].misses == 0 && before >= HB_MISSES) {
 				log_notice("server %s (%s) is up again", m[i].addr, m[i].id);
 				orphans_member_up(); /* the removals it missed */
+				if (d->bk)           /* the backend names it missed (relink_owed.c) */
+					brelink_deliver(d, m[i].id, m[i].addr);
 			}
-			/* back: the backend names it missed (relink_owed.c) */
-			if (nt[i].misses == 0 && before >= HB_MISSES && d->bk)
-				brelink_deliver(d, m[i].id, m[i].addr);
 			if (nt[i].misses >= HB_MISSES)
 				o += (size_t)snprintf(down + o, WIRE_LIST_MAX - o, "%s%s", o ? "," : "",
 				                      m[i].id);
