@@ -98,14 +98,17 @@ static int load_flags(void)
 		hook_cfg.local_fast_path = v[0] == '1';
 	}
 	const char *cwd = getenv("CHFS_HOOK_CWD");
-	if (cwd && *cwd) {
-		char norm[PATH_MAX], tmp[PATH_MAX];
-		if (cwd[0] != '/' || hook_normalize(cwd, norm, sizeof norm) < 0 ||
-		    hook_vpath_to_chfs(norm, tmp, sizeof tmp) != 1)
+	if (cwd && *cwd) { /* a virtual path: may be longer than PATH_MAX */
+		char *norm = malloc(HOOK_VPATH_MAX), *tmp = malloc(HOOK_CHFS_PATH_MAX);
+		const char *id = getenv("CHFS_HOOK_CWD_INO"); /* its identity (follow.c), if known */
+		int ok = norm && tmp && cwd[0] == '/' && hook_normalize(cwd, norm, HOOK_VPATH_MAX) == 0 &&
+		         hook_vpath_to_chfs(norm, tmp, HOOK_CHFS_PATH_MAX) == 1 &&
+		         hook_vcwd_set(norm, id ? (ino_t)strtoull(id, NULL, 10) : 0) == 0;
+		free(norm);
+		free(tmp);
+		if (!ok)
 			return bad("CHFS_HOOK_CWD", cwd,
 			           "not a directory under a CHFS_HOOK_MOUNTS mount point");
-		const char *id = getenv("CHFS_HOOK_CWD_INO"); /* its identity (follow.c), if known */
-		hook_vcwd_set(norm, id ? (ino_t)strtoull(id, NULL, 10) : 0);
 	}
 	return 0;
 }

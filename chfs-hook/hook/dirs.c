@@ -5,7 +5,8 @@
  * chfs_readdir() on first use (and again after a rewind to 0) and serves it in order; the
  * position is the entry index, kept as the placeholder's file offset like any other offset.
  * chdir into a mount point sets the virtual cwd (the kernel's cwd does not move); chdir or
- * fchdir anywhere else goes to the kernel and clears it.
+ * fchdir anywhere else goes to the kernel and clears it. A virtual cwd may be deeper than
+ * PATH_MAX (reached step by step); getcwd then answers ENAMETOOLONG, as the kernel does.
  */
 #define _GNU_SOURCE
 #include "hook.h"
@@ -177,8 +178,7 @@ static long chdir_chfs(const char *vpath, const char *cpath)
 		return hook_path_err(cpath);
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
-	hook_vcwd_set(vpath, st.st_ino);
-	return 0;
+	return hook_vcwd_set(vpath, st.st_ino);
 }
 
 long hook_do_cwd(const struct chfs_sysargs *s)
@@ -186,7 +186,7 @@ long hook_do_cwd(const struct chfs_sysargs *s)
 	const long *a = s->a;
 	switch (s->nr) {
 	case SYS_chdir: {
-		struct hook_target t;
+		HOOK_TARGET(t);
 		int rc = hook_resolve(AT_FDCWD, (const char *)a[0], &t);
 		if (rc < 0)
 			return rc;
@@ -207,13 +207,18 @@ long hook_do_cwd(const struct chfs_sysargs *s)
 		return r;
 	}
 	default: { /* getcwd */
-		if ((long)a[1] <= 0)
-			return -ERANGE;
-		char cwd[PATH_MAX]; /* the caller's buffer is written fault-safely: EFAULT, no crash */
-		int r = hook_vcwd_get(cwd, (size_t)a[1] < sizeof cwd ? (size_t)a[1] : sizeof cwd);
+		/* copied out: the caller's buffer is written fault-safely (EFAULT, no crash) */
+		char cwd[PATH_MAX];
+		int r = hook_vcwd_get(cwd, sizeof cwd);
 		if (r == -ENOENT)
 			return hook_pass(s);
-		return r < 0 ? r : hook_user_put((char *)a[0], cwd, (size_t)r) < 0 ? -EFAULT : r;
+		/* the kernel's checks in its order: ENAMETOOLONG for a cwd of PATH_MAX bytes or more,
+		 * whatever the size; then ERANGE for a buffer too small */
+		if (r == -ERANGE)
+			return -ENAMETOOLONG;
+		if ((unsigned long)a[1] < (unsigned long)r)
+			return -ERANGE;
+		return hook_user_put((char *)a[0], cwd, (size_t)r) < 0 ? -EFAULT : r;
 	}
 	}
 }

@@ -152,10 +152,13 @@ int hook_placeholder_open(int flags, const char *vpath, int cloexec)
 	int fd = (int)RAW2(SYS_memfd_create, PLACEHOLDER_NAME, cloexec ? MFD_CLOEXEC : 0);
 	if (fd < 0)
 		return fd;
-	char hdr[PATH_MAX + 64];
-	int n = snprintf(hdr, sizeof hdr, "%s\n%d\n%s", PLACEHOLDER_MAGIC, flags, vpath);
-	long w = RAW4(SYS_pwrite64, fd, hdr, n + 1, 0);
-	if (w != n + 1) {
+	/* the header, then the path with its NUL: the path may be longer than PATH_MAX */
+	char hdr[64];
+	int n = snprintf(hdr, sizeof hdr, "%s\n%d\n", PLACEHOLDER_MAGIC, flags);
+	struct iovec iov[2] = {{hdr, (size_t)n}, {(void *)vpath, strlen(vpath) + 1}};
+	long want = (long)(iov[0].iov_len + iov[1].iov_len);
+	long w = RAW4(SYS_pwritev, fd, iov, 2, 0);
+	if (w != want) {
 		RAW1(SYS_close, fd);
 		return w < 0 ? (int)w : -EIO;
 	}
@@ -167,10 +170,9 @@ int hook_placeholder_open(int flags, const char *vpath, int cloexec)
 /* After execve the table is empty but placeholders without close-on-exec survived: find them
  * by name, read back flags and path, and re-open the CHFS files (their offsets live on in the
  * kernel). */
-static void adopt(int fd)
+static void adopt(int fd, char *hdr, size_t size, char *cpath)
 {
-	char hdr[PATH_MAX + 64];
-	long n = RAW4(SYS_pread64, fd, hdr, sizeof hdr - 1, 0);
+	long n = RAW4(SYS_pread64, fd, hdr, size - 1, 0);
 	if (n <= 0)
 		return;
 	hdr[n] = 0;
@@ -180,8 +182,7 @@ static void adopt(int fd)
 	    sscanf(nl1 + 1, "%d", &flags) != 1)
 		return;
 	const char *vpath = nl2 + 1;
-	char cpath[PATH_MAX];
-	if (hook_vpath_to_chfs(vpath, cpath, sizeof cpath) != 1 || hook_chfs_ready() < 0)
+	if (hook_vpath_to_chfs(vpath, cpath, HOOK_CHFS_PATH_MAX) != 1 || hook_chfs_ready() < 0)
 		return;
 	long fl = RAW2(SYS_fcntl, fd, F_GETFL);
 	if (fl >= 0)
@@ -225,8 +226,13 @@ void hook_fdtable_adopt_inherited(void)
 			fds[n++] = fd;
 	}
 	closedir(d);
-	for (int i = 0; i < n; i++)
-		adopt(fds[i]);
+	/* a header holds a virtual path (up to HOOK_VPATH_MAX bytes) */
+	size_t size = HOOK_VPATH_MAX + 64;
+	char *hdr = n ? malloc(size) : NULL, *cpath = n ? malloc(HOOK_CHFS_PATH_MAX) : NULL;
+	for (int i = 0; i < n && hdr && cpath; i++)
+		adopt(fds[i], hdr, size, cpath);
+	free(hdr);
+	free(cpath);
 }
 
 void hook_fdtable_after_fork(void) { pthread_mutex_init(&table_lock, NULL); }

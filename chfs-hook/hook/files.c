@@ -27,8 +27,9 @@ int hook_stat_chfs(struct hook_file *h, struct stat *st)
 	return chfs_fstat(h->cfd, st) == 0 ? 0 : chfs_err();
 }
 
-/* Open the backing file directly when the file's data is all on this node's server. */
-static int open_backing(int cfd, int flags, int cloexec)
+/* Open the backing file directly when the file's data is all on this node's server. Not
+ * inlined: its name buffer and the caller's hook_target would make one frame above 16 KiB. */
+__attribute__((noinline)) static int open_backing(int cfd, int flags, int cloexec)
 {
 	char path[PATH_MAX];
 	if (!hook_cfg.local_fast_path || chfs_local_backing_path(cfd, path, sizeof path) != 0)
@@ -104,7 +105,7 @@ static long open_chfs(const struct hook_target *t, int flags, mode_t mode)
 
 long hook_do_open(int dirfd, const char *path, int flags, mode_t mode, const struct chfs_sysargs *s)
 {
-	struct hook_target t;
+	HOOK_TARGET(t);
 	int rc = hook_resolve(dirfd, path, &t);
 	if (rc < 0)
 		return rc;

@@ -44,37 +44,43 @@ static int vpath_in_mount_of(const char *was, const char *cpath, char *out, size
 	return -ENOENT;
 }
 
-/* The current names of what vpath/cpath with identity ino named; 1 if they changed. */
-static int moved(const char *vpath, const char *cpath, ino_t ino, char *nv, char *nc)
+/* Names as long as the hook keeps them (a CHFS path may be longer than PATH_MAX). */
+struct names {
+	char vpath[HOOK_VPATH_MAX];
+	char cpath[HOOK_CHFS_PATH_MAX];
+};
+
+/* The current names (in n) of what vpath/cpath with identity ino named; 1 if they changed. */
+static int moved(const char *vpath, const char *cpath, ino_t ino, struct names *n)
 {
-	if (!ino || chfs_follow(cpath, ino, nc, PATH_MAX) != 0 || strcmp(nc, cpath) == 0)
+	if (!ino || chfs_follow(cpath, ino, n->cpath, sizeof n->cpath) != 0 || strcmp(n->cpath, cpath) == 0)
 		return 0;
-	return vpath_in_mount_of(vpath, nc, nv, PATH_MAX) == 0;
+	return vpath_in_mount_of(vpath, n->cpath, n->vpath, sizeof n->vpath) == 0;
 }
 
 static int follow_cwd(void)
 {
-	char *buf = malloc(4 * PATH_MAX);
-	if (!buf)
-		return 0;
-	char *vp = buf, *cp = buf + PATH_MAX, *nv = buf + 2 * PATH_MAX, *nc = buf + 3 * PATH_MAX;
+	struct names *now = malloc(sizeof *now);
+	char *vp = NULL, *cp = malloc(HOOK_CHFS_PATH_MAX);
 	ino_t ino = 0;
-	int rc = hook_vcwd_get_id(vp, PATH_MAX, &ino) > 0 && hook_vpath_to_chfs(vp, cp, PATH_MAX) == 1 &&
-	         moved(vp, cp, ino, nv, nc) && hook_vcwd_moved(vp, nv);
-	free(buf);
+	int rc = now && cp && hook_vcwd_dup(&vp, &ino) > 0 &&
+	         hook_vpath_to_chfs(vp, cp, HOOK_CHFS_PATH_MAX) == 1 && moved(vp, cp, ino, now) &&
+	         hook_vcwd_moved(vp, now->vpath);
+	free(vp);
+	free(cp);
+	free(now);
 	return rc;
 }
 
 static int follow_file(struct hook_file *h)
 {
-	char *buf = malloc(2 * PATH_MAX);
-	if (!buf)
+	struct names *now = malloc(sizeof *now);
+	if (!now)
 		return 0;
-	char *nv = buf, *nc = buf + PATH_MAX;
 	ino_t ino = chfs_ino_of(h->cfd);
-	int rc = moved(hook_file_vpath(h), hook_file_cpath(h), ino, nv, nc) &&
-	         hook_file_rename(h, nv, nc) == 0;
-	free(buf);
+	int rc = moved(hook_file_vpath(h), hook_file_cpath(h), ino, now) &&
+	         hook_file_rename(h, now->vpath, now->cpath) == 0;
+	free(now);
 	return rc;
 }
 

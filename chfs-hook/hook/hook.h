@@ -76,13 +76,34 @@ void hook_usermem_init(long scratch_offset);
 static inline int hook_empty_name(const char *p) { return !p || (hook_user_readable(p, 1) && p[0] == 0); }
 
 /* ---- paths.c ---- */
+/* The longest CHFS path + 1: libchfs's CHFS_PATH_MAX (packages/chfs/common/path.h). One
+ * argument of a system call is at most PATH_MAX - 1 bytes, but programs reach deeper with
+ * directory descriptors and chdir; a CHFS name beyond this is ENAMETOOLONG. */
+#define HOOK_CHFS_PATH_MAX 16384
+/* The longest virtual path + 1 the hook keeps: a mount point, then a CHFS path. */
+#define HOOK_VPATH_MAX (PATH_MAX + HOOK_CHFS_PATH_MAX)
+/* A name resolved. Names that fit in PATH_MAX (nearly all) stay in the inline buffers; a longer
+ * one (deep under a directory descriptor or the cwd) is on the heap. Declare one with
+ * HOOK_TARGET(t): only the two pointers are set (the buffers are not cleared), and the heap
+ * part is freed when t goes out of scope. */
 struct hook_target {
-	int chfs;             /* 1: CHFS path in `path`; 0: kernel path in `path` */
-	char path[PATH_MAX];  /* CHFS path, or the path to give the kernel */
-	char vpath[PATH_MAX]; /* normalised absolute virtual path (when chfs) */
-	int dir_only;         /* the name ended in "/" or "/.": it must be a directory */
-	char arg[PATH_MAX];   /* the caller's name, copied fault-safely */
+	int chfs;           /* 1: CHFS path in `path`; 0: kernel path in `path` */
+	int dir_only;       /* the name ended in "/" or "/.": it must be a directory */
+	char *path;         /* CHFS path, or the path to give the kernel: path_buf or the heap */
+	char *vpath;        /* normalised absolute virtual path (when chfs): vpath_buf or the heap */
+	char arg[PATH_MAX]; /* the caller's name, copied fault-safely */
+	char path_buf[PATH_MAX];
+	char vpath_buf[PATH_MAX];
 };
+static inline void hook_target_init(struct hook_target *t)
+{
+	t->path = t->path_buf;
+	t->vpath = t->vpath_buf;
+}
+void hook_target_release(struct hook_target *t); /* frees what is on the heap */
+#define HOOK_TARGET(t)                                                      \
+	struct hook_target t __attribute__((cleanup(hook_target_release))); \
+	hook_target_init(&t)
 /* Classifies (dirfd, path) as openat(2) would see it. -errno on error (ENAMETOOLONG, EFAULT for
  * a path the kernel could not read either). */
 int hook_resolve(int dirfd, const char *path, struct hook_target *t);
@@ -94,7 +115,9 @@ int hook_vpath_to_chfs(const char *vpath, char *out, size_t size); /* 1 if under
 extern atomic_int hook_vcwd_active;
 int hook_vcwd_get(char *buf, size_t size);
 int hook_vcwd_get_id(char *buf, size_t size, ino_t *ino); /* and its identity (0: unknown) */
-void hook_vcwd_set(const char *vpath, ino_t ino);         /* NULL deactivates */
+/* A malloc'ed copy of the virtual cwd and its identity: 1, 0 if inactive, or -ENOMEM. */
+int hook_vcwd_dup(char **vpath, ino_t *ino);
+int hook_vcwd_set(const char *vpath, ino_t ino); /* NULL deactivates; -ENAMETOOLONG */
 /* The virtual cwd `old` was renamed to vpath: 1 if it was replaced (not changed meanwhile). */
 int hook_vcwd_moved(const char *old, const char *vpath);
 void hook_paths_after_fork(void);

@@ -79,7 +79,7 @@ static long stat_at(int dirfd, const char *path, int flags, struct stat *st, int
 		long rc = ready();
 		return rc < 0 ? rc : hook_stat_chfs(h, st);
 	}
-	struct hook_target t;
+	HOOK_TARGET(t);
 	RESOLVE(dirfd, path, &t);
 	if (!t.chfs) {
 		*is_chfs = 0;
@@ -106,7 +106,7 @@ static long do_stat(const struct chfs_sysargs *s, int dirfd, const char *path, i
 	if (!is_chfs) {
 		if ((flags & AT_EMPTY_PATH) && hook_empty_name(path))
 			return hook_pass(s); /* a kernel descriptor itself */
-		struct hook_target t;
+		HOOK_TARGET(t);
 		RESOLVE(dirfd, path, &t);
 		return RAW4(SYS_newfstatat, dirfd, t.path, out, flags);
 	}
@@ -125,7 +125,7 @@ static long do_statx(const long *a)
 	if (!is_chfs) {
 		if ((flags & AT_EMPTY_PATH) && hook_empty_name(path))
 			return hook_raw(SYS_statx, dirfd, a[1], flags, a[3], a[4], 0);
-		struct hook_target t;
+		HOOK_TARGET(t);
 		RESOLVE(dirfd, path, &t);
 		return hook_raw(SYS_statx, dirfd, (long)t.path, flags, a[3], a[4], 0);
 	}
@@ -227,14 +227,17 @@ static long name_op(const struct chfs_sysargs *s, enum name_op op, int dirfd, co
 {
 	struct hook_file *self;
 	if (op == OP_READLINK && path && (self = hook_fd_path_file(path)) != NULL) {
-		/* /proc/self/fd/N is a magic link to the file's name, here its mount-point name */
+		/* /proc/self/fd/N is a magic link to the file's name, here its mount-point name; the
+		 * kernel's is ENAMETOOLONG from PATH_MAX bytes on */
 		size_t n = strlen(hook_file_vpath(self)), size = (size_t)extra[1];
 		if ((long)extra[1] <= 0)
 			return -EINVAL;
+		if (n >= PATH_MAX)
+			return -ENAMETOOLONG;
 		long rc = hook_user_put((char *)extra[0], hook_file_vpath(self), n < size ? n : size);
 		return rc < 0 ? rc : (long)(n < size ? n : size);
 	}
-	struct hook_target t;
+	HOOK_TARGET(t);
 	RESOLVE(dirfd, path, &t);
 	if (t.chfs)
 		return chfs_name_op(op, t.path, extra);
@@ -300,7 +303,7 @@ static long utimes_op(const struct chfs_sysargs *s)
 	}
 	if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
 		return -EINVAL;
-	struct hook_target t;
+	HOOK_TARGET(t);
 	RESOLVE(dirfd, path, &t);
 	if (!t.chfs) {
 		struct chfs_sysargs k = *s;
@@ -312,10 +315,9 @@ static long utimes_op(const struct chfs_sysargs *s)
 	                    x);
 }
 
-static long two_names(const struct chfs_sysargs *s, int d1, const char *p1, int d2, const char *p2,
-                      unsigned flags)
+static long two_names_at(const struct chfs_sysargs *s, int d1, const char *p1, int d2, const char *p2,
+                         unsigned flags, struct hook_target *t1, struct hook_target *t2)
 {
-	struct hook_target *t1 = __builtin_alloca(sizeof *t1), *t2 = __builtin_alloca(sizeof *t2);
 	RESOLVE(d1, p1, t1);
 	RESOLVE(d2, p2, t2);
 	int is_link = s->nr == SYS_link || s->nr == SYS_linkat;
@@ -344,16 +346,42 @@ static long two_names(const struct chfs_sysargs *s, int d1, const char *p1, int 
 	return rc == -ENOENT && chfs_lstat(t1->path, &st) == 0 ? hook_path_err(t2->path) : rc;
 }
 
+/* Two targets are more than a 16 KiB stack frame (the hook runs on application stacks and
+ * sigaltstacks): they live on the heap. */
+static long two_names(const struct chfs_sysargs *s, int d1, const char *p1, int d2, const char *p2,
+                      unsigned flags)
+{
+	struct hook_target *t = malloc(2 * sizeof *t);
+	if (!t)
+		return -ENOMEM;
+	hook_target_init(&t[0]);
+	hook_target_init(&t[1]);
+	long rc = two_names_at(s, d1, p1, d2, p2, flags, &t[0], &t[1]);
+	hook_target_release(&t[0]);
+	hook_target_release(&t[1]);
+	free(t);
+	return rc;
+}
+
 static long symlink_op(const struct chfs_sysargs *s, const char *target, int dirfd, const char *path)
 {
-	struct hook_target t;
+	HOOK_TARGET(t);
 	RESOLVE(dirfd, path, &t);
 	if (!t.chfs)
 		return RAW3(SYS_symlinkat, target, dirfd, t.path);
 	long rc = ready();
 	if (rc < 0)
 		return rc;
-	return chfs_symlink(target, t.path) == 0 ? 0 : chfs_err();
+	/* the target is a name as the kernel reads it: EFAULT, or ENAMETOOLONG from PATH_MAX on
+	 * (libchfs would take CHFS-long ones) */
+	char *copy = malloc(PATH_MAX);
+	if (!copy)
+		return -ENOMEM;
+	rc = hook_user_strcpy(target, copy, PATH_MAX);
+	if (rc >= 0)
+		rc = chfs_symlink(copy, t.path) == 0 ? 0 : chfs_err();
+	free(copy);
+	return rc;
 }
 
 static long fd_meta(const struct chfs_sysargs *s, struct hook_file *h)
@@ -485,7 +513,7 @@ long hook_do_meta(const struct chfs_sysargs *s)
 		const struct {
 			unsigned long long flags, mode, resolve;
 		} *how = (const void *)a[2];
-		struct hook_target t;
+		HOOK_TARGET(t);
 		RESOLVE((int)a[0], (const char *)a[1], &t);
 		if (!t.chfs) {
 			struct chfs_sysargs k = *s;

@@ -7,6 +7,10 @@
  * directory under a mount point (the kernel's cwd is left where it was, so relative names that
  * lead out of CHFS are handed to the kernel made absolute). A mount DIR=SUB maps DIR/x to the
  * CHFS path SUB/x.
+ *
+ * A CHFS name may be longer than PATH_MAX (up to HOOK_CHFS_PATH_MAX - 1 bytes from the CHFS
+ * root): one argument never is, but its directory descriptor's or the cwd's name may be. Such a
+ * name goes to the heap (hook_target); the short ones, nearly all, stay in the inline buffers.
  */
 #define _GNU_SOURCE
 #include "hook.h"
@@ -14,21 +18,19 @@
 #include <chfs.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 
 atomic_int hook_vcwd_active;
-static char vcwd[PATH_MAX];
+static char vcwd[HOOK_VPATH_MAX];
 static ino_t vcwd_ino; /* its identity (st_ino) when known, else 0: see follow.c */
 static pthread_mutex_t vcwd_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int hook_normalize(const char *in, char *out, size_t size)
+/* Appends the components of `in` to the normalised absolute name out[0..*o) (capacity size),
+ * folding "." and ".." and repeated slashes. */
+static int normalize_append(const char *in, char *out, size_t size, size_t *o)
 {
-	size_t o = 0;
-	const char *p = in;
-	if (size < 2)
-		return -ENAMETOOLONG;
-	out[o++] = '/';
-	while (*p) {
+	for (const char *p = in; *p;) {
 		while (*p == '/')
 			p++;
 		const char *s = p;
@@ -38,21 +40,30 @@ int hook_normalize(const char *in, char *out, size_t size)
 		if (len == 0 || (len == 1 && s[0] == '.'))
 			continue;
 		if (len == 2 && s[0] == '.' && s[1] == '.') {
-			while (o > 1 && out[o - 1] != '/')
-				o--;
-			if (o > 1)
-				o--; /* drop the slash too */
+			while (*o > 1 && out[*o - 1] != '/')
+				(*o)--;
+			if (*o > 1)
+				(*o)--; /* drop the slash too */
 			continue;
 		}
-		if (o > 1)
-			out[o++] = '/';
-		if (o + len + 1 > size)
+		if (*o > 1)
+			out[(*o)++] = '/';
+		if (*o + len + 1 > size)
 			return -ENAMETOOLONG;
-		memcpy(out + o, s, len);
-		o += len;
+		memcpy(out + *o, s, len);
+		*o += len;
 	}
-	out[o] = 0;
+	out[*o] = 0;
 	return 0;
+}
+
+int hook_normalize(const char *in, char *out, size_t size)
+{
+	size_t o = 1;
+	if (size < 2)
+		return -ENAMETOOLONG;
+	out[0] = '/';
+	return normalize_append(in, out, size, &o);
 }
 
 static const char *fd_path_tail(const char *p)
@@ -78,25 +89,118 @@ struct hook_file *hook_fd_path_file(const char *path)
 	return hook_file_of(fd);
 }
 
-int hook_vpath_to_chfs(const char *vpath, char *out, size_t size)
+/* The mount point vpath is under, or NULL. */
+static const struct hook_mount *mount_of(const char *vpath)
 {
 	for (int m = 0; m < hook_cfg.nmounts; m++) {
 		const struct hook_mount *mt = &hook_cfg.mounts[m];
-		if (strncmp(vpath, mt->dir, mt->dirlen) != 0 ||
-		    (vpath[mt->dirlen] != 0 && vpath[mt->dirlen] != '/'))
-			continue;
-		const char *rest = vpath + mt->dirlen;
-		int n = (int)strlen(mt->sub);
-		if ((size_t)n + strlen(rest) + 2 > size)
-			return -ENAMETOOLONG;
-		memcpy(out, mt->sub, (size_t)n);
-		strcpy(out + n, rest);
-		if (out[0] == 0)
-			strcpy(out, "/");
-		return 1;
+		if (strncmp(vpath, mt->dir, mt->dirlen) == 0 &&
+		    (vpath[mt->dirlen] == 0 || vpath[mt->dirlen] == '/'))
+			return mt;
 	}
+	return NULL;
+}
+
+/* out = the CHFS path of vpath under mount mt (room for `need` bytes: chfs_name_size). */
+static void chfs_name(const struct hook_mount *mt, const char *vpath, char *out)
+{
+	size_t n = strlen(mt->sub);
+	memcpy(out, mt->sub, n);
+	strcpy(out + n, vpath + mt->dirlen);
+	if (out[0] == 0)
+		strcpy(out, "/");
+}
+
+static size_t chfs_name_size(const struct hook_mount *mt, const char *vpath)
+{
+	return strlen(mt->sub) + strlen(vpath + mt->dirlen) + 2;
+}
+
+int hook_vpath_to_chfs(const char *vpath, char *out, size_t size)
+{
+	const struct hook_mount *mt = mount_of(vpath);
+	if (!mt)
+		return 0;
+	if (chfs_name_size(mt, vpath) > size)
+		return -ENAMETOOLONG;
+	chfs_name(mt, vpath, out);
+	return 1;
+}
+
+/* ---- hook_target: inline buffers, the heap for longer names ---- */
+
+void hook_target_release(struct hook_target *t)
+{
+	if (t->path != t->path_buf)
+		free(t->path);
+	if (t->vpath != t->vpath_buf)
+		free(t->vpath);
+	hook_target_init(t);
+}
+
+/* Makes *slot (the inline buffer `inl` or a heap one) hold `need` bytes: the buffer, or NULL. */
+static char *room(char **slot, char *inl, size_t need)
+{
+	if (*slot != inl) {
+		free(*slot);
+		*slot = inl;
+	}
+	if (need <= PATH_MAX)
+		return inl;
+	char *p = malloc(need);
+	if (p)
+		*slot = p;
+	return p;
+}
+
+static int set_path(struct hook_target *t, const char *p)
+{
+	size_t n = strlen(p) + 1;
+	if (!room(&t->path, t->path_buf, n))
+		return -ENOMEM;
+	memcpy(t->path, p, n);
 	return 0;
 }
+
+static int set_vpath(struct hook_target *t, const char *p)
+{
+	size_t n = strlen(p) + 1;
+	if (!room(&t->vpath, t->vpath_buf, n))
+		return -ENOMEM;
+	memcpy(t->vpath, p, n);
+	return 0;
+}
+
+/* t->path = the CHFS path of t->vpath: 1, or 0 if it is not under a mount point, or
+ * -ENAMETOOLONG beyond CHFS's bound. */
+static int to_chfs(struct hook_target *t)
+{
+	const struct hook_mount *mt = mount_of(t->vpath);
+	if (!mt)
+		return 0;
+	size_t need = chfs_name_size(mt, t->vpath); /* the name's length + 2 */
+	if (need - 2 >= HOOK_CHFS_PATH_MAX)
+		return -ENAMETOOLONG;
+	char *out = room(&t->path, t->path_buf, need);
+	if (!out)
+		return -ENOMEM;
+	chfs_name(mt, t->vpath, out);
+	return 1;
+}
+
+/* t->vpath = base/rel, normalised (base is absolute). */
+static int join(const char *base, const char *rel, struct hook_target *t)
+{
+	size_t need = strlen(base) + strlen(rel) + 2, o = 1;
+	char *out = room(&t->vpath, t->vpath_buf, need);
+	if (!out)
+		return -ENOMEM;
+	out[0] = '/';
+	int rc = normalize_append(base, out, need, &o);
+	return rc < 0 ? rc : normalize_append(rel, out, need, &o);
+}
+
+/* ---- the virtual cwd ---- */
 
 int hook_vcwd_get_id(char *buf, size_t size, ino_t *ino)
 {
@@ -118,8 +222,23 @@ int hook_vcwd_get(char *buf, size_t size) { return hook_vcwd_get_id(buf, size, N
 
 void hook_paths_after_fork(void) { pthread_mutex_init(&vcwd_lock, NULL); }
 
-void hook_vcwd_set(const char *vpath, ino_t ino)
+int hook_vcwd_dup(char **vpath, ino_t *ino)
 {
+	pthread_mutex_lock(&vcwd_lock);
+	int rc = 0;
+	if (atomic_load(&hook_vcwd_active)) {
+		*vpath = strdup(vcwd);
+		*ino = vcwd_ino;
+		rc = *vpath ? 1 : -ENOMEM;
+	}
+	pthread_mutex_unlock(&vcwd_lock);
+	return rc;
+}
+
+int hook_vcwd_set(const char *vpath, ino_t ino)
+{
+	if (vpath && strlen(vpath) >= sizeof vcwd)
+		return -ENAMETOOLONG;
 	pthread_mutex_lock(&vcwd_lock);
 	if (vpath) {
 		strcpy(vcwd, vpath);
@@ -129,6 +248,7 @@ void hook_vcwd_set(const char *vpath, ino_t ino)
 		atomic_store(&hook_vcwd_active, 0);
 	}
 	pthread_mutex_unlock(&vcwd_lock);
+	return 0;
 }
 
 int hook_vcwd_moved(const char *old, const char *vpath)
@@ -141,16 +261,18 @@ int hook_vcwd_moved(const char *old, const char *vpath)
 	return ok;
 }
 
-static int join(const char *base, const char *rel, char *out, size_t size)
+/* t->vpath = vcwd/rel: 1, or 0 if there is no virtual cwd. */
+static int join_vcwd(const char *rel, struct hook_target *t)
 {
-	char tmp[2 * PATH_MAX + 2];
-	size_t b = strlen(base), r = strlen(rel);
-	if (b + r + 2 > sizeof tmp)
-		return -ENAMETOOLONG;
-	memcpy(tmp, base, b);
-	tmp[b] = '/';
-	memcpy(tmp + b + 1, rel, r + 1);
-	return hook_normalize(tmp, out, size);
+	pthread_mutex_lock(&vcwd_lock);
+	int rc = 0;
+	if (atomic_load(&hook_vcwd_active)) {
+		rc = join(vcwd, rel, t);
+		if (rc == 0)
+			rc = 1;
+	}
+	pthread_mutex_unlock(&vcwd_lock);
+	return rc;
 }
 
 static int ends_as_dir(const char *p)
@@ -165,11 +287,13 @@ int hook_path_err(const char *cpath)
 	int e = errno ? errno : EIO;
 	if (e != ENOENT)
 		return -e;
-	char prefix[PATH_MAX];
+	char inl[PATH_MAX];
 	size_t n = strlen(cpath);
-	if (n >= sizeof prefix)
+	char *prefix = n < sizeof inl ? inl : malloc(n + 1);
+	if (!prefix)
 		return -ENOENT;
 	memcpy(prefix, cpath, n + 1);
+	int rc = -ENOENT;
 	for (size_t i = 1; i < n; i++) { /* each leading component, shortest first */
 		if (prefix[i] != '/')
 			continue;
@@ -178,39 +302,41 @@ int hook_path_err(const char *cpath)
 		int r = chfs_stat(prefix, &st);
 		prefix[i] = '/';
 		if (r != 0)
-			return -ENOENT;
-		if (!S_ISDIR(st.st_mode))
-			return -ENOTDIR;
+			break;
+		if (!S_ISDIR(st.st_mode)) {
+			rc = -ENOTDIR;
+			break;
+		}
 	}
-	return -ENOENT;
+	if (prefix != inl)
+		free(prefix);
+	return rc;
 }
 
 int hook_resolve(int dirfd, const char *path, struct hook_target *t)
 {
+	/* a name of PATH_MAX bytes or more is ENAMETOOLONG, as from the kernel */
 	long rc = hook_user_strcpy(path, t->arg, sizeof t->arg);
 	if (rc < 0)
 		return (int)rc;
 	path = t->arg;
 	t->chfs = 0;
 	t->dir_only = ends_as_dir(path);
-	if (path[0] == 0) { /* "" is ENOENT unless AT_EMPTY_PATH, which callers handle first */
-		strcpy(t->path, path);
-		return 0;
-	}
-	if (strlen(path) >= PATH_MAX)
-		return -ENAMETOOLONG;
+	if (path[0] == 0) /* "" is ENOENT unless AT_EMPTY_PATH, which callers handle first */
+		return set_path(t, path);
 	struct hook_file *self = hook_fd_path_file(path);
 	if (self) { /* /proc/self/fd/N of a CHFS descriptor (glibc's fchmodat, bash's /dev/fd) */
-		strcpy(t->vpath, hook_file_vpath(self));
-		strcpy(t->path, hook_file_cpath(self));
+		if ((rc = set_vpath(t, hook_file_vpath(self))) < 0 ||
+		    (rc = set_path(t, hook_file_cpath(self))) < 0)
+			return rc;
 		t->chfs = 1;
 		return 0;
 	}
 	if (path[0] == '/') {
-		if ((rc = hook_normalize(path, t->vpath, sizeof t->vpath)) < 0)
+		/* no longer than path: the inline buffer holds it */
+		if ((rc = hook_normalize(path, room(&t->vpath, t->vpath_buf, PATH_MAX), PATH_MAX)) < 0)
 			return rc;
-		rc = hook_vpath_to_chfs(t->vpath, t->path, sizeof t->path);
-		if (rc < 0)
+		if ((rc = to_chfs(t)) < 0)
 			return rc;
 		if (rc == 0) {
 			/* The kernel's own name, symlinks and all — unless it starts inside a mount point
@@ -221,34 +347,36 @@ int hook_resolve(int dirfd, const char *path, struct hook_target *t)
 				via_mount = strncmp(path, hook_cfg.mounts[m].dir, n) == 0 &&
 				            (path[n] == '/' || !path[n]);
 			}
-			strcpy(t->path, via_mount ? t->vpath : path);
+			int r = set_path(t, via_mount ? t->vpath : path);
+			if (r < 0)
+				return r;
 		}
-		t->chfs = rc;
+		t->chfs = (int)rc;
 		return 0;
 	}
-	char base[PATH_MAX];
 	if (dirfd == AT_FDCWD) {
-		if (hook_vcwd_get(base, sizeof base) < 0) {
-			strcpy(t->path, path);
-			return 0;
-		}
+		if ((rc = join_vcwd(path, t)) < 0)
+			return rc;
+		if (rc == 0)
+			return set_path(t, path); /* the kernel's cwd */
 	} else {
 		struct hook_file *h = hook_file_of(dirfd);
-		if (!h) {
-			strcpy(t->path, path);
-			return 0;
-		}
+		if (!h)
+			return set_path(t, path);
 		if (!h->is_dir)
 			return -ENOTDIR;
-		strcpy(base, hook_file_vpath(h));
+		if ((rc = join(hook_file_vpath(h), path, t)) < 0)
+			return rc;
 	}
-	if ((rc = join(base, path, t->vpath, sizeof t->vpath)) < 0)
+	if ((rc = to_chfs(t)) < 0)
 		return rc;
-	rc = hook_vpath_to_chfs(t->vpath, t->path, sizeof t->path);
-	if (rc < 0)
-		return rc;
-	if (rc == 0)
-		strcpy(t->path, t->vpath); /* left CHFS: give the kernel the absolute name */
-	t->chfs = rc;
+	if (rc == 0) { /* left CHFS: give the kernel the absolute name */
+		if (strlen(t->vpath) >= PATH_MAX)
+			return -ENAMETOOLONG;
+		int r = set_path(t, t->vpath);
+		if (r < 0)
+			return r;
+	}
+	t->chfs = (int)rc;
 	return 0;
 }

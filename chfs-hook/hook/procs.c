@@ -90,10 +90,15 @@ static char **hook_env(char *const *envp, char ***owned)
 	}
 	if (inherits_chfs_descriptors())
 		env[k++] = "CHFS_HOOK_INHERIT=1"; /* the new program must load the hook at once */
-	char cwd[PATH_MAX];
+	char *cwd = NULL; /* may be longer than PATH_MAX: an environment string may be 128 KiB */
 	ino_t ino;
-	if (hook_vcwd_get_id(cwd, sizeof cwd, &ino) > 0) {
-		if (asprintf(&own[o], "CHFS_HOOK_CWD=%s", cwd) < 0)
+	int has_cwd = hook_vcwd_dup(&cwd, &ino);
+	if (has_cwd < 0)
+		goto oom;
+	if (has_cwd) {
+		int n = asprintf(&own[o], "CHFS_HOOK_CWD=%s", cwd);
+		free(cwd);
+		if (n < 0)
 			goto oom;
 		env[k++] = own[o++];
 		if (asprintf(&own[o], "CHFS_HOOK_CWD_INO=%llu", (unsigned long long)ino) < 0)
@@ -118,7 +123,7 @@ long hook_do_exec(const struct chfs_sysargs *s)
 	const char *path = (const char *)s->a[at];
 	char *const *argv = (char *const *)s->a[at + 1];
 	char *const *envp = (char *const *)s->a[at + 2];
-	struct hook_target t;
+	HOOK_TARGET(t);
 	if (path && !(at && path[0] == 0)) {
 		int rc = hook_resolve(dirfd, path, &t);
 		if (rc < 0)

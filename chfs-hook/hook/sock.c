@@ -183,7 +183,11 @@ long hook_do_sock(const struct chfs_sysargs *s)
 		return rc < 0 ? rc : hook_pass(s);
 	struct hook_target *t = malloc(sizeof *t);
 	struct sockaddr_un *sa = malloc(sizeof *sa);
+	if (t)
+		hook_target_init(t);
 	rc = t && sa ? sock_call(s, name, t, sa) : -ENOMEM;
+	if (t)
+		hook_target_release(t);
 	free(t);
 	free(sa);
 	return rc;
