@@ -35,8 +35,10 @@ def pool(tmp_path_factory):
         p.stop()
 
 
-def hooked(pool, argv, timeout=120):
-    r = subprocess.run(["chfs-run", "--"] + argv, env={**pool.env, "CHFS_HOOK_LOCAL": "0"},
+def hooked(pool, argv, env=None, timeout=120):
+    """argv under chfs-run, on the RPC data path unless env asks for the node-local one."""
+    r = subprocess.run(["chfs-run", "--"] + argv,
+                       env={**pool.env, "CHFS_HOOK_LOCAL": "0", **(env or {})},
                        capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, (r.returncode, r.stdout[-3000:], r.stderr[-3000:])
     return r.stdout
@@ -50,7 +52,10 @@ def native_ls(pool, path):
     return sorted(n for n in native(pool, "ls", path).split() if n not in (".", ".."))
 
 
-def test_a_deep_walk_with_short_arguments_answers_as_the_kernel(pool, tmp_path):
+@pytest.mark.parametrize("data_path", ["rpc", "local"])
+def test_a_deep_walk_with_short_arguments_answers_as_the_kernel(pool, tmp_path, data_path):
+    """Also over the node-local fast path (the kernel descriptor is the server's backing file
+    then, not a placeholder)."""
     local = tmp_path / "deep"
     local.mkdir()
     ref = subprocess.run([DEEPWALK, "walk", os.path.realpath(local), "40"], capture_output=True,
@@ -69,12 +74,14 @@ def test_a_deep_walk_with_short_arguments_answers_as_the_kernel(pool, tmp_path):
                  "chdir 40 levels down and up: getcwd as expected at every level (ENAMETOOLONG "
                  "where deeper than PATH_MAX)"):
         assert line in want.splitlines(), (line, want)
-    native(pool, "mkdir", "/deep")
-    got = hooked(pool, [DEEPWALK, "walk", "/chfs/deep", "40"])
+    top = f"/deep-{data_path}"
+    native(pool, "mkdir", top)
+    env = {"CHFS_HOOK_LOCAL": "1", "CHFS_PLACEMENT": "local"} if data_path == "local" else {}
+    got = hooked(pool, [DEEPWALK, "walk", "/chfs" + top, "40"], env=env)
     assert got == want
     # the tree is CHFS's own: 40 levels, seen through libchfs without the hook
-    deepest = "/deep" + f"/{COMP}" * 40
-    assert len(deepest) == 4845
+    deepest = top + f"/{COMP}" * 40
+    assert len(deepest) > 4096
     assert native(pool, "stat", deepest).split()[0].startswith("4")  # a directory (040755)
     assert native_ls(pool, deepest) == []
 
