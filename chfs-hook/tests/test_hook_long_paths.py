@@ -8,7 +8,7 @@ local directory (the kernel's answers: getcwd is ENAMETOOLONG beyond PATH_MAX wh
 buffer, an argument of 4,096 bytes is ENAMETOOLONG, readlink of /proc/self/fd/N of a deep file
 is ENAMETOOLONG, a deep descriptor and cwd survive exec) and under the hook in CHFS, and the
 transcripts must be equal. Beyond the bound, every call is a clean ENAMETOOLONG and nothing is
-created at a shortened name. Before this change the walk stopped with ENAMETOOLONG at 4,096
+created at a shortened name. A deep cwd and descriptor follow a rename by another process. Before this change the walk stopped with ENAMETOOLONG at 4,096
 bytes from the mount point (the hook's names were PATH_MAX buffers).
 """
 import os
@@ -160,3 +160,35 @@ def test_beyond_the_chfs_bound_every_call_is_enametoolong(pool):
     assert native_ls(pool, deepest) == ["d", at_bound]
     assert native(pool, "get", deepest + "/d") == "at the bound\n"
     assert native_ls(pool, "/b") == [COMP]
+
+
+FOLLOW_SCRIPT = f"""
+import os, subprocess, sys
+fd = os.open("/chfs/r/a", os.O_RDONLY | os.O_DIRECTORY)
+for _ in range(40):
+    os.mkdir({COMP!r}, dir_fd=fd)
+    nfd = os.open({COMP!r}, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+    os.close(fd)
+    fd = nfd
+w = os.open("leaf", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd)
+os.write(w, b"followed")
+os.close(w)
+os.chdir(fd)
+subprocess.run([sys.executable, "-c", "import os; os.rename('/chfs/r/a', '/chfs/r/b')"],
+               check=True, timeout=60)
+print(os.stat("leaf").st_size, os.stat("leaf", dir_fd=fd).st_size)
+os.mkdir("new")
+print(sorted(os.listdir(fd)))
+"""
+
+
+def test_a_deep_cwd_and_descriptor_follow_a_rename_by_another_process(pool):
+    """hook/follow.c finds the new names (longer than PATH_MAX) of a directory another process
+    renamed above the cwd and a directory descriptor, as the kernel's cwd and descriptors
+    follow the directory itself."""
+    native(pool, "mkdir", "/r")
+    native(pool, "mkdir", "/r/a")
+    out = hooked(pool, [sys.executable, "-c", FOLLOW_SCRIPT]).splitlines()
+    assert out == ["8 8", "['leaf', 'new']"]
+    assert native_ls(pool, "/r/b" + f"/{COMP}" * 40) == ["leaf", "new"]
+    assert native_ls(pool, "/r") == ["b"]
