@@ -241,7 +241,7 @@ struct chfs_md {
 	uint64_t size, fileid;
 	int64_t atime_ns, mtime_ns, ctime_ns;
 	uint32_t nlink;           /* an inode record's names (MD_LINKED); 0 otherwise */
-	char link[CHFS_PATH_MAX]; /* symlink target */
+	char link[CHFS_LINK_MAX]; /* symlink target, or backend path (a kernel path) */
 	char home[WIRE_ADDR_MAX]; /* MD_LOCAL: address of the server holding every chunk */
 };
 
@@ -370,7 +370,7 @@ int wire_mig_item_get(struct wdec *d, struct wire_mig_item *it);
 struct wire_stage_file {
 	uint64_t fileid, size;
 	struct wire_tag tag;
-	char path[CHFS_PATH_MAX]; /* backend path */
+	char path[CHFS_LINK_MAX]; /* backend path (md.link) */
 };
 void wire_stage_file_put(struct wenc *e, const struct chfs_md *m);
 int wire_stage_file_get(struct wdec *d, struct wire_stage_file *f);

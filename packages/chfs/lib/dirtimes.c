@@ -16,8 +16,8 @@
 
 void dir_touch(struct srvlist *s, const char *cp, unsigned done_at, int delta)
 {
-	char parent[CHFS_PATH_MAX];
-	if (!path_split(cp, parent) || !parent[0])
+	PATH_BUF(parent, 1);
+	if (!parent || !path_split(cp, parent) || !parent[0])
 		return; /* the root has no record: its times stay */
 	if (placement_owner(s->ring, parent) == done_at)
 		return; /* done_at updated it with the change */

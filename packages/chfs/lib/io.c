@@ -32,6 +32,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,7 +257,7 @@ static int direct_fd(struct srvlist *s, struct chfs_file *f, unsigned sv, struct
 	if (fd != -1)
 		return fd;
 	RPC_DECL(r);
-	char p[CHFS_PATH_MAX];
+	char p[PATH_MAX]; /* a backing file: a local path */
 	int nfd = -2;
 	struct fastpath_page *g = NULL;
 	rpc_begin(&r, WOP_LOCAL_PATH);
@@ -915,7 +916,7 @@ int chfs_local_backing_path(int fd, char *buf, size_t size)
 		/* known: buf holds it */
 	} else if (rc == 0) {
 		RPC_DECL(r);
-		char p[CHFS_PATH_MAX];
+		char p[PATH_MAX]; /* a backing file: a local path */
 		rpc_begin(&r, WOP_LOCAL_PATH);
 		wire_tag_put(&r.e, &f->md);
 		rc = rpc_call(s, (unsigned)h, &r);

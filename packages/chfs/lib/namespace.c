@@ -97,8 +97,12 @@ void ns_merge_home(struct srvlist *s, struct chfs_md *md)
 /* ns_resolve; op WOP_STAT_OPEN: the lookups take an open lease of the regular file found. */
 static int resolve(struct srvlist *s, const char *cpath, char *out, struct chfs_md *md, unsigned op)
 {
-	char cur[CHFS_PATH_MAX], tmp[CHFS_PATH_MAX];
-	snprintf(cur, sizeof cur, "%s", cpath);
+	PATH_BUF(cur, 2);
+	PATH_BUF(joined, 1);
+	if (!cur || !joined)
+		return -ENOMEM;
+	char *tmp = cur + CHFS_PATH_MAX;
+	snprintf(cur, CHFS_PATH_MAX, "%s", cpath);
 	for (int hop = 0; hop <= 8; hop++) {
 		int rc = ns_lookup_op(s, cur, md, op);
 		if (rc)
@@ -112,14 +116,13 @@ static int resolve(struct srvlist *s, const char *cpath, char *out, struct chfs_
 			rc = path_canonical(md->link, tmp);
 		} else {
 			path_split(cur, tmp); /* the parent; tmp is free until path_canonical */
-			char joined[CHFS_PATH_MAX];
-			if (snprintf(joined, sizeof joined, "%s/%s", tmp, md->link) >= CHFS_PATH_MAX)
+			if (snprintf(joined, CHFS_PATH_MAX, "%s/%s", tmp, md->link) >= CHFS_PATH_MAX)
 				return -ENAMETOOLONG;
 			rc = path_canonical(joined, tmp);
 		}
 		if (rc)
 			return rc == -EINVAL ? -ENOENT : rc;
-		memcpy(cur, tmp, sizeof cur);
+		memcpy(cur, tmp, CHFS_PATH_MAX);
 	}
 	return -ELOOP;
 }
@@ -295,9 +298,11 @@ int ns_report_size(struct chfs_file *f)
 	int rc = client_begin(&s);
 	if (rc)
 		return rc;
-	char path[CHFS_PATH_MAX];
+	PATH_BUF(path, 1);
+	if (!path)
+		return -ENOMEM;
 	pthread_mutex_lock(&f->lock);
-	memcpy(path, f->path, sizeof path);
+	snprintf(path, CHFS_PATH_MAX, "%s", f->path);
 	pthread_mutex_unlock(&f->lock);
 	rc = setattr_size(s, path, f->md.fileid, WIRE_SET_SIZE_MAX, end);
 	if (rc == -ENOENT || rc == -ESTALE) {
@@ -341,7 +346,9 @@ static void root_md(struct chfs_md *md)
 
 static int check_parent(struct srvlist *s, const char *cpath, struct chfs_md *pmd)
 {
-	char parent[CHFS_PATH_MAX];
+	PATH_BUF(parent, 1);
+	if (!parent)
+		return -ENOMEM;
 	if (!path_split(cpath, parent))
 		return -EEXIST; /* the root */
 	if (!parent[0]) {
@@ -361,7 +368,7 @@ static int check_parent(struct srvlist *s, const char *cpath, struct chfs_md *pm
 		rc = -ENOTDIR;
 	if (rc == 0) { /* only a directory is remembered, with its own name */
 		known_parent_md = *md;
-		memcpy(known_parent, parent, sizeof known_parent);
+		memcpy(known_parent, parent, strlen(parent) + 1);
 		known_parent_at = now;
 		if (pmd)
 			*pmd = *md;
@@ -488,10 +495,13 @@ static int new_file(const char *cpath, const struct chfs_md *md, int accmode, in
  * directory; a concurrent creator of the same one is not an error. */
 static int make_parents(struct srvlist *s, const char *cpath)
 {
-	char parent[CHFS_PATH_MAX], dir[CHFS_PATH_MAX];
+	PATH_BUF(parent, 2);
 	struct chfs_md *md = malloc(2 * sizeof *md), *up = md + 1; /* new one, and its directory */
-	if (!md)
+	if (!md || !parent) {
+		free(md);
 		return -ENOMEM;
+	}
+	char *dir = parent + CHFS_PATH_MAX;
 	int rc = path_split(cpath, parent) ? 0 : -EEXIST;
 	root_md(up);
 	for (size_t i = 0; rc == 0 && parent[i]; i++) {
@@ -811,9 +821,11 @@ static int may_rename(struct srvlist *s, const char *cf, const struct chfs_md *m
 			rc = perm_sticky_applies(dir) ? may_remove(s, ct, NULL) : perm_dir_change(dir, NULL);
 		if (rc == -ENOENT)
 			rc = perm_dir_change(dir, NULL); /* nothing to replace */
-		char pf[CHFS_PATH_MAX], pt[CHFS_PATH_MAX];
-		if (rc == 0 && S_ISDIR(md->mode) && path_split(cf, pf) && path_split(ct, pt) &&
-		    strcmp(pf, pt))
+		PATH_BUF(pf, 2);
+		if (rc == 0 && !pf)
+			rc = -ENOMEM;
+		if (rc == 0 && S_ISDIR(md->mode) && path_split(cf, pf) &&
+		    path_split(ct, pf + CHFS_PATH_MAX) && strcmp(pf, pf + CHFS_PATH_MAX))
 			rc = perm_access(md, PERM_W);
 	}
 	free(dir);
@@ -908,9 +920,9 @@ int ns_move(struct srvlist *s, const char *cf, const char *ct, const struct chfs
 
 int chfs_rename(const char *from, const char *to)
 {
-	char ct[CHFS_PATH_MAX];
+	PATH_BUF(ct, 1);
 	NS_CALL_DECL(c);
-	int rc = canon(to, ct);
+	int rc = ct ? canon(to, ct) : -ENOMEM;
 	if (rc == 0)
 		rc = ns_begin(from, NS_SYNC | NS_LOOKUP, c);
 	if (rc)
@@ -960,7 +972,7 @@ int chfs_symlink(const char *target, const char *path)
 	struct chfs_md got;
 	if (!target || !*target)
 		return set_err(-ENOENT);
-	if (strlen(target) >= CHFS_PATH_MAX)
+	if (strlen(target) >= CHFS_LINK_MAX)
 		return set_err(-ENAMETOOLONG);
 	NS_CALL_DECL(c);
 	int rc = ns_begin(path, NS_PARENT, c);

@@ -185,10 +185,10 @@ static int rd_servers(struct srvlist *s, int index, struct rdlist *l)
 
 static int readdir_common(const char *path, int index, void *buf, filler_t filler)
 {
-	char cp[CHFS_PATH_MAX];
+	PATH_BUF(cp, 1);
 	struct srvlist *s;
 	struct chfs_md md;
-	int rc = path ? path_canonical(path, cp) : -EFAULT;
+	int rc = !path ? -EFAULT : !cp ? -ENOMEM : path_canonical(path, cp);
 	if (rc == 0)
 		rc = client_begin(&s);
 	if (rc == 0)

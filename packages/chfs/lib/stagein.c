@@ -65,10 +65,10 @@ static int stage_data_once(struct srvlist *s, const struct chfs_md *md, unsigned
 
 static int stagein(const char *path)
 {
-	char cp[CHFS_PATH_MAX];
+	PATH_BUF(cp, 1);
 	struct srvlist *s;
 	struct chfs_md *md = malloc(sizeof *md);
-	int rc = !path ? -EFAULT : !md ? -ENOMEM : 0;
+	int rc = !path ? -EFAULT : !md || !cp ? -ENOMEM : 0;
 	if (rc == 0)
 		rc = path_canonical(path, cp);
 	if (rc == 0 && !cp[0]) {

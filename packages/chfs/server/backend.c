@@ -76,7 +76,7 @@ static int open_parent(struct backend *b, const char *path, const char **leaf)
 		*leaf = path;
 		return open_beneath(b->rootfd, "", O_PATH | O_DIRECTORY);
 	}
-	char parent[CHFS_PATH_MAX];
+	char parent[CHFS_LINK_MAX]; /* a backend name: one system call, the kernel's bound */
 	size_t n = (size_t)(slash - path);
 	if (n >= sizeof parent)
 		return -ENAMETOOLONG;
@@ -116,8 +116,9 @@ int backend_open_read(struct backend *b, const char *path) { return open_beneath
 /* Make the directories above path (each created beneath DIR, existing ones kept). */
 static int make_parents(struct backend *b, const char *path)
 {
-	char dir[CHFS_PATH_MAX];
-	snprintf(dir, sizeof dir, "%s", path);
+	char dir[CHFS_LINK_MAX]; /* a backend name: one system call, the kernel's bound */
+	if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
+		return -ENAMETOOLONG;
 	for (char *p = strchr(dir, '/'); p; p = strchr(p + 1, '/')) {
 		*p = '\0';
 		const char *leaf;

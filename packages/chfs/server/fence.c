@@ -124,7 +124,9 @@ int fence_enter(const char *path, uint64_t parent_id)
 	pthread_rwlock_rdlock(&gate);
 	if (atomic_load(&standing) == 0)
 		return 0;
-	char parent[CHFS_PATH_MAX];
+	PATH_BUF(parent, 1);
+	if (!parent)
+		return -ENOMEM; /* (the gate stays read-locked: the caller's fence_leave unlocks it) */
 	if (!path_split(path, parent))
 		return 0; /* the root: never removed */
 	int64_t now = now_ms();

@@ -58,7 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAP_OFF 4608          /* header: 24 bytes + path (< CHFS_PATH_MAX) */
+#define MAP_OFF 4608          /* header: 24 bytes + path (< CHFS_LINK_MAX: a backend name) */
 #define MAP_MAGIC 0x54524442u /* "BDRT" */
 #define RETRY_S 5.0
 #define COPY_PIECE (1u << 20)
@@ -434,16 +434,18 @@ static void flush_all(void)
 static uint32_t put_errors(struct wenc *e, size_t budget)
 {
 	uint32_t n = 0;
-	for (struct dirty *x = fl.head; x; x = x->next) {
+	size_t cap = CHFS_PATH_MAX + 64;
+	char *line = malloc(cap);
+	for (struct dirty *x = fl.head; line && x; x = x->next) {
 		if (!x->err)
 			continue;
-		char line[CHFS_PATH_MAX + 64];
-		snprintf(line, sizeof line, "%s: %s", x->path, strerror(x->err));
+		snprintf(line, cap, "%s: %s", x->path, strerror(x->err));
 		if (e->len + strlen(line) + 8 > budget)
 			break;
 		wenc_str(e, line);
 		n++;
 	}
+	free(line);
 	return n;
 }
 

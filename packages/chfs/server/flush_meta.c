@@ -584,18 +584,22 @@ void bmeta_apply(struct chfsd *d)
 
 int bmeta_report(struct wenc *e, size_t budget, uint32_t *n)
 {
+	size_t cap = CHFS_PATH_MAX + 64;
+	char *line = malloc(cap);
+	if (!line)
+		return -ENOMEM;
 	pthread_mutex_lock(&mq.lock);
 	for (struct mop *m = mq.head; m; m = m->next) {
 		if (!m->err)
 			continue;
-		char line[CHFS_PATH_MAX + 64];
-		snprintf(line, sizeof line, "%s (%s): %s", m->path, bmeta_op_name(m->op), strerror(m->err));
+		snprintf(line, cap, "%s (%s): %s", m->path, bmeta_op_name(m->op), strerror(m->err));
 		if (e->len + strlen(line) + 8 > budget)
 			break;
 		wenc_str(e, line);
 		(*n)++;
 	}
 	pthread_mutex_unlock(&mq.lock);
+	free(line);
 	return 0;
 }
 

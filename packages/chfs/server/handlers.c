@@ -298,7 +298,9 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 		md.flags &= ~(uint32_t)MD_PATHED; /* the server's to set: */
 		if (d->bk && S_ISREG(md.mode)) {
 			md.flags |= MD_FLUSH; /* written data go to the backend at this path */
-			snprintf(md.link, sizeof md.link, "%s", q->path);
+			if (strlen(q->path) >= sizeof md.link)
+				return -ENAMETOOLONG; /* (fenced() refused it already) */
+			memcpy(md.link, q->path, strlen(q->path) + 1);
 		}
 		bmeta_settle(d, q->path);        /* a pending unlink of path reaches the backend first */
 		backend_materialise(d, q->path); /* a backend file exists: EEXIST, then it is opened */
@@ -493,11 +495,10 @@ static int dispatch(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct w
 	}
 	case WOP_SYNC: return syncfs(st_rootfd(d->st)) < 0 ? -errno : 0;
 	case WOP_MOVED: {
-		char p[CHFS_PATH_MAX];
-		int64_t when;
-		if ((rc = moved_find(q->fileid, p, sizeof p, &when)) == 0) {
+		int64_t when; /* (path2: free in a MOVED request) */
+		if ((rc = moved_find(q->fileid, q->path2, sizeof q->path2, &when)) == 0) {
 			wenc_i64(e, when);
-			wenc_str(e, p);
+			wenc_str(e, q->path2);
 		}
 		return rc;
 	}
@@ -597,6 +598,10 @@ static int fenced(struct chfsd *d, xprt_req_t *r, struct wire_req *q, struct wor
 	const char *name = added_name(q);
 	if (!name)
 		return dispatch(d, r, q, w, e);
+	/* The backend reaches each name in one system call (backend.c): a name it would refuse is
+	 * refused here, before CHFS holds data or a name that could never reach it. */
+	if (d->bk && strlen(name) >= CHFS_LINK_MAX)
+		return -ENAMETOOLONG;
 	int rc = fence_enter(name, q->dirid);
 	if (rc == 0) {
 		rc = dispatch(d, r, q, w, e);

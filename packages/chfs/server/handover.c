@@ -2,7 +2,9 @@
  * handover.c — the giving side of a rebalance (see rebalance.h). After the ring changed, a
  * server that was a member before walks everything it holds — namespace records and the
  * chunks in its data files (their placement tag says where each chunk belongs) — and HINTs
- * each key another server now owns to that server, in batches of WIRE_MIG_HINT_MAX. The new
+ * each key another server now owns to that server, in batches of at most WIRE_MIG_HINT_MAX keys
+ * and HINT_BYTES encoded bytes (names are up to CHFS_PATH_MAX: a count alone could make a
+ * request larger than any transport carries). The new
  * owner takes each key (from its previous owner, normally this server) before it answers, so a
  * HINT that succeeded means those keys are at their new owner; a copy still here (a leftover
  * the new owner did not need) is dropped. When the walk found nothing left to hand over and
@@ -33,9 +35,12 @@
 #include <unistd.h>
 
 #define HINT_TIMEOUT_MS 120000
+#define HINT_BYTES (96 * 1024) /* encoded items per HINT: below every transport's message size */
 
+/* The items for one member, encoded as the HINT carries them. */
 struct batch {
-	struct wire_mig_item *items;
+	uint8_t *items;
+	size_t len;
 	unsigned n;
 };
 
@@ -108,12 +113,17 @@ static int flush(struct scan *s, unsigned dest)
 	wenc_init(&e, s->msg, s->cap);
 	chfsd_req_hdr(s->d, &e, WOP_MIG_HINT);
 	wenc_u32(&e, b->n);
-	for (unsigned i = 0; i < b->n; i++)
-		wire_mig_item_put(&e, &b->items[i]);
+	wenc_raw(&e, b->items, b->len);
 	int rc = chfsd_call(s->d, s->m[dest].addr, &e, s->rep, s->cap, NULL, HINT_TIMEOUT_MS);
+	struct wire_mig_item *it = rc == 0 ? malloc(sizeof *it) : NULL;
+	if (it) {
+		struct wdec dec;
+		wdec_init(&dec, b->items, b->len);
+		for (unsigned i = 0; i < b->n && wire_mig_item_get(&dec, it) == 0; i++)
+			drop_local(s->d, it);
+		free(it);
+	}
 	if (rc == 0) {
-		for (unsigned i = 0; i < b->n; i++)
-			drop_local(s->d, &b->items[i]);
 		s->sent += b->n;
 	} else {
 		log_warn("rebalance: %s did not take %u keys: %s (will retry)", s->m[dest].addr, b->n,
@@ -122,6 +132,7 @@ static int flush(struct scan *s, unsigned dest)
 		set_blocked(&s->m[dest]);
 	}
 	b->n = 0;
+	b->len = 0;
 	return rc;
 }
 
@@ -133,8 +144,14 @@ static int add(struct scan *s, uint64_t ringkey, const struct wire_mig_item *it)
 	if ((int)o == s->self)
 		return 0;
 	struct batch *b = &s->b[o];
-	b->items[b->n++] = *it;
-	if (b->n == WIRE_MIG_HINT_MAX)
+	size_t need = it->kind == WIRE_MIG_ENTRY ? 8 + strlen(it->path) : 32;
+	if (b->len + need > HINT_BYTES)
+		flush(s, o);
+	struct wenc e;
+	wenc_init(&e, b->items + b->len, HINT_BYTES - b->len);
+	wire_mig_item_put(&e, it);
+	b->len += e.len;
+	if (++b->n == WIRE_MIG_HINT_MAX)
 		flush(s, o);
 	return 0;
 }
@@ -192,7 +209,7 @@ static int pass(struct chfsd *d)
 	(void)epoch;
 	s.ring_epoch = members_ring_epoch(&d->mem);
 	int n = wire_list_parse(list, strlen(list), NULL, WIRE_LIST_MAX);
-	s.cap = WIRE_HDR_LEN + WIRE_MIG_HINT_MAX * (CHFS_PATH_MAX + 64) + 64;
+	s.cap = WIRE_HDR_LEN + 4 + HINT_BYTES + 64;
 	if (n <= 0 || !(s.m = calloc((size_t)n, sizeof *s.m)) || !(s.b = calloc((size_t)n, sizeof *s.b)) ||
 	    !(s.msg = malloc(2 * s.cap)))
 		goto out;
@@ -204,7 +221,7 @@ static int pass(struct chfsd *d)
 		ids[i] = s.m[i].id;
 		if (strcmp(s.m[i].id, d->id) == 0)
 			s.self = (int)i;
-		if (!(s.b[i].items = malloc(WIRE_MIG_HINT_MAX * sizeof *s.b[i].items))) {
+		if (!(s.b[i].items = malloc(HINT_BYTES))) {
 			free(ids);
 			goto out;
 		}

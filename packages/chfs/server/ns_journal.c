@@ -148,12 +148,9 @@ static long frame_replay(const uint8_t *buf, size_t n, nsj_apply_fn apply, void 
 	    get_le(buf + 4, 4) != nsj_crc32c(0, p, len))
 		return 0;
 	size_t pl = (size_t)get_le(p + 2, 2);
-	if (p[1] > 1 || PAYLOAD_HDR + pl > len || memchr(p + PAYLOAD_HDR, '\0', pl))
+	if (p[1] > 1 || pl >= CHFS_PATH_MAX || PAYLOAD_HDR + pl > len || memchr(p + PAYLOAD_HDR, '\0', pl))
 		return 0;
 	*more = p[1];
-	char path[CHFS_PATH_MAX];
-	memcpy(path, p + PAYLOAD_HDR, pl);
-	path[pl] = '\0';
 	const uint8_t *rec = p + PAYLOAD_HDR + pl;
 	size_t rlen = len - PAYLOAD_HDR - pl;
 	*op = p[0];
@@ -172,7 +169,14 @@ static long frame_replay(const uint8_t *buf, size_t n, nsj_apply_fn apply, void 
 		if (bad)
 			return 0;
 	}
-	int rc = apply ? apply(arg, *op, path, rec, rlen) : 0;
+	if (!apply)
+		return (long)(FRAME_HDR + len);
+	PATH_BUF(path, 1); /* (a NUL-terminated copy for apply) */
+	if (!path)
+		return -ENOMEM;
+	memcpy(path, p + PAYLOAD_HDR, pl);
+	path[pl] = '\0';
+	int rc = apply(arg, *op, path, rec, rlen);
 	return rc < 0 ? rc : (long)(FRAME_HDR + len);
 }
 

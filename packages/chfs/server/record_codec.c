@@ -20,7 +20,7 @@
  *     48     8  atime_ns     signed
  *     56     8  mtime_ns     signed
  *     64     8  ctime_ns     signed
- *     72     2  link_len     symlink target length, at most CHFS_PATH_MAX - 1
+ *     72     2  link_len     symlink target length, at most CHFS_LINK_MAX - 1
  *     74     2  home_len     home address length, at most WIRE_ADDR_MAX - 1
  *     76     -  link bytes, then home bytes (no NULs, no terminator)
  *

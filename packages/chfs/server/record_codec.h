@@ -19,7 +19,7 @@
 #define RECORD_VERSION 1
 #define RECORD_FIXED_LEN 76 /* everything before the two strings */
 /* Largest encoded record: both strings at their longest (limits exclude the NUL). */
-#define RECORD_MAX_LEN (RECORD_FIXED_LEN + (CHFS_PATH_MAX - 1) + (WIRE_ADDR_MAX - 1))
+#define RECORD_MAX_LEN (RECORD_FIXED_LEN + (CHFS_LINK_MAX - 1) + (WIRE_ADDR_MAX - 1))
 
 /* Encode md into buf (capacity cap); *len gets the record's length. 0, or -EMSGSIZE if buf is
  * too small, -ENAMETOOLONG if a string exceeds its limit (not NUL-terminated within it), -EINVAL

@@ -196,11 +196,10 @@ def test_a_renamed_tree_reaches_the_backend_under_its_new_name(make_pool):
 def test_a_rename_that_fails_midway_leaves_every_entry_under_one_of_its_names(chfs_pool):
     # The deepest file's new name would pass CHFS_PATH_MAX: the walk stops there with
     # ENAMETOOLONG, having moved what it reached; nothing is lost or doubled.
-    deep = "/a" + ("/" + "d" * 250) * 16
-    for i in range(17):
-        io(chfs_pool, "mkdir", "/a" + ("/" + "d" * 250) * i)
-    files = {f"{deep}/{'f' * 75}": b"deepest"}
-    files.update({"/a" + ("/" + "d" * 250) * k + f"/x{k}": b"level %d" % k for k in range(0, 17, 4)})
+    deep = "/a" + ("/" + "d" * 250) * 65
+    put(chfs_pool, f"{deep}/{'f' * 60}", b"deepest")  # 16,377 bytes; its parents made implicitly
+    files = {f"{deep}/{'f' * 60}": b"deepest"}
+    files.update({"/a" + ("/" + "d" * 250) * k + f"/x{k}": b"level %d" % k for k in range(0, 66, 16)})
     for path, data in files.items():
         put(chfs_pool, path, data)
     r = io(chfs_pool, "rename", "/a", "/a123456789", check=False)

@@ -64,6 +64,20 @@ int main(void)
 	for (int i = 0; i < CHFS_PATH_MAX; i++)
 		memcpy(longpath + 2 * i, "a/", 2);
 	CHECK_EQ(canon_err(longpath), -ENAMETOOLONG);
+	/* Deeper than Linux's 4,095 bytes per argument (issue 16 item 5), up to CHFS_PATH_MAX - 1:
+	 * components of 99 bytes and a slash, the last cut to end at the bound exactly. */
+	static char deep[CHFS_PATH_MAX + 1], deepout[CHFS_PATH_MAX];
+	for (int i = 0; i < CHFS_PATH_MAX; i++)
+		deep[i] = i % 100 == 99 ? '/' : 'd';
+	deep[CHFS_PATH_MAX - 1] = '\0';
+	CHECK(CHFS_PATH_MAX - 1 > 4095);
+	CHECK_EQ(path_canonical(deep, deepout), 0);
+	CHECK_EQ(strlen(deepout), (size_t)CHFS_PATH_MAX - 1);
+	CHECK_EQ(path_check_canonical(deepout, strlen(deepout), 0), 0);
+	deep[CHFS_PATH_MAX - 1] = 'd'; /* one byte more */
+	deep[CHFS_PATH_MAX] = '\0';
+	CHECK_EQ(canon_err(deep), -ENAMETOOLONG);
+	CHECK_EQ(path_check_canonical(deep, CHFS_PATH_MAX, 0), -ENAMETOOLONG);
 
 	/* Server-side validation never accepts what canonicalisation would change. */
 	CHECK_EQ(path_check_canonical("a/b", 3, 0), 0);

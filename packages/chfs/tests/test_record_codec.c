@@ -57,7 +57,7 @@ static size_t encode(const struct chfs_md *m)
 
 static void test_round_trip(void)
 {
-	size_t lens[][2] = {{0, 0}, {1, 0}, {0, 1}, {17, 23}, {CHFS_PATH_MAX - 1, WIRE_ADDR_MAX - 1}};
+	size_t lens[][2] = {{0, 0}, {1, 0}, {0, 1}, {17, 23}, {CHFS_LINK_MAX - 1, WIRE_ADDR_MAX - 1}};
 	for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
 		fill(&in, lens[k][0], lens[k][1]);
 		size_t len = encode(&in);
@@ -69,7 +69,7 @@ static void test_round_trip(void)
 		CHECK_EQ(strlen(out.home), lens[k][1]);
 	}
 	/* The longest record is RECORD_MAX_LEN and fits exactly. */
-	fill(&in, CHFS_PATH_MAX - 1, WIRE_ADDR_MAX - 1);
+	fill(&in, CHFS_LINK_MAX - 1, WIRE_ADDR_MAX - 1);
 	size_t len = 0;
 	CHECK_EQ(record_encode(&in, buf, RECORD_MAX_LEN, &len), 0);
 	CHECK_EQ(len, (size_t)RECORD_MAX_LEN);
@@ -175,7 +175,7 @@ static void test_rejects(void)
 	/* Oversized strings, even when the record's size agrees with the lengths. */
 	memset(&in, 0, sizeof in);
 	len = encode(&in);
-	size_t ll = CHFS_PATH_MAX; /* one more than the limit */
+	size_t ll = CHFS_LINK_MAX; /* one more than the limit */
 	buf[72] = (uint8_t)ll;
 	buf[73] = (uint8_t)(ll >> 8);
 	memset(buf + RECORD_FIXED_LEN, 'z', ll);

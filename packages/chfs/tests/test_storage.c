@@ -195,7 +195,7 @@ int main(void)
 	static struct chfs_md lnk, loc, lnk_was, loc_was, dir_was;
 	lnk = file_md(0);
 	lnk.mode = S_IFLNK | 0777;
-	memset(lnk.link, 't', CHFS_PATH_MAX - 1);
+	memset(lnk.link, 't', CHFS_LINK_MAX - 1);
 	CHECK_EQ(st_create(st, "s/link", &lnk, 1, &lnk_was, &existed), 0);
 	loc = file_md(0);
 	loc.flags = MD_LOCAL;
@@ -211,7 +211,7 @@ int main(void)
 	st_close(st);
 	CHECK_EQ(st_open(dir, &st), 0);
 	CHECK_EQ(st_lookup(st, "s/link", &out), 0);
-	CHECK(same_md(&out, &lnk_was) && strlen(out.link) == CHFS_PATH_MAX - 1);
+	CHECK(same_md(&out, &lnk_was) && strlen(out.link) == CHFS_LINK_MAX - 1);
 	CHECK_EQ(st_lookup(st, "s/local", &out), 0);
 	CHECK(same_md(&out, &loc_was) && strlen(out.home) == WIRE_ADDR_MAX - 1);
 	CHECK(out.size == 123 && out.mode == (S_IFREG | 0600) && out.atime_ns == -5);

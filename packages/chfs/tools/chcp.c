@@ -185,10 +185,15 @@ static int copy_dir(const char *src, const char *dst, mode_t mode)
 	}
 	int rc = 0;
 	for (size_t i = 0; i < ns.n; i++) {
-		char s[8192], t[8192];
-		snprintf(s, sizeof s, "%s/%s", src, ns.v[i]);
-		snprintf(t, sizeof t, "%s/%s", dst, ns.v[i]);
-		rc |= copy_any(s, t);
+		char *s = NULL, *t = NULL; /* names as deep as CHFS allows */
+		if (asprintf(&s, "%s/%s", src, ns.v[i]) < 0 || asprintf(&t, "%s/%s", dst, ns.v[i]) < 0) {
+			fprintf(stderr, "chcp: %s/%s: %s\n", src, ns.v[i], strerror(ENOMEM));
+			rc = 1;
+		} else {
+			rc |= copy_any(s, t);
+		}
+		free(s);
+		free(t);
 		free(ns.v[i]);
 	}
 	free(ns.v);
@@ -268,14 +273,16 @@ int main(int argc, char **argv)
 	}
 	t_start = t_last = now();
 	for (int i = optind; i < argc - 1; i++) {
-		char target[8192];
+		char *target = NULL;
 		const char *base = strrchr(argv[i], '/');
 		base = base ? base + 1 : (is_chfs(argv[i]) ? cpath(argv[i]) : argv[i]);
-		if (dst_dir)
-			snprintf(target, sizeof target, "%s/%s", dst, base);
-		else
-			snprintf(target, sizeof target, "%s", dst);
+		if ((dst_dir ? asprintf(&target, "%s/%s", dst, base) : asprintf(&target, "%s", dst)) < 0) {
+			fprintf(stderr, "chcp: %s: %s\n", argv[i], strerror(ENOMEM));
+			rc = 1;
+			continue;
+		}
 		rc |= copy_any(argv[i], target);
+		free(target);
 	}
 	show_progress(1);
 	double t = now() - t_start;

@@ -220,15 +220,20 @@ int main(int argc, char **argv)
 		printf("%s\n", p);
 	} else if (!strcmp(op, "mkfiles") && argc >= 4) {
 		long n = atol(argv[3]);
-		for (long i = 0; i < n; i++) {
-			char p[4096];
-			snprintf(p, sizeof p, "%s/f%06ld", argv[2], i);
+		char *p = malloc(strlen(argv[2]) + 32); /* names as deep as CHFS allows */
+		for (long i = 0; p && i < n; i++) {
+			sprintf(p, "%s/f%06ld", argv[2], i);
 			int fd = chfs_create(p, O_WRONLY | O_TRUNC, 0644);
 			if (fd < 0 || chfs_close(fd) < 0) {
 				arg1 = p;
 				return fail_end();
 			}
 		}
+		if (!p) {
+			errno = ENOMEM;
+			return fail_end();
+		}
+		free(p);
 	} else if (!strcmp(op, "smallwrites") && argc >= 5) {
 		/* N sequential chfs_write calls of SIZE bytes; byte k of the file is k % 251 */
 		long n = atol(argv[3]), sz = atol(argv[4]);

@@ -37,8 +37,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (int i = optind; i < argc; i++) {
-		char p[4096];
-		snprintf(p, sizeof p, "%s", argv[i]);
+		char *p = argv[i]; /* (cut and mended in place below) */
 		if (parents) {
 			for (char *s = p + 1; *s; s++) {
 				if (*s != '/')
