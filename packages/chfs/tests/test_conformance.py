@@ -23,9 +23,7 @@ import pytest
 from ci.testlib import conformance
 
 # (path, case): why CHFS still differs from tmpfs there (the README's POSIX section says the same).
-KNOWN = {
-    ("hook", "beyond-4k-from-the-root"): "the hook's own path buffers are PATH_MAX (4,096): "
-                                          "deeper entries are ENAMETOOLONG under the hook"}
+KNOWN = {}  # (beyond-4k-from-the-root agrees since names may be 16,383 bytes: test_long_paths.py)
 PENDING = {}
 
 README = os.path.join(conformance.ROOT, "README.md")
