@@ -39,7 +39,8 @@ int chfsd_call(struct chfsd *d, const char *addr, struct wenc *e, uint8_t *rep, 
 	if (rc == 0)
 		rc = xprt_call(d->x, peer, e->p, e->len, rep, cap, &rl, timeout_ms);
 	if (rc)
-		return rc == -ENOMEM ? rc : -ENOTCONN;
+		return rc == -ENOMEM || rc == -EMSGSIZE ? rc
+		                                        : -ENOTCONN; /* (EMSGSIZE: ours, not the link's) */
 	if (wire_hdr_get(rep, rl, &h) != 0 || !(h.op & WIRE_REPLY))
 		return -EIO;
 	if (h.status)
