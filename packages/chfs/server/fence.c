@@ -125,8 +125,10 @@ int fence_enter(const char *path, uint64_t parent_id)
 	if (atomic_load(&standing) == 0)
 		return 0;
 	PATH_BUF(parent, 1);
-	if (!parent)
-		return -ENOMEM; /* (the gate stays read-locked: the caller's fence_leave unlocks it) */
+	if (!parent) {
+		pthread_rwlock_unlock(&gate); /* (only a 0 leaves it to fence_leave) */
+		return -ENOMEM;
+	}
 	if (!path_split(path, parent))
 		return 0; /* the root: never removed */
 	int64_t now = now_ms();
