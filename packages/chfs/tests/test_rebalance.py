@@ -356,6 +356,11 @@ def test_server_restarted_while_its_rebalance_is_open_keeps_its_cuts(chfs_pool, 
     finally:
         os.kill(pool.pids[1], signal.SIGCONT)
     poolstatus.wait_settled(pool.env, 3)
+    # Settled is not yet up everywhere: a member's failure detector sees server 1 again a few
+    # rounds later, and a client with that member's list gets EIO for it meanwhile (ASan run).
+    wait_for(lambda: not any(poolstatus.status(pool.env, via=pool.addrs[v])
+                             .get(pool.addrs[1], {}).get("down") for v in (0, 1, new)),
+             "server 1 is not seen up again")
     if op == "truncate":
         assert r.returncode != 0 and b"EIO" in r.stderr, r.stderr
         assert io(pool, "get", path).stdout == data, "a refused truncate lost bytes"
