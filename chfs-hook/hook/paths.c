@@ -153,23 +153,18 @@ static char *room(char **slot, char *inl, size_t need)
 	return p;
 }
 
-static int set_path(struct hook_target *t, const char *p)
+/* *slot (inline buffer inl, or the heap) = a copy of p. */
+static int set_name(char **slot, char *inl, const char *p)
 {
 	size_t n = strlen(p) + 1;
-	if (!room(&t->path, t->path_buf, n))
+	if (!room(slot, inl, n))
 		return -ENOMEM;
-	memcpy(t->path, p, n);
+	memcpy(*slot, p, n);
 	return 0;
 }
 
-static int set_vpath(struct hook_target *t, const char *p)
-{
-	size_t n = strlen(p) + 1;
-	if (!room(&t->vpath, t->vpath_buf, n))
-		return -ENOMEM;
-	memcpy(t->vpath, p, n);
-	return 0;
-}
+static int set_path(struct hook_target *t, const char *p) { return set_name(&t->path, t->path_buf, p); }
+static int set_vpath(struct hook_target *t, const char *p) { return set_name(&t->vpath, t->vpath_buf, p); }
 
 /* t->path = the CHFS path of t->vpath: 1, or 0 if it is not under a mount point, or
  * -ENAMETOOLONG beyond CHFS's bound. */
