@@ -181,6 +181,22 @@ static long chdir_chfs(const char *vpath, const char *cpath)
 	return hook_vcwd_set(vpath, st.st_ino);
 }
 
+/* The loader's getcwd(3) asks for the whole name, however long (gate.h CHFS_HOOK_GETCWD_LONG). */
+static long getcwd_long(const struct chfs_sysargs *s)
+{
+	char *buf = (char *)s->a[0];
+	size_t size = (size_t)s->a[1];
+	char *cwd;
+	ino_t ino;
+	int r = hook_vcwd_dup(&cwd, &ino);
+	if (r <= 0)
+		return r == 0 ? hook_pass(s) : r; /* 0: the cwd is a local directory again */
+	size_t n = strlen(cwd) + 1;
+	long rc = n > size ? -ERANGE : hook_user_put(buf, cwd, n) < 0 ? -EFAULT : (long)n;
+	free(cwd);
+	return rc;
+}
+
 long hook_do_cwd(const struct chfs_sysargs *s)
 {
 	const long *a = s->a;
@@ -207,6 +223,8 @@ long hook_do_cwd(const struct chfs_sysargs *s)
 		return r;
 	}
 	default: { /* getcwd */
+		if (a[2] == CHFS_HOOK_GETCWD_LONG)
+			return getcwd_long(s);
 		/* copied out: the caller's buffer is written fault-safely (EFAULT, no crash) */
 		char cwd[PATH_MAX];
 		int r = hook_vcwd_get(cwd, sizeof cwd);

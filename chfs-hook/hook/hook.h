@@ -82,6 +82,7 @@ static inline int hook_empty_name(const char *p) { return !p || (hook_user_reada
 #define HOOK_CHFS_PATH_MAX 16384
 /* The longest virtual path + 1 the hook keeps: a mount point, then a CHFS path. */
 #define HOOK_VPATH_MAX (PATH_MAX + HOOK_CHFS_PATH_MAX)
+_Static_assert(HOOK_VPATH_MAX == CHFS_HOOK_CWD_MAX, "the loader's getcwd buffer (gate.h)");
 /* A name resolved. Names that fit in PATH_MAX (nearly all) stay in the inline buffers; a longer
  * one (deep under a directory descriptor or the cwd) is on the heap. Declare one with
  * HOOK_TARGET(t): only the two pointers are set (the buffers are not cleared), and the heap

@@ -45,6 +45,12 @@ struct chfs_hook_ops {
 };
 
 #define CHFS_HOOK_ABI_VERSION 2
+/* getcwd(2) with this in its third argument (which the kernel ignores) asks the hook for its
+ * working directory even when it is PATH_MAX bytes or longer, where the call itself answers
+ * ENAMETOOLONG as the kernel does (loader/getcwd.c, for glibc's getcwd(3)). The answer is at
+ * most CHFS_HOOK_CWD_MAX bytes with its NUL (a mount point + a CHFS name). */
+#define CHFS_HOOK_GETCWD_LONG 0x6368667363776421L
+#define CHFS_HOOK_CWD_MAX (4096 + 16384)
 typedef int (*chfs_hook_init_fn)(const struct chfs_hook_host *host, struct chfs_hook_ops *ops);
 
 /* entry.S */

@@ -13,6 +13,8 @@
  * mount point (the hook library then joins the pool before main, where a chfs.h program calls
  * chfs_init — not inside a collectively timed first CHFS call; see hook/join.c); else on
  * first need (gate.c). Until the hook library is installed every syscall passes through unchanged.
+ * The one libc function it interposes is getcwd(3), for a CHFS working directory deeper than
+ * PATH_MAX (getcwd.c).
  *
  * Loading the hook library must not change the program's signal dispositions: libfabric's PSM
  * providers' libraries (libinfinipath, libpsm2) install handlers for SIGSEGV, SIGBUS, SIGILL,

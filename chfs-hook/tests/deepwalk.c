@@ -146,6 +146,33 @@ static void getcwd_deep(const char *where)
 	free(buf);
 }
 
+/* glibc's getcwd(3) in dir + n components: the whole name (glibc walks ".." where the system
+ * call gives up), ERANGE for a buffer one byte short, allocated or not. */
+static void libc_getcwd_deep(const char *dir, int n)
+{
+	size_t dl = strlen(dir), len = dl + (size_t)n * (COMP_LEN + 1);
+	char *want = malloc(len + 1);
+	memcpy(want, dir, dl);
+	for (int i = 0; i < n; i++) {
+		want[dl + (size_t)i * (COMP_LEN + 1)] = '/';
+		memcpy(want + dl + (size_t)i * (COMP_LEN + 1) + 1, comp, COMP_LEN);
+	}
+	want[len] = 0;
+	char *got = getcwd(NULL, 0);
+	const char *alloc = got ? strcmp(got, want) == 0 ? "the whole name" : "a wrong name" : res(-1);
+	char *buf = malloc(len + 1);
+	char *exact = getcwd(buf, len + 1);
+	const char *fit = exact ? strcmp(exact, want) == 0 ? "the whole name" : "a wrong name" : res(-1);
+	const char *shorter = res(getcwd(buf, len) ? 0 : -1);
+	char *sized = getcwd(NULL, len);
+	printf("getcwd(3) of %zu bytes: NULL 0 %s, size len+1 %s, size len %s, NULL len %s\n", len - dl,
+	       alloc, fit, shorter, res(sized ? 0 : -1));
+	free(sized);
+	free(buf);
+	free(got);
+	free(want);
+}
+
 /* chdir down from dir, one level at a time, and back up, checking getcwd everywhere. */
 static void chdir_steps(const char *dir, int n)
 {
@@ -243,6 +270,7 @@ static int walk(const char *dir, int n)
 	printf("chdir ..: %s\n", res(chdir("..")));
 	printf("stat leaf2: %s\n", size_of(AT_FDCWD, "leaf2"));
 	getcwd_deep("in the deepest directory");
+	libc_getcwd_deep(dir, n);
 
 	/* one argument of PATH_MAX bytes is ENAMETOOLONG; PATH_MAX - 1 bytes are looked up */
 	char *a4096 = long_arg(PATH_MAX), *a4095 = long_arg(PATH_MAX - 1);

@@ -6,8 +6,9 @@ name may be 16,383 bytes from the CHFS root (libchfs's CHFS_PATH_MAX, HOOK_CHFS_
 hook.h); the hook keeps such names on the heap. chfs-hook-deepwalk makes the same walk on a
 local directory (the kernel's answers: getcwd is ENAMETOOLONG beyond PATH_MAX whatever the
 buffer, an argument of 4,096 bytes is ENAMETOOLONG, readlink of /proc/self/fd/N of a deep file
-is ENAMETOOLONG, a deep descriptor and cwd survive exec) and under the hook in CHFS, and the
-transcripts must be equal. Beyond the bound, every call is a clean ENAMETOOLONG and nothing is
+is ENAMETOOLONG, a deep descriptor and cwd survive exec; glibc's getcwd(3) still answers with
+the whole name, walking ".." itself) and under the hook in CHFS, and the transcripts must be
+equal (getcwd(3) failed with ENOENT under the hook before chfs-hook/loader/getcwd.c). Beyond the bound, every call is a clean ENAMETOOLONG and nothing is
 created at a shortened name. A deep cwd and descriptor follow a rename by another process. Before this change the walk stopped with ENAMETOOLONG at 4,096
 bytes from the mount point (the hook's names were PATH_MAX buffers).
 """
@@ -68,6 +69,8 @@ def test_a_deep_walk_with_short_arguments_answers_as_the_kernel(pool, tmp_path, 
                  "readlink /proc/self/fd/N: ENAMETOOLONG", "stat rel: ok size 4",
                  "getcwd in the deepest directory: size 20000 ENAMETOOLONG, size 1 ENAMETOOLONG, "
                  "NULL buffer ENAMETOOLONG",
+                 "getcwd(3) of 4840 bytes: NULL 0 the whole name, size len+1 the whole name, "
+                 "size len ERANGE, NULL len ERANGE",
                  "openat 4096-byte name: ENAMETOOLONG", "openat 4095-byte name: ENOENT",
                  "child: inherited descriptor reads deep data", "child: cwd's rel reads rel",
                  "getcwd one level down: size len ERANGE, size 0 ERANGE, size len+1 ok",
@@ -108,6 +111,7 @@ with open(os.open("leaf2", os.O_RDONLY, dir_fd=fd), "rb") as f:
     print(f.read().decode())
 os.chdir(fd)
 print(os.stat("leaf2").st_size, os.path.exists("leaf"))
+print(os.getcwd() == sys.argv[1] + {("/" + COMP) * 40!r}, os.path.abspath("leaf2")[-6:])
 """
     native(pool, "mkdir", "/proj")
     native(pool, "mkdir", "/proj/sub")
@@ -116,7 +120,7 @@ print(os.stat("leaf2").st_size, os.path.exists("leaf"))
                         mnt], env={**pool.env, "CHFS_HOOK_LOCAL": "0"}, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.splitlines() == ["4 ['leaf']", "deep", "4 False"]
+    assert r.stdout.splitlines() == ["4 ['leaf']", "deep", "4 False", "True /leaf2"]
     assert native(pool, "get", "/proj/sub" + f"/{COMP}" * 40 + "/leaf2") == "deep"
     assert not os.path.exists(mnt)  # nothing went to the local disk
 
