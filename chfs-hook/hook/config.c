@@ -51,6 +51,8 @@ static int parse_mount(const char *item, size_t len, struct hook_mount *m)
 	if (buf[0] != '/' || hook_normalize(buf, m->dir, sizeof m->dir) < 0 || strcmp(m->dir, "/") == 0)
 		return -1;
 	m->dirlen = strlen(m->dir);
+	m->base = strrchr(m->dir, '/') + 1;
+	m->baselen = strlen(m->base);
 	if (*sub) {
 		if (hook_normalize(sub, m->sub, sizeof m->sub) < 0)
 			return -1;

@@ -48,6 +48,34 @@ static int starts_with(const char *s, const char *prefix)
 	return 1;
 }
 
+/* Has the relative name p a component equal to a mount point's last one ("chfs/f", "../chfs")?
+ * From a local directory it may walk into that mount point (enter.c decides). Read as far as its
+ * NUL, each page checked before it is read; an unreadable one is the handler's (EFAULT). */
+static int may_enter_mount(const char *p)
+{
+	size_t start = 0;
+	for (size_t i = 0; i < PATH_MAX; i++) {
+		if ((i == 0 || ((uintptr_t)(p + i) & 4095) == 0) && !hook_user_readable(p + i, 1))
+			return 1;
+		if (p[i] != '/' && p[i] != 0)
+			continue;
+		for (int m = 0; m < hook_cfg.nmounts; m++) {
+			const struct hook_mount *mt = &hook_cfg.mounts[m];
+			size_t k = 0;
+			if (i - start == mt->baselen)
+				while (k < mt->baselen &&
+				       p[start + k] == mt->base[k]) /* no libc: no vector registers */
+					k++;
+			if (i - start == mt->baselen && k == mt->baselen)
+				return 1;
+		}
+		if (p[i] == 0)
+			return 0;
+		start = i + 1;
+	}
+	return 0;
+}
+
 /* May (dirfd, path) name something under a mount point? False positives are fine (the
  * handler resolves exactly); false negatives are not, except for absolute paths that reach a
  * mount only through "..", which we do not chase. */
@@ -62,8 +90,8 @@ static int maybe_path(long dirfd, long path)
 		return under_mount(p) || (atomic_load_explicit(&hook_nfiles, memory_order_relaxed) > 0 &&
 		                          (starts_with(p, "/proc/self/fd/") || starts_with(p, "/dev/fd/")));
 	if ((int)dirfd == AT_FDCWD)
-		return atomic_load_explicit(&hook_vcwd_active, memory_order_relaxed);
-	return hook_file_of((int)dirfd) != NULL;
+		return atomic_load_explicit(&hook_vcwd_active, memory_order_relaxed) || may_enter_mount(p);
+	return hook_file_of((int)dirfd) != NULL || may_enter_mount(p);
 }
 
 /* May the socket address (addr, len) be a Unix socket name under a mount point? */

@@ -46,6 +46,8 @@ long hook_pass(const struct chfs_sysargs *s);
 struct hook_mount {
 	char dir[PATH_MAX]; /* absolute, normalised, no trailing slash */
 	size_t dirlen;
+	const char *base; /* its last component, in dir */
+	size_t baselen;
 	char sub[PATH_MAX]; /* CHFS directory it shows ("" = the CHFS root) */
 };
 struct hook_config {
@@ -108,6 +110,11 @@ void hook_target_release(struct hook_target *t); /* frees what is on the heap */
 /* Classifies (dirfd, path) as openat(2) would see it. -errno on error (ENAMETOOLONG, EFAULT for
  * a path the kernel could not read either). */
 int hook_resolve(int dirfd, const char *path, struct hook_target *t);
+/* ---- enter.c ---- */
+/* The mount point a relative name from a local directory (AT_FDCWD with a local cwd, or a
+ * kernel descriptor) walks into ("chfs/f" from its parent), or NULL; *rest = what follows the
+ * mount point's component in path. path is the caller's writable copy (restored on return). */
+const struct hook_mount *hook_entered_mount(int dirfd, char *path, const char **rest);
 /* The CHFS file a "/proc/self/fd/N" or "/dev/fd/N" name refers to, or NULL. */
 struct hook_file *hook_fd_path_file(const char *path);
 int hook_normalize(const char *in, char *out, size_t size);        /* absolute in, -ENAMETOOLONG */

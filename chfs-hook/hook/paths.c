@@ -308,6 +308,20 @@ int hook_path_err(const char *cpath)
 	return rc;
 }
 
+/* A relative name (t->arg) from a local directory: 1 with t->vpath set if it walks into a
+ * mount point (enter.c), else 0 with t->path = the name for the kernel. */
+static int from_local_dir(int dirfd, struct hook_target *t)
+{
+	const char *rest;
+	const struct hook_mount *mt = hook_entered_mount(dirfd, t->arg, &rest);
+	if (!mt) {
+		int r = set_path(t, t->arg);
+		return r < 0 ? r : 0;
+	}
+	int r = join(mt->dir, rest, t);
+	return r < 0 ? r : 1;
+}
+
 int hook_resolve(int dirfd, const char *path, struct hook_target *t)
 {
 	/* a name of PATH_MAX bytes or more is ENAMETOOLONG, as from the kernel */
@@ -352,15 +366,16 @@ int hook_resolve(int dirfd, const char *path, struct hook_target *t)
 	if (dirfd == AT_FDCWD) {
 		if ((rc = join_vcwd(path, t)) < 0)
 			return rc;
-		if (rc == 0)
-			return set_path(t, path); /* the kernel's cwd */
+		if (rc == 0 && (rc = from_local_dir(dirfd, t)) <= 0)
+			return rc; /* the kernel's cwd */
 	} else {
 		struct hook_file *h = hook_file_of(dirfd);
-		if (!h)
-			return set_path(t, path);
-		if (!h->is_dir)
+		if (!h) {
+			if ((rc = from_local_dir(dirfd, t)) <= 0)
+				return rc;
+		} else if (!h->is_dir)
 			return -ENOTDIR;
-		if ((rc = join(hook_file_vpath(h), path, t)) < 0)
+		else if ((rc = join(hook_file_vpath(h), path, t)) < 0)
 			return rc;
 	}
 	if ((rc = to_chfs(t)) < 0)

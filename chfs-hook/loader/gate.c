@@ -41,6 +41,7 @@ static void (*hook_after_fork)(void);
 static int (*lazy_load)(void); /* set while the hook library is still to be loaded */
 static const char *gate_loader_path;
 static char mounts[16][256];
+static const char *bases[16]; /* each mount point's last component, in mounts[] */
 static int nmounts;
 
 void chfs_gate_install(const struct chfs_hook_ops *ops)
@@ -61,8 +62,13 @@ void chfs_gate_set_lazy(int (*load)(void), const char *mount_list, const char *l
 		while (n > 1 && mounts[nmounts][n - 1] == '/')
 			n--;
 		mounts[nmounts][n] = 0;
-		if (n > 0)
+		if (n > 0) {
+			bases[nmounts] = mounts[nmounts];
+			for (int i = 0; i < n; i++)
+				if (mounts[nmounts][i] == '/')
+					bases[nmounts] = mounts[nmounts] + i + 1;
 			nmounts++;
+		}
 		while (*p && *p != ':')
 			p++;
 		if (*p == ':')
@@ -83,6 +89,31 @@ static int under_mount(const char *p)
 			i++;
 		if (d[i] == 0 && (p[i] == 0 || p[i] == '/'))
 			return 1;
+	}
+	return 0;
+}
+
+/* A relative name with a component equal to a mount point's last one ("chfs/f", "../chfs"):
+ * it may walk into the mount point from a local directory (the hook library decides: enter.c). */
+static int may_enter_mount(const char *p)
+{
+	if (!p || p[0] == '/')
+		return 0;
+	for (int m = 0; m < nmounts; m++) {
+		const char *base = bases[m];
+		if (!*base)
+			continue;
+		for (const char *c = p; *c;) {
+			int i = 0;
+			while (base[i] && c[i] == base[i])
+				i++;
+			if (!base[i] && (c[i] == 0 || c[i] == '/'))
+				return 1;
+			while (*c && *c != '/')
+				c++;
+			while (*c == '/')
+				c++;
+		}
 	}
 	return 0;
 }
@@ -179,7 +210,7 @@ static int needs_hook_library(const struct chfs_sysargs *s)
 		return under_mount((const char *)s->a[1]) || !env_keeps_loader((char *const *)s->a[3]);
 	unsigned m = name_args(s->nr);
 	for (int i = 0; m; i++, m >>= 1)
-		if ((m & 1) && under_mount((const char *)s->a[i]))
+		if ((m & 1) && (under_mount((const char *)s->a[i]) || may_enter_mount((const char *)s->a[i])))
 			return 1;
 	return 0;
 }

@@ -58,6 +58,7 @@ CASES = [
     ("name-max", [("create", "n" * 255, "x"), ("stat", "n" * 255), ("create", "m" * 256, "x")]),
     ("relative-long-path", [("deep", 30), ("create-rel", 30, 3900), ("stat-rel", 30, 3900)]),
     ("beyond-4k-from-the-root", [("walk-down", 40)]),
+    ("relative-from-outside", [("mkdir", "d"), ("create", "d/f", "data"), ("from-outside", "d/f")]),
     # hard links (item 2)
     ("link-basic", [("create", "f", "data"), ("link", "f", "g"), ("stat", "f"), ("stat", "g"),
                     ("append", "g", "+more"), ("read", "f"), ("unlink", "f"), ("read", "g"),
@@ -182,6 +183,30 @@ def long_names(depth, total):
     return rel, name
 
 
+def from_outside(path):
+    """Read path by a relative name from the directory above the file system holding it (the
+    parent of its mount point: "chfs/case/d/f"), with the cwd there and with a descriptor of it;
+    "/" when the file system is the root one."""
+    top = path
+    while os.path.dirname(top) != top and os.stat(os.path.dirname(top)).st_dev == os.stat(path).st_dev:
+        top = os.path.dirname(top)
+    parent = os.path.dirname(top)
+    rel = os.path.relpath(path, parent)
+    here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    pfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.chdir(parent)
+        with open(rel, "rb") as f:
+            by_cwd = f.read().decode()
+        with open(os.open(rel, os.O_RDONLY, dir_fd=pfd), "rb") as f:
+            by_fd = f.read().decode()
+        return f"{by_cwd} {by_fd} {os.path.isdir(os.path.dirname(rel))}"
+    finally:
+        os.fchdir(here)
+        os.close(here)
+        os.close(pfd)
+
+
 def step(base, outside, op, *a):
     def P(rel):
         return os.path.join(outside, rel[5:]) if rel.startswith("@out/") else os.path.join(base, rel)
@@ -268,6 +293,8 @@ def step(base, outside, op, *a):
             return describe(os.stat(rel + "/" + name, dir_fd=top))
         finally:
             os.close(top)
+    if op == "from-outside":  # a relative name from the directory that holds the file system
+        return from_outside(P(a[0]))
     if op == "walk-down":  # every argument short, the name from the top longer than 4,095 bytes
         fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
         depth = 0
