@@ -28,7 +28,9 @@
 #include <cpuid.h>
 #include <errno.h>
 #include <linux/sched.h>
+#include <fcntl.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 static long pass_through(struct chfs_sysargs *s)
@@ -93,9 +95,42 @@ static int under_mount(const char *p)
 	return 0;
 }
 
-/* A relative name with a component equal to a mount point's last one ("chfs/f", "../chfs"):
- * it may walk into the mount point from a local directory (the hook library decides: enter.c). */
-static int may_enter_mount(const char *p)
+/* Device and inode of name ("" = dirfd itself) relative to dirfd, as the kernel sees them. */
+static int ident(long dirfd, const char *name, unsigned long id[2])
+{
+	struct stat st;
+	if (chfs_raw_syscall(__NR_newfstatat, dirfd, (long)name, (long)&st, *name ? 0 : AT_EMPTY_PATH, 0,
+	                     0) != 0)
+		return -1;
+	id[0] = st.st_dev;
+	id[1] = st.st_ino;
+	return 0;
+}
+
+/* Is the directory that p[0..len) names from dirfd the parent of mount point m? 1 also when
+ * it cannot be told here (a name too long for these buffers): the hook library decides. */
+static int at_mount_parent(long dirfd, const char *p, size_t len, int m)
+{
+	char prefix[256], parent[256];
+	size_t plen = (size_t)(bases[m] - mounts[m]) - 1; /* the mount point's name without "/base" */
+	if (len >= sizeof prefix)
+		return 1;
+	for (size_t i = 0; i < len; i++)
+		prefix[i] = p[i];
+	prefix[len] = 0;
+	for (size_t i = 0; i < plen; i++)
+		parent[i] = mounts[m][i];
+	parent[plen ? plen : 1] = 0;
+	parent[0] = '/';
+	unsigned long a[2], b[2];
+	return ident(dirfd, prefix, a) == 0 && ident(AT_FDCWD, parent, b) == 0 && a[0] == b[0] &&
+	       a[1] == b[1];
+}
+
+/* Does the relative name p walk from dirfd into a mount point ("chfs/f" from its parent,
+ * "../chfs")? Only through a component equal to the mount point's last one, reached in the
+ * mount point's parent (by identity: a local namesake elsewhere does not load the hook). */
+static int enters_mount(long dirfd, const char *p)
 {
 	if (!p || p[0] == '/')
 		return 0;
@@ -107,7 +142,8 @@ static int may_enter_mount(const char *p)
 			int i = 0;
 			while (base[i] && c[i] == base[i])
 				i++;
-			if (!base[i] && (c[i] == 0 || c[i] == '/'))
+			if (!base[i] && (c[i] == 0 || c[i] == '/') &&
+			    at_mount_parent(dirfd, p, c > p ? (size_t)(c - p) - 1 : 0, m))
 				return 1;
 			while (*c && *c != '/')
 				c++;
@@ -182,6 +218,32 @@ static unsigned name_args(long nr)
 	}
 }
 
+/* Is it one of the *at calls, whose name argument i follows its directory descriptor (i - 1)? */
+static int at_syscall(long nr)
+{
+	switch (nr) {
+	case __NR_openat:
+	case __NR_openat2:
+	case __NR_newfstatat:
+	case __NR_statx:
+	case __NR_faccessat:
+	case __NR_faccessat2:
+	case __NR_mkdirat:
+	case __NR_unlinkat:
+	case __NR_readlinkat:
+	case __NR_fchmodat:
+	case __NR_fchownat:
+	case __NR_futimesat:
+	case __NR_mknodat:
+	case __NR_utimensat:
+	case __NR_renameat:
+	case __NR_renameat2:
+	case __NR_linkat:
+	case __NR_symlinkat: return 1;
+	default: return 0;
+	}
+}
+
 /* Does this environment still preload us? (execve must keep the hook alive.) */
 static int env_keeps_loader(char *const *envp)
 {
@@ -210,7 +272,9 @@ static int needs_hook_library(const struct chfs_sysargs *s)
 		return under_mount((const char *)s->a[1]) || !env_keeps_loader((char *const *)s->a[3]);
 	unsigned m = name_args(s->nr);
 	for (int i = 0; m; i++, m >>= 1)
-		if ((m & 1) && (under_mount((const char *)s->a[i]) || may_enter_mount((const char *)s->a[i])))
+		if ((m & 1) &&
+		    (under_mount((const char *)s->a[i]) ||
+		     enters_mount(at_syscall(s->nr) ? s->a[i - 1] : AT_FDCWD, (const char *)s->a[i])))
 			return 1;
 	return 0;
 }

@@ -90,3 +90,17 @@ print(open(os.open("other/chfs/f", os.O_RDONLY, dir_fd=top)).read().strip())
 """
     out = hooked(pool, f"{job}/chfs=/rel", [sys.executable, "-c", script], cwd="/")
     assert out.splitlines() == ["in chfs", "True", "['f', 'viafd']", "namesake"]
+
+
+def test_a_local_namesake_does_not_load_the_hook(pool, job):
+    """other/chfs/f has the mount point's last component but is reached elsewhere: the lazy gate
+    checks the directory's identity before loading the hook library (0.2 s and a pool join)."""
+    script = """
+def loaded():
+    return "libchfs-hook.so" in open("/proc/self/maps").read()
+print(open("other/chfs/f").read().strip(), loaded())
+print(open("chfs/f").read().strip(), loaded())
+"""
+    out = hooked(pool, f"{job}/chfs=/rel", [sys.executable, "-c", script], cwd=str(job),
+                 env={"CHFS_HOOK_EAGER": "0"})
+    assert out.splitlines() == ["namesake False", "in chfs True"]

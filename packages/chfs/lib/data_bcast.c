@@ -140,8 +140,9 @@ static void owe_removal(struct srvlist *s, const struct chfs_md *md, const struc
 			            : "another server removes them there when it is back");
 }
 
+/* last: no attempt follows, so servers that said ERESTART missed the request for good. */
 static int data_bcast_once(struct srvlist *s, const struct chfs_md *md, unsigned op, uint64_t len,
-                           uint64_t known_end, unsigned *refused)
+                           uint64_t known_end, int last, unsigned *refused)
 {
 	struct rpc_fanout f;
 	int rc = rpc_fanout_init(&f, s, WIRE_HDR_LEN + 64);
@@ -163,10 +164,10 @@ static int data_bcast_once(struct srvlist *s, const struct chfs_md *md, unsigned
 		if (rc == 0)
 			rc = rpc_fanout_call(s, &f, msg, e.len, op);
 		*refused = rpc_multi_refused(f.idx, f.n, f.rcs);
-		if (rc && rc != -ERESTART && f.n && (md->flags & MD_FLUSH) && /* (-ERESTART: sent again) */
-		    (op == WOP_DATA_REMOVE || op == WOP_DATA_UNNAMED))
+		int missed = rc && (rc != -ERESTART || last) && f.n; /* (-ERESTART: sent again) */
+		if (missed && (md->flags & MD_FLUSH) && (op == WOP_DATA_REMOVE || op == WOP_DATA_UNNAMED))
 			tell_missed(s, md, &f);
-		if (rc && rc != -ERESTART && f.n && op == WOP_DATA_REMOVE)
+		if (missed && op == WOP_DATA_REMOVE)
 			owe_removal(s, md, &f);
 	}
 	rpc_fanout_free(&f);
@@ -180,7 +181,8 @@ static int data_bcast(struct srvlist *s, const struct chfs_md *md, unsigned op, 
 	int rc = -ERESTART;
 	for (int attempt = 0; attempt < CLIENT_RETRIES && rc == -ERESTART; attempt++) {
 		unsigned refused = 0;
-		if ((rc = data_bcast_once(s, md, op, len, known_end, &refused)) == -ERESTART)
+		int last = attempt == CLIENT_RETRIES - 1;
+		if ((rc = data_bcast_once(s, md, op, len, known_end, last, &refused)) == -ERESTART)
 			s = client_list_retry(s, refused, attempt);
 	}
 	return rpc_restart_failed(rc);
