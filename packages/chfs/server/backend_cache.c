@@ -59,32 +59,6 @@ static int data_fd(struct chfsd *d, uint64_t fileid)
 	return fd < 0 ? -1 : fd;
 }
 
-/* Copy [start, end) of the backend file into the backing file (stops at the backend's EOF). */
-static int fetch(int bfd, int dfd, uint8_t *buf, size_t piece, uint64_t start, uint64_t end,
-                 uint64_t *fetched)
-{
-	/* In the kernel first (as cp does: no copy through user space, reflinks where the file
-	 * systems can); through buf where copy_file_range cannot (another file system type on an
-	 * older kernel, or none at all). */
-	for (loff_t in = (loff_t)start, out = (loff_t)start; (uint64_t)in < end;) {
-		ssize_t k = copy_file_range(bfd, &in, dfd, &out, (size_t)(end - (uint64_t)in), 0);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k == 0)
-			return 0; /* the backend file ends here */
-		if (k < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
-			start = (uint64_t)in;
-			break;
-		}
-		if (k < 0)
-			return -errno;
-		*fetched += (uint64_t)k;
-		if ((uint64_t)in >= end)
-			return 0;
-	}
-	return ioe_copy(bfd, dfd, buf, piece, start, end, fetched);
-}
-
 /* One pass over chunks first..last of a file: what it needs open, opened once. */
 struct pass {
 	struct chfsd *d;
@@ -122,7 +96,7 @@ static int pass_chunk(struct pass *p, uint64_t i)
 		if (rc == 0 && start < end && !p->buf && !(p->buf = malloc(p->piece)))
 			rc = -ENOMEM;
 		if (rc == 0 && start < end)
-			rc = fetch(p->bfd, p->dfd, p->buf, p->piece, start, end, &p->fetched);
+			rc = ioe_copy_range(p->bfd, p->dfd, p->buf, p->piece, start, end, &p->fetched);
 		if (rc == 0)
 			rc = hmap_mark(&p->map, i);
 	}

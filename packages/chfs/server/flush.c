@@ -301,7 +301,7 @@ static int flush_one(struct dirty *e)
 		 * of it is here to flush, and writing zeros would destroy the backend's copy. */
 		off_t data = dfd >= 0 && start < end ? lseek(dfd, (off_t)start, SEEK_DATA) : -1;
 		if (data >= 0 && (uint64_t)data < end)
-			rc = ioe_copy(dfd, bfd, buf, COPY_PIECE, start, end, NULL);
+			rc = ioe_copy_range(dfd, bfd, buf, COPY_PIECE, start, end, NULL);
 		if (rc) {
 			pthread_mutex_lock(&fl.lock);
 			pwrite(e->fd, &one, 1, (off_t)(MAP_OFF + i)); /* still dirty */

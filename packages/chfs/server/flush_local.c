@@ -65,7 +65,7 @@ int bflocal_copy(struct chfsd *d, uint64_t fileid, const char *path, uint64_t *s
 		rc = -ENOMEM;
 	/* Holes are copied as zeros: the backend file may hold older bytes there. */
 	if (rc == 0 && dfd >= 0 && *size)
-		rc = ioe_copy(dfd, bfd, buf, PIECE, 0, *size, NULL);
+		rc = ioe_copy_range(dfd, bfd, buf, PIECE, 0, *size, NULL);
 	if (rc == 0 && ftruncate(bfd, (off_t)*size) < 0)
 		rc = -errno;
 	const struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},

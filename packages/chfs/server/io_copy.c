@@ -3,8 +3,9 @@
  * write of one is in flight the read of the next piece fills the other, and the write of a
  * buffer is collected before that buffer is read into again. Everything started is collected
  * before returning, also on errors. Sequential (read, then write) with the synchronous engine,
- * or when the second buffer cannot be had.
+ * or when the second buffer cannot be had. ioe_copy_range asks the kernel first.
  */
+#define _GNU_SOURCE
 #include "io_copy.h"
 
 #include "io_engine.h"
@@ -96,6 +97,31 @@ int ioe_copy(int from, int to, uint8_t *buf, size_t piece, uint64_t start, uint6
 	int rc = copy_pipelined(from, to, b, piece, start, end, copied);
 	free(other);
 	return rc;
+}
+
+int ioe_copy_range(int from, int to, uint8_t *buf, size_t piece, uint64_t start, uint64_t end,
+                   uint64_t *copied)
+{
+	uint64_t none = 0;
+	if (!copied)
+		copied = &none;
+	for (loff_t in = (loff_t)start, out = (loff_t)start; (uint64_t)in < end;) {
+		ssize_t k = copy_file_range(from, &in, to, &out, (size_t)(end - (uint64_t)in), 0);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k == 0)
+			return 0; /* from ends here */
+		if (k < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+			start = (uint64_t)in;
+			break;
+		}
+		if (k < 0)
+			return -errno;
+		*copied += (uint64_t)k;
+		if ((uint64_t)in >= end)
+			return 0;
+	}
+	return ioe_copy(from, to, buf, piece, start, end, copied);
 }
 
 int ioe_copy_end(int from, int to, void *buf, int rc)
