@@ -163,7 +163,9 @@ int chfs_gate_names_mount(const char *arg)
 	return *arg == '=' && under_mount(arg + 1);
 }
 
-/* Bit i set: argument i of the syscall is a file name. */
+/* Bit i set: argument i of the syscall is a file name. AT_NAMES: an *at call, each name argument i
+ * follows its directory descriptor (argument i - 1). */
+#define AT_NAMES 0x100u
 static unsigned name_args(long nr)
 {
 	switch (nr) {
@@ -209,37 +211,11 @@ static unsigned name_args(long nr)
 	case __NR_fchownat:
 	case __NR_futimesat:
 	case __NR_mknodat:
-	case __NR_utimensat: return 2;
+	case __NR_utimensat: return AT_NAMES | 2;
 	case __NR_renameat:
 	case __NR_renameat2:
-	case __NR_linkat: return 2 | 8;
-	case __NR_symlinkat: return 4;
-	default: return 0;
-	}
-}
-
-/* Is it one of the *at calls, whose name argument i follows its directory descriptor (i - 1)? */
-static int at_syscall(long nr)
-{
-	switch (nr) {
-	case __NR_openat:
-	case __NR_openat2:
-	case __NR_newfstatat:
-	case __NR_statx:
-	case __NR_faccessat:
-	case __NR_faccessat2:
-	case __NR_mkdirat:
-	case __NR_unlinkat:
-	case __NR_readlinkat:
-	case __NR_fchmodat:
-	case __NR_fchownat:
-	case __NR_futimesat:
-	case __NR_mknodat:
-	case __NR_utimensat:
-	case __NR_renameat:
-	case __NR_renameat2:
-	case __NR_linkat:
-	case __NR_symlinkat: return 1;
+	case __NR_linkat: return AT_NAMES | 2 | 8;
+	case __NR_symlinkat: return AT_NAMES | 4;
 	default: return 0;
 	}
 }
@@ -270,11 +246,11 @@ static int needs_hook_library(const struct chfs_sysargs *s)
 		return under_mount((const char *)s->a[0]) || !env_keeps_loader((char *const *)s->a[2]);
 	if (s->nr == __NR_execveat)
 		return under_mount((const char *)s->a[1]) || !env_keeps_loader((char *const *)s->a[3]);
-	unsigned m = name_args(s->nr);
+	unsigned m = name_args(s->nr), at = m & AT_NAMES;
+	m &= ~AT_NAMES;
 	for (int i = 0; m; i++, m >>= 1)
-		if ((m & 1) &&
-		    (under_mount((const char *)s->a[i]) ||
-		     enters_mount(at_syscall(s->nr) ? s->a[i - 1] : AT_FDCWD, (const char *)s->a[i])))
+		if ((m & 1) && (under_mount((const char *)s->a[i]) ||
+		                enters_mount(at ? s->a[i - 1] : AT_FDCWD, (const char *)s->a[i])))
 			return 1;
 	return 0;
 }
