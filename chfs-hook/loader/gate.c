@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 
 static long pass_through(struct chfs_sysargs *s)
 {
@@ -78,6 +79,65 @@ void chfs_gate_set_lazy(int (*load)(void), const char *mount_list, const char *l
 	}
 	gate_loader_path = loader_path;
 	lazy_load = load;
+}
+
+/* ---- reading the application's names without crashing it ----
+ * Before the hook library is loaded the gate glances at every name a path call passes, and a
+ * pointer the kernel would refuse (EFAULT) must not crash the program here: each page of a name
+ * is checked with process_vm_readv on the process itself, and the pages found readable are
+ * remembered per thread until a call that may unmap or re-protect memory passes the gate (as the
+ * hook library's usermem.c does once it is loaded). The memory is the loader's own static TLS. */
+#define GATE_PAGE 4096UL
+#define GATE_PAGES 4
+struct gate_pages {
+	uintptr_t page[GATE_PAGES];
+	unsigned long gen;
+	unsigned next;
+};
+static __thread struct gate_pages gate_pages __attribute__((tls_model("initial-exec")));
+static unsigned long map_gen = 1;
+
+static int changes_mappings(long nr)
+{
+	return nr == __NR_munmap || nr == __NR_mprotect || nr == __NR_mremap || nr == __NR_madvise ||
+	       nr == __NR_shmdt || nr == __NR_brk || nr == __NR_pkey_mprotect;
+}
+
+static int page_readable(uintptr_t page)
+{
+	unsigned long gen = __atomic_load_n(&map_gen, __ATOMIC_ACQUIRE);
+	struct gate_pages *g = &gate_pages;
+	if (g->gen != gen) {
+		for (int i = 0; i < GATE_PAGES; i++)
+			g->page[i] = 0;
+		g->gen = gen;
+	}
+	if (page < GATE_PAGE) /* page 0 holds the trampoline: mapped, but no name points there */
+		return 0;
+	for (int i = 0; i < GATE_PAGES; i++)
+		if (g->page[i] == page)
+			return 1;
+	char c;
+	struct iovec l = {&c, 1}, r = {(void *)page, 1};
+	long pid = chfs_raw_syscall(__NR_getpid, 0, 0, 0, 0, 0, 0);
+	if (chfs_raw_syscall(__NR_process_vm_readv, pid, (long)&l, 1, (long)&r, 1, 0) != 1)
+		return 0;
+	g->page[g->next++ % GATE_PAGES] = page;
+	return 1;
+}
+
+/* Can p be read up to its NUL (or PATH_MAX bytes)? If not, the kernel answers the call (EFAULT). */
+static int name_readable(const char *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	for (uintptr_t i = 0; i < 4096; i++) {
+		if ((i == 0 || ((a + i) & (GATE_PAGE - 1)) == 0) &&
+		    !page_readable((a + i) & ~(GATE_PAGE - 1)))
+			return 0;
+		if (p[i] == 0)
+			return 1;
+	}
+	return 1;
 }
 
 static int under_mount(const char *p)
@@ -243,14 +303,17 @@ static int env_keeps_loader(char *const *envp)
 static int needs_hook_library(const struct chfs_sysargs *s)
 {
 	if (s->nr == __NR_execve)
-		return under_mount((const char *)s->a[0]) || !env_keeps_loader((char *const *)s->a[2]);
+		return name_readable((const char *)s->a[0]) &&
+		       (under_mount((const char *)s->a[0]) || !env_keeps_loader((char *const *)s->a[2]));
 	if (s->nr == __NR_execveat)
-		return under_mount((const char *)s->a[1]) || !env_keeps_loader((char *const *)s->a[3]);
+		return name_readable((const char *)s->a[1]) &&
+		       (under_mount((const char *)s->a[1]) || !env_keeps_loader((char *const *)s->a[3]));
 	unsigned m = name_args(s->nr), at = m & AT_NAMES;
 	m &= ~AT_NAMES;
 	for (int i = 0; m; i++, m >>= 1)
-		if ((m & 1) && (under_mount((const char *)s->a[i]) ||
-		                enters_mount(at ? s->a[i - 1] : AT_FDCWD, (const char *)s->a[i])))
+		if ((m & 1) && name_readable((const char *)s->a[i]) &&
+		    (under_mount((const char *)s->a[i]) ||
+		     enters_mount(at ? s->a[i - 1] : AT_FDCWD, (const char *)s->a[i])))
 			return 1;
 	return 0;
 }
@@ -287,7 +350,10 @@ static long to_hook(struct chfs_sysargs *s)
 	int (*load)(void) = __atomic_load_n(&lazy_load, __ATOMIC_ACQUIRE);
 	if (load && needs_hook_library(s) && load_saving_vector_state(load) < 0)
 		return -EIO; /* the loader printed why */
-	return __atomic_load_n(&hook_syscall, __ATOMIC_ACQUIRE)(s);
+	long r = __atomic_load_n(&hook_syscall, __ATOMIC_ACQUIRE)(s);
+	if (changes_mappings(s->nr))
+		__atomic_add_fetch(&map_gen, 1, __ATOMIC_RELEASE);
+	return r;
 }
 
 static long forked(long rv)
