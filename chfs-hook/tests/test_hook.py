@@ -24,11 +24,8 @@ TESTPROG = os.path.join(stack_prefix(), "libexec", "chfs-hook", "chfs-hook-testp
 def pool(tmp_path_factory):
     """One pool (2 servers) for the whole module: each test works in its own directory, and
     starting and stopping servers would otherwise dominate the run time."""
-    p = ChfsPool(servers=2, tmp=str(tmp_path_factory.mktemp("hookpool")))
-    try:
+    with ChfsPool(servers=2, tmp=str(tmp_path_factory.mktemp("hookpool"))) as p:
         yield p
-    finally:
-        p.stop()
 
 
 @pytest.fixture

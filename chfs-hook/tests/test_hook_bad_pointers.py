@@ -44,11 +44,8 @@ print("hook loaded", "libchfs-hook.so" in open("/proc/self/maps").read())
 
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory):
-    p = ChfsPool(servers=1, tmp=str(tmp_path_factory.mktemp("badptr")))
-    try:
+    with ChfsPool(servers=1, tmp=str(tmp_path_factory.mktemp("badptr"))) as p:
         yield p
-    finally:
-        p.stop()
 
 
 def test_bad_name_pointers_before_the_hook_loads_give_efault(pool, tmp_path):

@@ -29,11 +29,8 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory):
-    p = ChfsPool(servers=2, tmp=str(tmp_path_factory.mktemp("longpool")))
-    try:
+    with ChfsPool(servers=2, tmp=str(tmp_path_factory.mktemp("longpool"))) as p:
         yield p
-    finally:
-        p.stop()
 
 
 def hooked(pool, argv, env=None, timeout=120):

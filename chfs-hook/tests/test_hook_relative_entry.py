@@ -20,11 +20,8 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory):
-    p = ChfsPool(servers=2, tmp=str(tmp_path_factory.mktemp("entrypool")))
-    try:
+    with ChfsPool(servers=2, tmp=str(tmp_path_factory.mktemp("entrypool"))) as p:
         yield p
-    finally:
-        p.stop()
 
 
 def hooked(pool, mount, argv, cwd, env=None):

@@ -29,11 +29,8 @@ for line in open("/proc/self/status"):
 
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory):
-    p = ChfsPool(servers=1, tmp=str(tmp_path_factory.mktemp("sigpool")))
-    try:
+    with ChfsPool(servers=1, tmp=str(tmp_path_factory.mktemp("sigpool"))) as p:
         yield p
-    finally:
-        p.stop()
 
 
 def hooked(pool, argv, cwd, eager):

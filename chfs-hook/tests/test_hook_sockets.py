@@ -107,11 +107,8 @@ print("\n".join(out))
 
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory):
-    p = ChfsPool(servers=2, tmp=str(tmp_path_factory.mktemp("sockpool")))
-    try:
+    with ChfsPool(servers=2, tmp=str(tmp_path_factory.mktemp("sockpool"))) as p:
         yield p
-    finally:
-        p.stop()
 
 
 def run(argv, env, cwd):

@@ -240,6 +240,12 @@ class ChfsPool:
         if self._own_tmp:
             subprocess.run(["rm", "-rf", self.tmp], check=False)
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
 
 def lend_module_pool(request, module_chfs_pool):
     """Generator for a module's own `chfs_pool` fixture: the module's shared default pool,
