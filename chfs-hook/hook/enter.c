@@ -42,26 +42,19 @@ const struct hook_mount *hook_entered_mount(int dirfd, char *path, const char **
 {
 	for (int m = 0; m < hook_cfg.nmounts; m++) {
 		const struct hook_mount *mt = &hook_cfg.mounts[m];
-		const char *base = mt->base;
 		size_t bl = mt->baselen;
-		for (char *c = path; *c;) {
-			if (strncmp(c, base, bl) == 0 && (c[bl] == '/' || c[bl] == 0)) {
-				/* path[0..c) names the directory the component is looked up in */
-				char *slash = c > path ? c - 1 : NULL;
-				if (slash)
-					*slash = 0;
-				int hit = is_mount_parent(dirfd, slash ? path : "", mt);
-				if (slash)
-					*slash = '/';
-				if (hit) {
-					*rest = c + bl;
-					return mt;
-				}
+		for (char *c = path; (c = (char *)chfs_find_component(c, mt->base, bl)); c += bl) {
+			/* path[0..c) names the directory the component is looked up in */
+			char *slash = c > path ? c - 1 : NULL;
+			if (slash)
+				*slash = 0;
+			int hit = is_mount_parent(dirfd, slash ? path : "", mt);
+			if (slash)
+				*slash = '/';
+			if (hit) {
+				*rest = c + bl;
+				return mt;
 			}
-			while (*c && *c != '/')
-				c++;
-			while (*c == '/')
-				c++;
 		}
 	}
 	return NULL;

@@ -61,12 +61,10 @@ static int may_enter_mount(const char *p)
 			continue;
 		for (int m = 0; m < hook_cfg.nmounts; m++) {
 			const struct hook_mount *mt = &hook_cfg.mounts[m];
-			size_t k = 0;
-			if (i - start == mt->baselen)
-				while (k < mt->baselen &&
-				       p[start + k] == mt->base[k]) /* no libc: no vector registers */
-					k++;
-			if (i - start == mt->baselen && k == mt->baselen)
+			size_t k = 0, len = i - start;
+			while (len == mt->baselen && k < len && p[start + k] == mt->base[k]) /* (no libc) */
+				k++;
+			if (len == mt->baselen && k == len)
 				return 1;
 		}
 		if (p[i] == 0)

@@ -46,6 +46,7 @@ static const char *gate_loader_path;
 static char mounts[16][256];
 static const char *bases[16]; /* each mount point's last component, in mounts[] */
 static int nmounts;
+static uintptr_t longest; /* the longest mount point's length */
 
 void chfs_gate_install(const struct chfs_hook_ops *ops)
 {
@@ -70,6 +71,8 @@ void chfs_gate_set_lazy(int (*load)(void), const char *mount_list, const char *l
 			for (int i = 0; i < n; i++)
 				if (mounts[nmounts][i] == '/')
 					bases[nmounts] = mounts[nmounts] + i + 1;
+			if ((uintptr_t)n > longest)
+				longest = (uintptr_t)n;
 			nmounts++;
 		}
 		while (*p && *p != ':')
@@ -126,16 +129,20 @@ static int page_readable(uintptr_t page)
 	return 1;
 }
 
-/* Can p be read up to its NUL (or PATH_MAX bytes)? If not, the kernel answers the call (EFAULT). */
+/* Can p be read as far as the gate reads it — an absolute name up to the longest mount point and
+ * one byte more (under_mount), a relative one to its NUL (enters_mount)? If not, the kernel
+ * answers the call (EFAULT). */
 static int name_readable(const char *p)
 {
-	uintptr_t a = (uintptr_t)p;
-	for (uintptr_t i = 0; i < 4096; i++) {
+	uintptr_t a = (uintptr_t)p, n = 4096;
+	for (uintptr_t i = 0; i < n; i++) {
 		if ((i == 0 || ((a + i) & (GATE_PAGE - 1)) == 0) &&
 		    !page_readable((a + i) & ~(GATE_PAGE - 1)))
 			return 0;
 		if (p[i] == 0)
 			return 1;
+		if (i == 0 && p[0] == '/')
+			n = longest + 1;
 	}
 	return 1;
 }
@@ -195,21 +202,12 @@ static int enters_mount(long dirfd, const char *p)
 	if (!p || p[0] == '/')
 		return 0;
 	for (int m = 0; m < nmounts; m++) {
-		const char *base = bases[m];
-		if (!*base)
-			continue;
-		for (const char *c = p; *c;) {
-			int i = 0;
-			while (base[i] && c[i] == base[i])
-				i++;
-			if (!base[i] && (c[i] == 0 || c[i] == '/') &&
-			    at_mount_parent(dirfd, p, c > p ? (size_t)(c - p) - 1 : 0, m))
+		size_t bl = 0;
+		while (bases[m][bl])
+			bl++;
+		for (const char *c = p; bl && (c = chfs_find_component(c, bases[m], bl)); c += bl)
+			if (at_mount_parent(dirfd, p, c > p ? (size_t)(c - p) - 1 : 0, m))
 				return 1;
-			while (*c && *c != '/')
-				c++;
-			while (*c == '/')
-				c++;
-		}
 	}
 	return 0;
 }

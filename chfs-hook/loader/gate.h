@@ -12,6 +12,7 @@
 #ifndef CHFS_HOOK_GATE_H
 #define CHFS_HOOK_GATE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Layout fixed by entry.S: nr, then rdi, rsi, rdx, r10, r8, r9. */
@@ -51,6 +52,25 @@ struct chfs_hook_ops {
  * most CHFS_HOOK_CWD_MAX bytes with its NUL (a mount point + a CHFS name). */
 #define CHFS_HOOK_GETCWD_LONG 0x6368667363776421L
 #define CHFS_HOOK_CWD_MAX (4096 + 16384)
+/* The first component of the relative name c (from c on) equal to base (bl bytes), or NULL: how
+ * a name can walk from a local directory into a mount point whose last component is base (the
+ * loader's gate, the hook's enter.c). No libc: the gate may not touch vector registers. */
+static inline const char *chfs_find_component(const char *c, const char *base, size_t bl)
+{
+	while (*c) {
+		size_t i = 0;
+		while (i < bl && c[i] == base[i])
+			i++;
+		if (i == bl && (c[i] == 0 || c[i] == '/'))
+			return c;
+		while (*c && *c != '/')
+			c++;
+		while (*c == '/')
+			c++;
+	}
+	return NULL;
+}
+
 typedef int (*chfs_hook_init_fn)(const struct chfs_hook_host *host, struct chfs_hook_ops *ops);
 
 /* entry.S */
