@@ -3,6 +3,7 @@
  * libasyncsys (driver: run-asyncsys-bench; see --help).
  *
  *   as-bench crossover [--reps R] [--max N] [--step S] [--fine F] [--threads T] [--csv FILE]
+ *                      [--only CALL/PATH]
  *     N system calls one by one (sync: the caller's own syscall) against one batch (as_submitv
  *     of N requests, as_wakeup, collect all), N = 0..max step S (and 1..F step 1), for gettid on
  *     the execution threads, a 4 KiB pread64 from the page cache on the execution threads, on
@@ -10,7 +11,7 @@
  *     Prints the crossover N of each series: the smallest N from which the batch is faster at
  *     every larger N measured. A last series, liburing-direct, submits the same preads with
  *     liburing alone (N SQEs, one io_uring_submit_and_wait): the kernel's own cost, without
- *     the library.
+ *     the library. --only runs one series (e.g. pread4k/uring: to profile it).
  *   as-bench tmpfs [--reps R] [--dir DIR] [--max-threads M] [--csv FILE]
  *     A 10 MB file on tmpfs read as 100 preads of 100 KiB (one batch) by 1..M execution threads,
  *     by io_uring with 1..M io-wq workers (IOSQE_ASYNC), by io_uring inline, and by the caller
@@ -112,7 +113,7 @@ static char page_buf[4096] __attribute__((aligned(4096)));
 static void crossover(int argc, char **argv)
 {
 	int reps = 200, max = 400, step = 20, fine = 40, threads = 1;
-	const char *csv = "crossover.csv";
+	const char *csv = "crossover.csv", *only = NULL;
 	for (int i = 2; i < argc; i++) {
 		if (i + 1 < argc && !strcmp(argv[i], "--reps"))
 			reps = atoi(argv[++i]);
@@ -126,6 +127,8 @@ static void crossover(int argc, char **argv)
 			threads = atoi(argv[++i]);
 		else if (i + 1 < argc && !strcmp(argv[i], "--csv"))
 			csv = argv[++i];
+		else if (i + 1 < argc && !strcmp(argv[i], "--only"))
+			only = argv[++i];
 		else
 			die(argv[i], EINVAL);
 	}
@@ -165,6 +168,10 @@ static void crossover(int argc, char **argv)
 	static struct syscall_info si[4096];
 	double *ts = calloc(reps, sizeof(double)), *tb = calloc(reps, sizeof(double));
 	for (unsigned s = 0; s < sizeof(ser) / sizeof(ser[0]); s++) {
+		char name[64];
+		snprintf(name, sizeof(name), "%s/%s", ser[s].name, ser[s].path);
+		if (only && strcmp(only, name) != 0)
+			continue;
 		int direct = ser[s].flags == UINT_MAX;
 		struct as_params p = {.nthreads = threads, .nreq = 4096, .flags = direct ? 0 : ser[s].flags};
 		struct as *as;
@@ -343,6 +350,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		printf("usage: as-bench crossover [--reps R] [--max N] [--step S] [--fine F] [--threads T] [--csv FILE]\n"
+		       "                          [--only CALL/PATH]   (one series, e.g. pread4k/uring)\n"
 		       "       as-bench tmpfs [--reps R] [--dir DIR] [--max-threads M] [--csv FILE]\n"
 		       "The published experiments of asynchronous system calls on libasyncsys; the driver\n"
 		       "run-asyncsys-bench runs both and writes CSV (and PNG). Man page: asyncsys(3).\n");
