@@ -94,8 +94,10 @@ int main(int argc, char **argv)
 	static struct syscall_info si[N];
 	for (int round = 0; round < ROUNDS; round++) {
 		for (int i = 0; i < N; i++)
-			si[i] = i % 2 ? (struct syscall_info){.num = SYS_lseek, .arg = {fd, i * 7 + round, SEEK_SET}}
-			              : (struct syscall_info){.num = SYS_pread64, .arg = {fd, (long)buf[i], i % 64 + 1, 0}};
+			si[i] = i % 2 ? (struct syscall_info){.num = SYS_lseek,
+			                                      .arg = {fd, i * 7 + round, SEEK_SET}}
+			              : (struct syscall_info){.num = SYS_pread64,
+			                                      .arg = {fd, (long)buf[i], i % 64 + 1, 0}};
 		atomic_store(&collected, 0);
 		CHECK_EQ(as_submitv(as, si, N, slots), N);
 		for (int i = 0; i < N; i++) {

@@ -184,6 +184,16 @@ void ioe_run(struct ioe_op *op)
 	                    : ioe_pread(op->fd, op->buf, op->n, op->off);
 }
 
+void ioe_run_here(struct ioe_op *op)
+{
+	op->slot = -1;
+	int rc = sync_rw(op->write, op->fd, op->buf, op->n, op->off, 0, &op->res);
+	if (rc < 0)
+		op->res = rc;
+	else if (op->write)
+		op->res = 0;
+}
+
 ssize_t ioe_end(struct ioe_op *op)
 {
 	if (op->slot < 0)

@@ -46,6 +46,9 @@ void ioe_begin(struct ioe_op *op);
 /* Does op now, on the calling thread, as ioe_pwrite / ioe_pread do (no hand-off to a kernel
  * worker): for a piece its caller would wait for at once, with nothing to overlap. */
 void ioe_run(struct ioe_op *op);
+/* Does op now with pread/pwrite on the calling thread, bypassing io_uring (whose buffered
+ * writes the kernel may still hand to an io-wq worker). */
+void ioe_run_here(struct ioe_op *op);
 /* Same results as ioe_pwrite / ioe_pread. */
 ssize_t ioe_end(struct ioe_op *op);
 
