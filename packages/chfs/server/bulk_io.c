@@ -11,8 +11,8 @@
  * is written by pwrite(2) on this thread (ioe_run_here): with nothing after it to overlap,
  * io_uring only adds the hand-off to an io-wq worker (which inline submission does not avoid
  * for every ext4 buffered write: `perf` shows iou-wrk threads copying with
- * CHFS_IO_URING_ASYNC=0 too). Measured on an idle 2-vCPU VM, uring / sync engine, 2 ranks: 64 KiB and
- * 1 MiB writes 0.65–0.76 before, 0.93–1.02 with it; 16 MiB unchanged (0.78–0.88). (Done
+ * CHFS_IO_URING_ASYNC=0 too). Measured on an idle 2-vCPU VM, uring / sync engine, 2 ranks:
+ * 64 KiB and 1 MiB writes 0.61–0.77 before, 0.93–1.03 with it; 16 MiB unchanged (0.78–0.88). (Done
  * through ioe_run — io_uring inline — it had measured 0.6–1.0× on a loaded machine.)
  *
  * Reads of at least MAP_MIN bytes skip the piece buffer: the backing file's pages are mapped

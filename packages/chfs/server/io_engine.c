@@ -170,11 +170,7 @@ void ioe_begin(struct ioe_op *op)
 			return;
 		}
 	}
-	int rc = sync_rw(op->write, op->fd, op->buf, op->n, op->off, 0, &op->res);
-	if (rc < 0)
-		op->res = rc;
-	else if (op->write)
-		op->res = 0;
+	ioe_run_here(op);
 }
 
 void ioe_run(struct ioe_op *op)
