@@ -343,8 +343,28 @@ static int load_saving_vector_state(int (*load)(void))
 	return rc;
 }
 
+/* A name pointer into the trampoline's page, other than NULL. Without the hook nothing is mapped
+ * there and the kernel answers EFAULT; with it the page is mapped PROT_EXEC, which is execute-only
+ * only where the CPU has protection keys — elsewhere the kernel would read the trampoline's bytes
+ * as the name (ENAMETOOLONG for stat((char *)8)). NULL is the kernel's to judge (utimensat and
+ * statx take it). */
+static int name_in_trampoline(const struct chfs_sysargs *s)
+{
+	unsigned m = name_args(s->nr) & ~AT_NAMES;
+	if (s->nr == __NR_execve)
+		m = 1;
+	else if (s->nr == __NR_execveat)
+		m = 2;
+	for (int i = 0; m; i++, m >>= 1)
+		if ((m & 1) && s->a[i] != 0 && (uintptr_t)s->a[i] < GATE_PAGE)
+			return 1;
+	return 0;
+}
+
 static long to_hook(struct chfs_sysargs *s)
 {
+	if (name_in_trampoline(s))
+		return -EFAULT;
 	int (*load)(void) = __atomic_load_n(&lazy_load, __ATOMIC_ACQUIRE);
 	if (load && needs_hook_library(s) && load_saving_vector_state(load) < 0)
 		return -EIO; /* the loader printed why */
