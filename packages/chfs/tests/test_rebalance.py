@@ -208,8 +208,12 @@ def test_server_killed_during_rebalance_gives_eio_then_recovers(loaded_pool, vic
     the dead server holds: EIO), never ENOENT or other bytes; restarted on its storage
     directory, the rebalance finishes and every byte verifies. To be sure the rebalance is in
     progress, server 1 is stopped (SIGSTOP) before the join: the joiner can take over server
-    0's keys but not server 1's until it continues."""
+    0's keys but not server 1's until it continues. The pool must have settled first: if the
+    second server's own join is still rebalancing, the new joiner waits for it — for server 1,
+    stopped — and never starts (seen on a fast VM: "the pool is still rebalancing after an
+    earlier change ... waiting" until the 60 s start timeout)."""
     pool = loaded_pool
+    poolstatus.wait_settled(pool.env, 2)
     e0 = poolstatus.epoch(pool.env)
     os.kill(pool.pids[1], signal.SIGSTOP)
     try:
