@@ -201,7 +201,9 @@ static void merge_backing(struct chfsd *d, struct chfs_md *md)
 		if (size > md->size)
 			md->size = size;
 		/* The backing file's mtime counts only if its data changed after the last
-		 * metadata change: an explicit utimens (tar, cp -p) must stick. */
+		 * metadata change: an explicit utimens (tar, cp -p) must stick. The kernel stamps
+		 * the backing file from its clock tick, so a direct write within the tick of the
+		 * utimens is taken as older than it (as Linux keeps one mtime within a tick). */
 		if (mtime > md->mtime_ns && mtime > md->ctime_ns)
 			md->mtime_ns = mtime;
 	}

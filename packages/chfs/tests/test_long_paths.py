@@ -78,7 +78,11 @@ def test_a_join_hands_over_long_names(tmp_path, levels):
         e0 = poolstatus.epoch(pool.env)
         pool.add()
         poolstatus.wait_settled(pool.env, 2, after_epoch=e0, timeout=60)
-        assert "did not take" not in pool.log(0)
+        # A HINT the joiner refused because its member list was one push behind is retried
+        # by design; what this test guards against is a transport or size refusal.
+        refused = [l for l in pool.log(0).splitlines()
+                   if "did not take" in l and "the member list changed" not in l]
+        assert not refused, refused
         names = io(pool, "ls", d).stdout.split()
         assert sorted(names) == [f"f{i:06d}".encode() for i in range(300)]
         for i in range(0, 300, 13):
