@@ -181,9 +181,13 @@ int as_submitv(struct as *as, const struct syscall_info *reqs, unsigned n, unsig
 		}
 		slots[i] = slot;
 	}
-	pthread_mutex_unlock(&as->q_lock);
+	/* Counted before the lock is released: a flush (which pops under it) then subtracts only
+	 * what was added. Counted after, a flush could take and finish these first, and for a moment
+	 * ring_inflight + ring_queued would miss a request still in flight: a waiter that looked
+	 * then slept on event_seq with nobody on the ring, and nobody woke it (test_waiters). */
 	if (nring)
 		atomic_fetch_add(&as->ring_queued, nring);
+	pthread_mutex_unlock(&as->q_lock);
 	return (int)n;
 }
 
@@ -205,7 +209,10 @@ static void wait_until(struct as *as, bool (*done)(struct as *, void *), void *a
 		uint32_t seq = atomic_load(&as->event_seq);
 		if (done(as, arg))
 			return;
-		unsigned ring = atomic_load(&as->ring_inflight) + atomic_load(&as->ring_queued);
+		/* Queued first: a flush adds to ring_inflight before it subtracts from ring_queued,
+		 * so a request moving between them meanwhile is counted by one of the two loads. */
+		unsigned queued = atomic_load(&as->ring_queued);
+		unsigned ring = atomic_load(&as->ring_inflight) + queued;
 		if (as->uring && ring > 0 && pthread_mutex_trylock(&as->ring_lock) == 0) {
 			/* Waiting for a count and only ring requests in flight: sleep for all that are
 			 * needed in one io_uring_enter instead of one wake-up per completion. */
