@@ -170,9 +170,8 @@ int as_submitv(struct as *as, const struct syscall_info *reqs, unsigned n, unsig
 		__atomic_store_n(&si->num, reqs[i].num, __ATOMIC_RELAXED);
 		memcpy(si->arg, reqs[i].arg, sizeof(si->arg));
 		__atomic_store_n(&si->ret, 0, __ATOMIC_RELAXED);
-		int64_t w = atomic_load(&si->state);
-		atomic_store(&si->state, (w & ~(int64_t)0xff) | AS_HASCALL);
-		atomic_fetch_add(&as->ninflight, 1);
+		int64_t w = atomic_load_explicit(&si->state, memory_order_relaxed);
+		atomic_store_explicit(&si->state, (w & ~(int64_t)0xff) | AS_HASCALL, memory_order_release);
 		if (as_uring_accepts(as, si)) {
 			slotq_push(&as->ring_q, slot);
 			nring++;
@@ -181,10 +180,12 @@ int as_submitv(struct as *as, const struct syscall_info *reqs, unsigned n, unsig
 		}
 		slots[i] = slot;
 	}
-	/* Counted before the lock is released: a flush (which pops under it) then subtracts only
-	 * what was added. Counted after, a flush could take and finish these first, and for a moment
+	/* Counted once, and before the lock is released: nothing placed here can complete before,
+	 * and a flush (which pops under the lock) subtracts from ring_queued only what was added.
+	 * Counted after, a flush could take and finish these first, and for a moment
 	 * ring_inflight + ring_queued would miss a request still in flight: a waiter that looked
 	 * then slept on event_seq with nobody on the ring, and nobody woke it (test_waiters). */
+	atomic_fetch_add(&as->ninflight, n);
 	if (nring)
 		atomic_fetch_add(&as->ring_queued, nring);
 	pthread_mutex_unlock(&as->q_lock);
@@ -292,10 +293,10 @@ int as_poll(struct as *as, unsigned slot, long *ret)
 	if (slot >= as->nslots)
 		return -EINVAL;
 	int64_t r;
-	int c = as_slot_collect(as, slot, &r, NULL, true);
+	int c = as_slot_collect(as, slot, &r, NULL);
 	if (c == 0) {
 		reap_ring(as);
-		c = as_slot_collect(as, slot, &r, NULL, true);
+		c = as_slot_collect(as, slot, &r, NULL);
 	}
 	if (c == 1 && ret)
 		*ret = r;
@@ -317,12 +318,23 @@ int as_wait(struct as *as, unsigned slot, long *ret)
 	start(as);
 	wait_until(as, slot_done, &slot, 0);
 	int64_t r;
-	int c = as_slot_collect(as, slot, &r, NULL, true);
+	int c = as_slot_collect(as, slot, &r, NULL);
 	if (c != 1)
 		return -EINVAL; /* collected by another thread meanwhile */
 	if (ret)
 		*ret = r;
 	return 0;
+}
+
+/* The lowest k set bits of bits. */
+static uint64_t first_bits(uint64_t bits, unsigned k)
+{
+	uint64_t out = 0;
+	for (; bits && k; k--) {
+		out |= bits & -bits;
+		bits &= bits - 1;
+	}
+	return out;
 }
 
 static unsigned collect_all(struct as *as, struct as_completion *out, unsigned max, as_completion_fn fn,
@@ -331,13 +343,16 @@ static unsigned collect_all(struct as *as, struct as_completion *out, unsigned m
 	unsigned n = 0;
 	for (unsigned wi = 0; wi < (as->nslots + 63) / 64 && (fn || n < max); wi++) {
 		uint64_t bits = atomic_load(&as->done_bits[wi]);
+		if (!bits)
+			continue;
+		if (!fn)
+			bits = first_bits(bits, max - n);
+		bits = as_slots_claim(as, wi, bits); /* (bits another collector took meanwhile drop out) */
 		unsigned freed[64], nfreed = 0;
-		while (bits && (fn || n < max)) {
+		for (; bits; bits &= bits - 1) {
 			unsigned s = wi * 64 + (unsigned)__builtin_ctzll(bits);
-			bits &= bits - 1;
 			struct as_completion c = {.slot = s};
-			if (as_slot_collect(as, s, &c.ret, &c.num, false) != 1)
-				continue; /* another thread collected it */
+			as_slot_result(as, s, &c.ret, &c.num);
 			freed[nfreed++] = s;
 			if (fn)
 				fn(&c, arg);
@@ -345,8 +360,10 @@ static unsigned collect_all(struct as *as, struct as_completion *out, unsigned m
 				out[n] = c;
 			n++;
 		}
-		if (nfreed)
+		if (nfreed) {
+			as_slots_collected(as, nfreed);
 			as_slots_free(as, freed, nfreed);
+		}
 	}
 	return n;
 }

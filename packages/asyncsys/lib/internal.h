@@ -67,9 +67,15 @@ void as_futex_wake(_Atomic uint32_t *addr, int n);
 /* slots.c: state transitions and completion bookkeeping */
 bool as_slot_take(struct as *as, unsigned slot);                  /* HASCALL -> EXECUTING */
 void as_slot_complete(struct as *as, unsigned slot, int64_t ret); /* EXECUTING -> COMPLETED */
-/* COMPLETED -> NONE: 1 (result in *ret), 0 (not complete), -EINVAL (no request). Without
- * free_now the caller hands the slot to as_slots_free (batched) itself. */
-int as_slot_collect(struct as *as, unsigned slot, int64_t *ret, int64_t *num, bool free_now);
+void as_slots_complete(struct as *as, const unsigned *slots, const int64_t *rets, unsigned n);
+/* COMPLETED -> NONE: 1 (result in *ret), 0 (not complete), -EINVAL (no request); the slot is
+ * free again. */
+int as_slot_collect(struct as *as, unsigned slot, int64_t *ret, int64_t *num);
+/* The same for a batch: claim the bits of one done_bits word (those that were still set are
+ * this caller's), take each claimed slot's result, count them, then as_slots_free. */
+uint64_t as_slots_claim(struct as *as, unsigned word_i, uint64_t bits);
+void as_slot_result(struct as *as, unsigned slot, int64_t *ret, int64_t *num);
+void as_slots_collected(struct as *as, unsigned n);
 void as_slots_free(struct as *as, const unsigned *slots, unsigned n);
 /* Completions happened: wakes the waiters that may be satisfied (all of them if final: the
  * signaller has nothing more queued), and the thread sleeping on the ring. */

@@ -1,63 +1,102 @@
 /*
  * slots.c — the state machine of one request slot and the queues of slot numbers.
- * The state word holds the state in its low byte and a reuse counter above it, so a collector
- * that read a slot just before another thread collected and reused it cannot take the new
- * request's result (its compare-and-swap sees a different counter).
+ * The state word holds the state in its low byte and a reuse counter above it. A completer
+ * publishes the result and the COMPLETED state first, then the slot's bit in done_bits; a
+ * collector owns a result by clearing that bit (one atomic and per bit word for a batch), so
+ * two collectors never both take it, and one that read a slot just before another collected
+ * and reused it sees a different counter.
  */
 #include "internal.h"
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 
 static int64_t word(int64_t gen, enum as_state st) { return (gen << 8) | st; }
 
 bool as_slot_take(struct as *as, unsigned slot)
 {
+	/* A queued slot has one consumer (whoever pops it under q_lock) and nothing else writes a
+	 * HASCALL state, so a store does what a compare-and-swap did, without its locked cycle. */
 	struct syscall_info *si = &as->area[slot];
-	int64_t w = atomic_load(&si->state);
+	int64_t w = atomic_load_explicit(&si->state, memory_order_acquire);
 	if (AS_STATE(w) != AS_HASCALL)
 		return false;
-	return atomic_compare_exchange_strong(&si->state, &w, word(w >> 8, AS_EXECUTING));
+	atomic_store_explicit(&si->state, word(w >> 8, AS_EXECUTING), memory_order_relaxed);
+	return true;
 }
 
-void as_slot_complete(struct as *as, unsigned slot, int64_t ret)
+void as_slots_complete(struct as *as, const unsigned *slots, const int64_t *rets, unsigned n)
+{
+	if (n == 0)
+		return;
+	/* ncompleted first: as_wakeup may see the count a moment before the states, never after;
+	 * the counters and the bits move once per batch (one bit word at a time), not per slot. */
+	atomic_fetch_add(&as->ncompleted, n);
+	uint64_t bits = 0;
+	unsigned word_i = slots[0] / 64;
+	for (unsigned i = 0; i < n; i++) {
+		struct syscall_info *si = &as->area[slots[i]];
+		int64_t w = atomic_load_explicit(&si->state, memory_order_relaxed);
+		__atomic_store_n(&si->ret, rets[i], __ATOMIC_RELAXED);
+		atomic_store_explicit(&si->state, word(w >> 8, AS_COMPLETED), memory_order_release);
+		if (slots[i] / 64 != word_i) {
+			atomic_fetch_or(&as->done_bits[word_i], bits);
+			bits = 0;
+			word_i = slots[i] / 64;
+		}
+		bits |= UINT64_C(1) << (slots[i] % 64);
+	}
+	atomic_fetch_or(&as->done_bits[word_i], bits);
+	atomic_fetch_sub(&as->ninflight, n);
+}
+
+void as_slot_complete(struct as *as, unsigned slot, int64_t ret) { as_slots_complete(as, &slot, &ret, 1); }
+
+uint64_t as_slots_claim(struct as *as, unsigned word_i, uint64_t bits)
+{
+	return atomic_fetch_and(&as->done_bits[word_i], ~bits) & bits;
+}
+
+void as_slot_result(struct as *as, unsigned slot, int64_t *ret, int64_t *num)
 {
 	struct syscall_info *si = &as->area[slot];
-	int64_t w = atomic_load(&si->state);
-	__atomic_store_n(&si->ret, ret, __ATOMIC_RELAXED);
-	/* ncompleted first: as_wakeup may see the count a moment before the state, never after. */
-	atomic_fetch_add(&as->ncompleted, 1);
-	atomic_store(&si->state, word(w >> 8, AS_COMPLETED));
-	atomic_fetch_or(&as->done_bits[slot / 64], UINT64_C(1) << (slot % 64));
-	atomic_fetch_sub(&as->ninflight, 1);
+	int64_t w = atomic_load_explicit(&si->state, memory_order_relaxed);
+	*ret = __atomic_load_n(&si->ret, __ATOMIC_RELAXED);
+	if (num)
+		*num = __atomic_load_n(&si->num, __ATOMIC_RELAXED);
+	atomic_store_explicit(&si->state, word((w >> 8) + 1, AS_NONE), memory_order_release);
 }
 
-int as_slot_collect(struct as *as, unsigned slot, int64_t *ret, int64_t *num, bool free_now)
+void as_slots_collected(struct as *as, unsigned n) { atomic_fetch_sub(&as->ncompleted, n); }
+
+int as_slot_collect(struct as *as, unsigned slot, int64_t *ret, int64_t *num)
 {
 	if (slot >= as->nslots)
 		return -EINVAL;
 	struct syscall_info *si = &as->area[slot];
-	int64_t w = atomic_load(&si->state);
-	switch (AS_STATE(w)) {
-	case AS_NONE: return -EINVAL;
-	case AS_HASCALL:
-	case AS_EXECUTING: return 0;
-	case AS_COMPLETED: break;
+	uint64_t bit = UINT64_C(1) << (slot % 64);
+	for (;;) {
+		int64_t w = atomic_load(&si->state);
+		switch (AS_STATE(w)) {
+		case AS_NONE: return -EINVAL;
+		case AS_HASCALL:
+		case AS_EXECUTING: return 0;
+		case AS_COMPLETED: break;
+		}
+		if (as_slots_claim(as, slot / 64, bit)) {
+			as_slot_result(as, slot, ret, num);
+			as_slots_collected(as, 1);
+			as_slots_free(as, &slot, 1);
+			return 1;
+		}
+		/* No bit: another collector took it and is about to say so in the state, or the
+		 * completer is about to set it. */
+		while (atomic_load(&si->state) == w && !(atomic_load(&as->done_bits[slot / 64]) & bit))
+			sched_yield();
+		if (atomic_load(&si->state) != w)
+			return 0;
 	}
-	/* Relaxed atomic reads: a concurrent collector may be reusing the slot (the CAS fails then). */
-	int64_t r = __atomic_load_n(&si->ret, __ATOMIC_RELAXED),
-	        n = __atomic_load_n(&si->num, __ATOMIC_RELAXED);
-	if (!atomic_compare_exchange_strong(&si->state, &w, word((w >> 8) + 1, AS_NONE)))
-		return 0; /* another thread collected it first */
-	atomic_fetch_sub(&as->ncompleted, 1);
-	/* Only the collector that won clears the bit, and before the slot can be reused. */
-	atomic_fetch_and(&as->done_bits[slot / 64], ~(UINT64_C(1) << (slot % 64)));
-	if (free_now)
-		as_slots_free(as, &slot, 1);
-	*ret = r;
-	if (num)
-		*num = n;
-	return 1;
 }
 
 void as_slots_free(struct as *as, const unsigned *slots, unsigned n)
@@ -94,7 +133,8 @@ int slotq_init(struct slotq *q, unsigned cap)
 
 void slotq_push(struct slotq *q, unsigned v)
 {
-	q->v[(q->head + q->len) % q->cap] = v;
+	unsigned i = q->head + q->len; /* (no %: a division per request was measurable) */
+	q->v[i >= q->cap ? i - q->cap : i] = v;
 	q->len++;
 }
 
@@ -103,7 +143,8 @@ bool slotq_pop(struct slotq *q, unsigned *v)
 	if (q->len == 0)
 		return false;
 	*v = q->v[q->head];
-	q->head = (q->head + 1) % q->cap;
+	if (++q->head == q->cap)
+		q->head = 0;
 	q->len--;
 	if (q->rel > 0)
 		q->rel--;

@@ -98,10 +98,13 @@ static void flush(struct as *as)
 	}
 }
 
+#define REAP_BATCH 64
+
 static unsigned reap(struct as *as)
 {
 	struct io_uring_cqe *cqe;
-	unsigned head, seen = 0, done = 0;
+	unsigned head, seen = 0, done = 0, k = 0, slots[REAP_BATCH];
+	int64_t rets[REAP_BATCH];
 	io_uring_for_each_cqe(&as->ring, head, cqe)
 	{
 		seen++;
@@ -115,9 +118,16 @@ static unsigned reap(struct as *as)
 				as->kick_armed = false;
 			continue;
 		}
-		as_slot_complete(as, (unsigned)tag, cqe->res);
-		done++;
+		slots[k] = (unsigned)tag;
+		rets[k++] = cqe->res;
+		if (k == REAP_BATCH) {
+			as_slots_complete(as, slots, rets, k);
+			done += k;
+			k = 0;
+		}
 	}
+	as_slots_complete(as, slots, rets, k);
+	done += k;
 	io_uring_cq_advance(&as->ring, seen);
 	atomic_fetch_sub(&as->ring_inflight, done);
 	return done;

@@ -49,7 +49,8 @@ static void *worker(void *arg)
 		}
 		int slot = as_submit(as, num, a);
 		long ret = -1;
-		if (slot < 0 || as_wait(as, (unsigned)slot, &ret) != 0 || ret != (t % 2 ? (long)sizeof buf : 0)) {
+		if (slot < 0 || as_wait(as, (unsigned)slot, &ret) != 0 ||
+		    ret != (t % 2 ? (long)sizeof buf : 0)) {
 			fprintf(stderr, "test_waiters: thread %ld: slot %d, result %ld\n", t, slot, ret);
 			_exit(1); /* (an even thread holds the lock: the others could not end) */
 		}
@@ -82,8 +83,7 @@ int main(int argc, char **argv)
 	/* Run for the time asked, then ask the threads to stop: each must keep moving (or end)
 	 * throughout. */
 	int stalled = -1;
-	for (time_t now = begin; stalled < 0 && atomic_load(&finished) < NT;
-	     now = time(NULL)) {
+	for (time_t now = begin; stalled < 0 && atomic_load(&finished) < NT; now = time(NULL)) {
 		if (now - begin >= seconds)
 			atomic_store(&stop, 1);
 		struct timespec ms = {0, 100 * 1000 * 1000};
@@ -97,8 +97,9 @@ int main(int argc, char **argv)
 		}
 	}
 	if (stalled >= 0) {
-		fprintf(stderr, "test_waiters: thread %d (%s) made no progress for %d s after %ld requests: "
-		                "a waiter was not woken\n",
+		fprintf(stderr,
+		        "test_waiters: thread %d (%s) made no progress for %d s after %ld requests: "
+		        "a waiter was not woken\n",
 		        stalled, stalled % 2 ? "preads" : "fsyncs under the lock", STALL_S, last[stalled]);
 		_exit(1); /* it never returns: no join */
 	}
