@@ -23,25 +23,21 @@
 static struct as *as;
 static int fd;
 static _Atomic long done_by[NT];
-static _Atomic int stop, finished, ended[NT];
+static _Atomic int stop, ended[NT];
 static pthread_rwlock_t ns_lock = PTHREAD_RWLOCK_INITIALIZER;
 
+/* Odd threads look a name up (the lock shared) before each pread; even ones hold the lock
+ * exclusively while their fsync runs (chfsd: lookups, and journal appends under the namespace
+ * lock). A writer that is never woken holds the lock: the others stop too. */
 static void *worker(void *arg)
 {
 	long t = (long)arg;
+	const int reader = t % 2;
 	char buf[16];
+	const long num = reader ? SYS_pread64 : SYS_fsync, want = reader ? (long)sizeof buf : 0;
+	const long a[6] = {fd, reader ? (long)buf : 0, reader ? (long)sizeof buf : 0};
 	while (!atomic_load(&stop)) {
-		long a[6] = {fd};
-		long num = SYS_fsync;
-		if (t % 2) {
-			num = SYS_pread64;
-			a[1] = (long)buf;
-			a[2] = sizeof buf;
-		}
-		/* Odd threads look a name up (shared) before each request; even ones hold the lock
-		 * exclusively while theirs runs (chfsd: lookups, and journal appends under the
-		 * namespace lock). A writer that is never woken holds the lock: the others stop too. */
-		if (t % 2) {
+		if (reader) {
 			pthread_rwlock_rdlock(&ns_lock);
 			pthread_rwlock_unlock(&ns_lock);
 		} else {
@@ -49,17 +45,15 @@ static void *worker(void *arg)
 		}
 		int slot = as_submit(as, num, a);
 		long ret = -1;
-		if (slot < 0 || as_wait(as, (unsigned)slot, &ret) != 0 ||
-		    ret != (t % 2 ? (long)sizeof buf : 0)) {
+		if (slot < 0 || as_wait(as, (unsigned)slot, &ret) != 0 || ret != want) {
 			fprintf(stderr, "test_waiters: thread %ld: slot %d, result %ld\n", t, slot, ret);
 			_exit(1); /* (an even thread holds the lock: the others could not end) */
 		}
-		if (!(t % 2))
+		if (!reader)
 			pthread_rwlock_unlock(&ns_lock);
 		atomic_fetch_add(&done_by[t], 1);
 	}
 	atomic_store(&ended[t], 1);
-	atomic_fetch_add(&finished, 1);
 	return NULL;
 }
 
@@ -82,15 +76,18 @@ int main(int argc, char **argv)
 		moved[t] = begin;
 	/* Run for the time asked, then ask the threads to stop: each must keep moving (or end)
 	 * throughout. */
-	int stalled = -1;
-	for (time_t now = begin; stalled < 0 && atomic_load(&finished) < NT; now = time(NULL)) {
+	int stalled = -1, nended = 0;
+	for (time_t now = begin; stalled < 0 && nended < NT; now = time(NULL)) {
 		if (now - begin >= seconds)
 			atomic_store(&stop, 1);
 		struct timespec ms = {0, 100 * 1000 * 1000};
 		nanosleep(&ms, NULL);
+		nended = 0;
 		for (int t = 0; t < NT; t++) {
 			long d = atomic_load(&done_by[t]);
-			if (d != last[t] || atomic_load(&ended[t]))
+			if (atomic_load(&ended[t]))
+				nended++;
+			else if (d != last[t])
 				moved[t] = now, last[t] = d;
 			else if (now - moved[t] >= STALL_S)
 				stalled = t;
